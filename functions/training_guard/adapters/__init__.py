@@ -1,0 +1,1 @@
+"""Adapters: the only code that talks to AWS. Each takes an injectable client."""

@@ -1,0 +1,48 @@
+"""SageMaker: describe, stop and tag training jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from training_guard.adapters.clients import error_code, error_message
+from training_guard.errors import ActionFailed
+from training_guard.events import EventError, TrainingJob, parse_job
+
+
+class SageMakerJobs:
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def describe(self, name: str) -> TrainingJob | None:
+        """The job as SageMaker sees it now; None if it no longer exists."""
+        try:
+            response = self._client.describe_training_job(TrainingJobName=name)
+        except ClientError as exc:
+            if error_code(exc) in ("ValidationException", "ResourceNotFound") and "not find" in error_message(exc).lower():
+                return None
+            raise ActionFailed(f"DescribeTrainingJob {name}", exc) from exc
+        try:
+            return parse_job(response)
+        except EventError:
+            return None
+
+    def stop(self, name: str) -> bool:
+        try:
+            self._client.stop_training_job(TrainingJobName=name)
+        except ClientError as exc:
+            # "The request was rejected because the training job is in status Stopped." is the
+            # expected race with a person, SageMaker or the job finishing: not a failure.
+            if error_code(exc) == "ValidationException" and "status" in error_message(exc).lower():
+                return False
+            raise ActionFailed(f"StopTrainingJob {name}", exc) from exc
+        return True
+
+    def tag(self, arn: str, tags: Mapping[str, str]) -> None:
+        try:
+            self._client.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+        except ClientError as exc:
+            raise ActionFailed(f"AddTags {arn}", exc) from exc
+

@@ -1,0 +1,264 @@
+"""The guard's one configuration surface: `GuardConfig`.
+
+The CDK app reads it from `cdk.json` context (or a per-account file), validates it at synth and
+hands it to the functions as one JSON environment value, which they validate again at start-up.
+
+It is written with frozen dataclasses and a small strict reader rather than pydantic: pydantic
+adds ~50 ms to every cold start (measured beside boto3 on these machines), and cold start is
+part of the guard's reaction time. The reader rejects unknown keys (typos are the commonest
+configuration mistake) and reports every problem at once, each with its field path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from training_guard import contract
+
+
+class Action(StrEnum):
+    """What a rule finding leads to."""
+
+    STOP = "stop"
+    NOTIFY = "notify"
+    IGNORE = "ignore"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; `problems` lists `field.path: message` lines."""
+
+    def __init__(self, problems: list[str], source: str = "training-guard configuration") -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{source} is invalid:\n{lines}")
+
+
+@dataclass(frozen=True)
+class RulePolicy:
+    debugger_default: Action = Action.STOP
+    profiler_default: Action = Action.NOTIFY
+    # Per rule (RuleConfigurationName), overriding the defaults above.
+    actions: Mapping[str, Action] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobTags:
+    exempt: str = contract.DEFAULT_EXEMPT_TAG
+    notify_only: str = contract.DEFAULT_NOTIFY_ONLY_TAG
+
+
+@dataclass(frozen=True)
+class JobSelection:
+    include_prefixes: tuple[str, ...] = ()  # empty: every job
+    exclude_prefixes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LifecycleNotifications:
+    failed: bool = True
+    stopped: bool = True
+    spot_interrupted: bool = True
+    completed: bool = False
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    rules: RulePolicy = field(default_factory=RulePolicy)
+    dry_run: bool = False
+    tags: JobTags = field(default_factory=JobTags)
+    # Findings within this many minutes of the job's training start do not stop it yet.
+    min_training_minutes: int = 0
+    jobs: JobSelection = field(default_factory=JobSelection)
+    notifications: LifecycleNotifications = field(default_factory=LifecycleNotifications)
+    # E-mail addresses subscribed to the notification topic at deploy time.
+    emails: tuple[str, ...] = ()
+    # How long a handled transition is remembered (duplicates arrive within minutes; days is ample).
+    dedup_ttl_days: int = 14
+
+    def action_for(self, rule_name: str, *, profiler: bool) -> Action:
+        explicit = self.rules.actions.get(rule_name)
+        if explicit is not None:
+            return explicit
+        return self.rules.profiler_default if profiler else self.rules.debugger_default
+
+    def selects(self, job_name: str) -> bool:
+        if self.jobs.include_prefixes and not job_name.startswith(self.jobs.include_prefixes):
+            return False
+        return not job_name.startswith(self.jobs.exclude_prefixes) if self.jobs.exclude_prefixes else True
+
+    def to_json(self) -> str:
+        """The canonical serialized form (what the functions receive)."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "training-guard configuration") -> GuardConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError([f"(document): not valid JSON: {exc}"], source) from None
+        return cls.from_dict(data, source)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "training-guard configuration") -> GuardConfig:
+        problems: list[str] = []
+        root = _Reader(data, "", problems)
+        config = _read_config(root)
+        if problems:
+            raise ConfigError(problems, source)
+        return config
+
+
+def _read_config(r: _Reader) -> GuardConfig:
+    rules = r.section("rules")
+    actions_reader = rules.section("actions")
+    actions = {
+        name: action
+        for name in actions_reader.keys()
+        if (action := actions_reader.choice(name, Action, None)) is not None
+    }
+    rule_policy = RulePolicy(
+        debugger_default=rules.choice("debugger_default", Action, Action.STOP),
+        profiler_default=rules.choice("profiler_default", Action, Action.NOTIFY),
+        actions=actions,
+    )
+    rules.done(("debugger_default", "profiler_default", "actions"))
+
+    tags = r.section("tags")
+    job_tags = JobTags(
+        exempt=tags.text("exempt", contract.DEFAULT_EXEMPT_TAG),
+        notify_only=tags.text("notify_only", contract.DEFAULT_NOTIFY_ONLY_TAG),
+    )
+    tags.done(("exempt", "notify_only"))
+
+    jobs = r.section("jobs")
+    selection = JobSelection(
+        include_prefixes=jobs.text_list("include_prefixes"),
+        exclude_prefixes=jobs.text_list("exclude_prefixes"),
+    )
+    jobs.done(("include_prefixes", "exclude_prefixes"))
+
+    notes = r.section("notifications")
+    lifecycle = LifecycleNotifications(
+        failed=notes.flag("failed", True),
+        stopped=notes.flag("stopped", True),
+        spot_interrupted=notes.flag("spot_interrupted", True),
+        completed=notes.flag("completed", False),
+    )
+    notes.done(("failed", "stopped", "spot_interrupted", "completed"))
+
+    emails = r.text_list("emails")
+    for i, email in enumerate(emails):
+        if "@" not in email or email.startswith("@") or email.endswith("@") or " " in email:
+            r.problem(f"emails[{i}]", f"not an e-mail address: {email!r}")
+
+    config = GuardConfig(
+        rules=rule_policy,
+        dry_run=r.flag("dry_run", False),
+        tags=job_tags,
+        min_training_minutes=r.integer("min_training_minutes", 0, minimum=0, maximum=7 * 24 * 60),
+        jobs=selection,
+        notifications=lifecycle,
+        emails=emails,
+        dedup_ttl_days=r.integer("dedup_ttl_days", 14, minimum=1, maximum=365),
+    )
+    r.done(
+        (
+            "rules",
+            "dry_run",
+            "tags",
+            "min_training_minutes",
+            "jobs",
+            "notifications",
+            "emails",
+            "dedup_ttl_days",
+        )
+    )
+    return config
+
+
+class _Reader:
+    """Reads one JSON object strictly, recording problems with their dotted field paths."""
+
+    def __init__(self, data: Any, path: str, problems: list[str]) -> None:
+        self._path = path
+        self._problems = problems
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            self.problem("", f"must be an object, got {_type_name(data)}")
+            data = {}
+        self._data: Mapping[str, Any] = data
+
+    def _where(self, key: str) -> str:
+        if not key:
+            return self._path or "(document)"
+        return f"{self._path}.{key}" if self._path else key
+
+    def problem(self, key: str, message: str) -> None:
+        self._problems.append(f"{self._where(key)}: {message}")
+
+    def keys(self) -> list[str]:
+        return [str(k) for k in self._data]
+
+    def section(self, key: str) -> _Reader:
+        return _Reader(self._data.get(key), self._where(key), self._problems)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self._data.get(key, default)
+        if not isinstance(value, bool):
+            self.problem(key, f"must be true or false, got {value!r}")
+            return default
+        return value
+
+    def integer(self, key: str, default: int, *, minimum: int, maximum: int) -> int:
+        value = self._data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(key, f"must be a whole number, got {value!r}")
+            return default
+        if not minimum <= value <= maximum:
+            self.problem(key, f"must be between {minimum} and {maximum}, got {value}")
+            return default
+        return value
+
+    def text(self, key: str, default: str) -> str:
+        value = self._data.get(key, default)
+        if not isinstance(value, str) or not value.strip():
+            self.problem(key, f"must be a non-empty string, got {value!r}")
+            return default
+        return value
+
+    def text_list(self, key: str) -> tuple[str, ...]:
+        value = self._data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.problem(key, f"must be a list of non-empty strings, got {value!r}")
+            return ()
+        return tuple(value)
+
+    def choice(self, key: str, enum: type[Action], default: Action | None) -> Action | None:
+        value = self._data.get(key)
+        if value is None and key not in self._data:
+            return default
+        allowed = [m.value for m in enum]
+        if value not in allowed:
+            self.problem(key, f"must be one of {', '.join(allowed)}, got {value!r}")
+            return default
+        return enum(value)
+
+    def done(self, known: tuple[str, ...]) -> None:
+        for key in self._data:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                allowed = ", ".join(known)
+                self.problem(str(key), f"unknown setting{hint}; known settings here: {allowed}")
+
+
+def _type_name(value: Any) -> str:
+    return {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )

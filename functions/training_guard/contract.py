@@ -1,0 +1,51 @@
+"""Names shared by the CDK app and the Lambda code.
+
+If the stack and a function spelled one of these separately they would drift; both import them
+from here. Nothing in this module does I/O or imports a third-party package.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Events -------------------------------------------------------------------------------------
+SAGEMAKER_EVENT_SOURCE: Final = "aws.sagemaker"
+TRAINING_JOB_STATE_CHANGE: Final = "SageMaker Training Job State Change"
+
+# The job-events rule matches on source and detail-type only: content checks happen in code,
+# where they are tested and logged (patterns on nested arrays also behave differently in moto).
+JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
+    "source": [SAGEMAKER_EVENT_SOURCE],
+    "detail-type": [TRAINING_JOB_STATE_CHANGE],
+}
+
+# --- Environment of the functions ---------------------------------------------------------------
+ENV_CONFIG: Final = "TRAINING_GUARD_CONFIG"  # the validated GuardConfig, serialized as JSON
+ENV_TABLE: Final = "TRAINING_GUARD_TABLE"  # DynamoDB table: transition ledger and stop audit
+ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"  # SNS topic that receives every notification
+
+# --- Tags -----------------------------------------------------------------------------------------
+# Attribution written onto a job the guard stopped (SageMaker tag keys allow ':' and '-').
+TAG_STOPPED_BY: Final = "training-guard:stopped-by"
+TAG_STOP_REASON: Final = "training-guard:stop-reason"
+TAG_STOP_RULE: Final = "training-guard:stop-rule"
+TAG_STOPPED_AT: Final = "training-guard:stopped-at"
+STOPPED_BY_VALUE: Final = "training-guard"
+# Default per-job override tags (their keys are configurable in GuardConfig).
+DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
+DEFAULT_NOTIFY_ONLY_TAG: Final = "training-guard:notify-only"
+# SageMaker tag values are at most 256 characters.
+TAG_VALUE_MAX_CHARS: Final = 256
+
+# --- State table ------------------------------------------------------------------------------------
+TABLE_PARTITION_KEY: Final = "pk"
+TABLE_TTL_ATTRIBUTE: Final = "expires_at"  # epoch seconds, DynamoDB TTL
+
+# --- Metrics and logs ---------------------------------------------------------------------------------
+GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
+SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
+TRAINING_LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
+RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
+
+# --- Notifications --------------------------------------------------------------------------------------
+NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"

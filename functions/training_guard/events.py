@@ -1,0 +1,244 @@
+"""Tolerant parsing of raw events and API responses into domain records.
+
+Real "SageMaker Training Job State Change" events are messy (see docs: timestamps as epoch
+milliseconds in ints, floats, numeric strings or null; optional fields; rule-status lists that
+may be absent). Parsing never trusts shape: anything it cannot use becomes `None` or an empty
+value, except the few fields without which the event means nothing (then `EventError`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from training_guard import contract
+
+# Fixed vocabularies (the SageMaker API model). Unknown values are kept as they are: SageMaker
+# adds statuses over time and an unknown one must never crash the guard.
+IN_PROGRESS = "InProgress"
+COMPLETED = "Completed"
+FAILED = "Failed"
+STOPPING = "Stopping"
+STOPPED = "Stopped"
+
+ISSUES_FOUND = "IssuesFound"
+RULE_ERROR = "Error"
+
+DEBUGGER = "debugger"
+PROFILER = "profiler"
+
+_RULE_LISTS = (("DebugRuleEvaluationStatuses", DEBUGGER), ("ProfilerRuleEvaluationStatuses", PROFILER))
+_MAX_TEXT = 4096  # longest free text kept from an event (StatusDetails is documented <= 1024)
+# Epoch values above this are milliseconds (1e11 s is the year 5138; 1e11 ms is 1973).
+_MILLIS_THRESHOLD = 1e11
+
+
+class EventError(ValueError):
+    """The event cannot be used; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    name: str
+    kind: str  # DEBUGGER | PROFILER
+    status: str
+    details: str | None = None
+    evaluation_job_arn: str | None = None
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    name: str
+    status: str
+    arn: str | None = None
+    secondary_status: str | None = None
+    failure_reason: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    # None: the source did not say (the event omitted the lists); () : it said "no rules".
+    rules: tuple[RuleStatus, ...] | None = None
+    creation_time: datetime | None = None
+    training_start_time: datetime | None = None
+    training_end_time: datetime | None = None
+    last_modified_time: datetime | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    metric_names: tuple[str, ...] = ()
+    tuning_job_arn: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.status == IN_PROGRESS
+
+    def training_seconds(self, now: datetime) -> float | None:
+        """Seconds of training so far (or in all, once ended); None when unknown."""
+        start = self.training_start_time
+        if start is None:
+            return None
+        end = self.training_end_time if self.training_end_time and not self.running else now
+        return max(0.0, (end - start).total_seconds())
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One training-job state-change event."""
+
+    event_id: str
+    account: str | None
+    region: str | None
+    time: datetime | None
+    source: str
+    detail_type: str
+    job: TrainingJob
+
+
+def parse_event(event: Any) -> JobEvent:
+    """Parse an EventBridge "SageMaker Training Job State Change" event."""
+    if not isinstance(event, Mapping):
+        raise EventError(f"event must be a JSON object, got {type(event).__name__}")
+    source = _text(event.get("source"))
+    detail_type = _text(event.get("detail-type"))
+    if source != contract.SAGEMAKER_EVENT_SOURCE or detail_type != contract.TRAINING_JOB_STATE_CHANGE:
+        raise EventError(
+            f"not a training job state change (source={source!r}, detail-type={detail_type!r})"
+        )
+    detail = event.get("detail")
+    if not isinstance(detail, Mapping):
+        raise EventError("event has no 'detail' object")
+    return JobEvent(
+        event_id=_text(event.get("id")) or "",
+        account=_text(event.get("account")),
+        region=_text(event.get("region")),
+        time=parse_time(event.get("time")),
+        source=source,
+        detail_type=detail_type,
+        job=parse_job(detail, where="detail"),
+    )
+
+
+def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") -> TrainingJob:
+    """Parse a training job from an event `detail` or a `DescribeTrainingJob` response."""
+    name = _text(data.get("TrainingJobName"))
+    if not name:
+        raise EventError(f"{where}.TrainingJobName is missing or empty")
+    status = _text(data.get("TrainingJobStatus"))
+    if not status:
+        raise EventError(f"{where}.TrainingJobStatus is missing or empty (job {name})")
+    resources = data.get("ResourceConfig")
+    resources = resources if isinstance(resources, Mapping) else {}
+    algorithm = data.get("AlgorithmSpecification")
+    algorithm = algorithm if isinstance(algorithm, Mapping) else {}
+    return TrainingJob(
+        name=name,
+        status=status,
+        arn=_text(data.get("TrainingJobArn")),
+        secondary_status=_text(data.get("SecondaryStatus")),
+        failure_reason=_text(data.get("FailureReason")),
+        tags=_tags(data.get("Tags")),
+        rules=_rules(data),
+        creation_time=parse_time(data.get("CreationTime")),
+        training_start_time=parse_time(data.get("TrainingStartTime")),
+        training_end_time=parse_time(data.get("TrainingEndTime")),
+        last_modified_time=parse_time(data.get("LastModifiedTime")),
+        instance_type=_text(resources.get("InstanceType")),
+        instance_count=_count(resources.get("InstanceCount")),
+        metric_names=_metric_names(algorithm.get("MetricDefinitions")),
+        tuning_job_arn=_text(data.get("TuningJobArn")),
+    )
+
+
+def parse_time(value: Any) -> datetime | None:
+    """Epoch seconds or milliseconds (int, float or numeric string), ISO-8601, datetime, or None."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    number: float | None = None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if number is None or not math.isfinite(number) or number < 0:
+        return None
+    seconds = number / 1000.0 if number > _MILLIS_THRESHOLD else number
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _text(value: Any, limit: int = _MAX_TEXT) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return value[:limit]
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _tags(value: Any) -> dict[str, str]:
+    """Tags as a map (events) or as [{"Key", "Value"}] (the API); anything else: no tags."""
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items() if isinstance(k, str) and v is not None}
+    if isinstance(value, list):
+        pairs = (t for t in value if isinstance(t, Mapping) and isinstance(t.get("Key"), str))
+        return {t["Key"]: str(t.get("Value", "")) for t in pairs}
+    return {}
+
+
+def _rules(data: Mapping[str, Any]) -> tuple[RuleStatus, ...] | None:
+    present = False
+    rules: list[RuleStatus] = []
+    for key, kind in _RULE_LISTS:
+        entries = data.get(key)
+        if entries is None:
+            continue
+        present = True
+        if not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, Mapping):
+                continue
+            name = _text(entry.get("RuleConfigurationName"))
+            status = _text(entry.get("RuleEvaluationStatus"))
+            if not name or not status:
+                continue
+            rules.append(
+                RuleStatus(
+                    name=name,
+                    kind=kind,
+                    status=status,
+                    details=_text(entry.get("StatusDetails")),
+                    evaluation_job_arn=_text(entry.get("RuleEvaluationJobArn")),
+                    last_modified=parse_time(entry.get("LastModifiedTime")),
+                )
+            )
+    return tuple(rules) if present else None
+
+
+def _metric_names(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        name for d in value if isinstance(d, Mapping) and (name := _text(d.get("Name")))
+    )

@@ -1,0 +1,1 @@
+"""Lambda entry points: parse, one domain call, adapters."""

@@ -1,0 +1,73 @@
+"""Job-events Lambda: one "SageMaker Training Job State Change" event in, one receipt out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+
+from training_guard.adapters.clients import client
+from training_guard.adapters.ledger import DynamoLedger
+from training_guard.adapters.sagemaker import SageMakerJobs
+from training_guard.adapters.sns import SnsPublisher
+from training_guard.events import EventError, parse_event
+from training_guard.responder import Receipt, Responder
+from training_guard.settings import Settings
+
+logger = Logger()
+metrics = Metrics()
+
+
+@cache
+def responder() -> Responder:
+    """The composition root: real adapters from typed settings, built once per environment."""
+    settings = Settings.from_env()
+    return Responder(
+        settings.config,
+        jobs=SageMakerJobs(client("sagemaker")),
+        ledger=DynamoLedger(client("dynamodb"), settings.table),
+        publisher=SnsPublisher(client("sns"), settings.topic_arn),
+    )
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
+def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
+    return process(event, responder(), account=_account_of(context)).as_dict()
+
+
+def process(event: Any, guard: Responder, *, account: str | None, now: datetime | None = None) -> Receipt:
+    """Parse, one domain call, a log line and metrics. Unusable events raise `EventError`."""
+    try:
+        parsed = parse_event(event)
+    except EventError as exc:
+        logger.error("unusable event", extra={"reason": str(exc)})
+        raise
+    logger.append_keys(training_job=parsed.job.name, job_status=parsed.job.status)
+    if account and parsed.account != account:
+        # The default bus only carries this account's events; anything else is spoofed or misrouted.
+        logger.warning("event from another account ignored", extra={"event_account": parsed.account})
+        return Receipt(job=parsed.job.name, event_id=parsed.event_id, ignored=f"event from account {parsed.account}")
+    receipt = guard.handle(parsed, now=now or datetime.now(UTC))
+    logger.info("event handled", extra={"receipt": receipt.as_dict()})
+    _count(receipt)
+    return receipt
+
+
+def _count(receipt: Receipt) -> None:
+    for outcome in receipt.outcomes:
+        metrics.add_metric(name=f"Outcome_{outcome}", unit=MetricUnit.Count, value=1)
+    if receipt.notifications:
+        metrics.add_metric(name="NotificationsPublished", unit=MetricUnit.Count, value=len(receipt.notifications))
+    if receipt.duplicates:
+        metrics.add_metric(name="DuplicateTransitions", unit=MetricUnit.Count, value=receipt.duplicates)
+
+
+def _account_of(context: Any) -> str | None:
+    arn = getattr(context, "invoked_function_arn", "") or ""
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 4 and parts[4] else None

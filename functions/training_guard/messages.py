@@ -1,0 +1,212 @@
+"""One notification per transition, rendered for each channel.
+
+`Notification` is the versioned document (schema `training-guard.notification/1`) that machine
+subscribers receive; `email_text` and `subject` are the prose for people reading e-mail.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from urllib.parse import quote
+
+from training_guard import contract
+from training_guard.events import JobEvent, RuleStatus, TrainingJob
+from training_guard.policy import Decision, Kind
+
+SUBJECT_MAX_CHARS = 99  # SNS: subjects must be under 100 characters
+_SMS_MAX_CHARS = 140
+
+
+class Outcome(StrEnum):
+    """What the guard did about a decision."""
+
+    STOPPED = "stopped"
+    WOULD_STOP = "would_stop"
+    DEFERRED = "deferred"
+    NOTIFIED = "notified"
+    ALREADY_ENDED = "already_ended"  # asked to stop, but the job had left InProgress already
+    ALREADY_STOPPING = "already_stopping"  # another rule's stop of this job is under way
+
+
+_SEVERITY = {
+    Outcome.STOPPED: "critical",
+    Outcome.WOULD_STOP: "warning",
+    Outcome.DEFERRED: "warning",
+    Outcome.ALREADY_ENDED: "warning",
+    Outcome.ALREADY_STOPPING: "warning",
+}
+_KIND_SEVERITY = {
+    Kind.ISSUES_FOUND: "warning",
+    Kind.RULE_ERROR: "warning",
+    Kind.JOB_FAILED: "critical",
+    Kind.JOB_STOPPED: "info",
+    Kind.JOB_COMPLETED: "info",
+    Kind.SPOT_INTERRUPTED: "info",
+}
+
+
+@dataclass(frozen=True)
+class Notification:
+    kind: Kind
+    outcome: Outcome
+    severity: str
+    title: str
+    reason: str
+    job: TrainingJob
+    rule: RuleStatus | None
+    account: str | None
+    region: str | None
+    event_id: str
+    time: datetime
+    dry_run: bool
+
+    def document(self) -> dict[str, Any]:
+        job = self.job
+        training = job.training_seconds(self.time)
+        doc: dict[str, Any] = {
+            "schema": contract.NOTIFICATION_SCHEMA,
+            "kind": self.kind.value,
+            "outcome": self.outcome.value,
+            "severity": self.severity,
+            "title": self.title,
+            "reason": self.reason,
+            "time": self.time.isoformat(),
+            "account": self.account,
+            "region": self.region,
+            "event_id": self.event_id,
+            "dry_run": self.dry_run,
+            "job": {
+                "name": job.name,
+                "arn": job.arn,
+                "status": job.status,
+                "secondary_status": job.secondary_status,
+                "failure_reason": job.failure_reason,
+                "instance_type": job.instance_type,
+                "instance_count": job.instance_count,
+                "training_seconds": round(training) if training is not None else None,
+                "tuning_job_arn": job.tuning_job_arn,
+            },
+            "rule": None,
+            "links": links(job.name, self.region, self.rule),
+        }
+        if self.rule is not None:
+            doc["rule"] = {
+                "name": self.rule.name,
+                "kind": self.rule.kind,
+                "status": self.rule.status,
+                "details": self.rule.details,
+                "evaluation_job_arn": self.rule.evaluation_job_arn,
+            }
+        return doc
+
+    def subject(self) -> str:
+        # SNS subjects are ASCII without line breaks; job and rule names are ASCII already.
+        text = f"Training Guard: {self.title}".encode("ascii", "replace").decode()
+        text = " ".join(text.split())
+        return text if len(text) <= SUBJECT_MAX_CHARS else text[: SUBJECT_MAX_CHARS - 3] + "..."
+
+    def sms_text(self) -> str:
+        text = f"Training Guard: {self.title}"
+        return text if len(text) <= _SMS_MAX_CHARS else text[: _SMS_MAX_CHARS - 3] + "..."
+
+    def email_text(self) -> str:
+        job = self.job
+        lines = [self.title, "", f"Why: {self.reason}", ""]
+        lines.append(f"Job:       {job.name}")
+        lines.append(f"Status:    {job.status}" + (f" / {job.secondary_status}" if job.secondary_status else ""))
+        if job.failure_reason:
+            lines.append(f"Failure:   {job.failure_reason}")
+        if job.instance_type:
+            lines.append(f"Instances: {job.instance_count or 1} x {job.instance_type}")
+        training = job.training_seconds(self.time)
+        if training is not None:
+            lines.append(f"Trained:   {format_duration(training)}")
+        lines.append(f"Account:   {self.account or '-'}   Region: {self.region or '-'}")
+        if self.rule is not None:
+            lines += ["", f"Rule:      {self.rule.name} ({self.rule.kind}) -> {self.rule.status}"]
+            if self.rule.details:
+                lines.append(f"Details:   {self.rule.details}")
+        if self.dry_run:
+            lines += ["", "The guard is in dry-run mode: it stops nothing."]
+        lines.append("")
+        for label, url in links(job.name, self.region, self.rule).items():
+            lines.append(f"{label}: {url}")
+        lines += ["", f"Event {self.event_id} at {self.time.isoformat()}."]
+        return "\n".join(lines)
+
+
+def build(event: JobEvent, job: TrainingJob, decision: Decision, outcome: Outcome, *, now: datetime, dry_run: bool) -> Notification:
+    severity = _SEVERITY.get(outcome) or _KIND_SEVERITY[decision.kind]
+    return Notification(
+        kind=decision.kind,
+        outcome=outcome,
+        severity=severity,
+        title=title(decision.kind, outcome, job, decision.rule),
+        reason=decision.reason,
+        job=job,
+        rule=decision.rule,
+        account=event.account,
+        region=event.region,
+        event_id=event.event_id,
+        time=now,
+        dry_run=dry_run,
+    )
+
+
+def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: RuleStatus | None) -> str:
+    name = job.name
+    rule_name = rule.name if rule else "?"
+    if kind is Kind.ISSUES_FOUND:
+        return {
+            Outcome.STOPPED: f"Stopped {name}: rule {rule_name} found issues",
+            Outcome.WOULD_STOP: f"Would have stopped {name}: rule {rule_name} found issues",
+            Outcome.DEFERRED: f"Rule {rule_name} found issues in {name}: stop deferred",
+            Outcome.ALREADY_ENDED: f"Rule {rule_name} found issues in {name} (job already {job.status})",
+            Outcome.ALREADY_STOPPING: f"Rule {rule_name} found issues in {name} (already being stopped)",
+        }.get(outcome, f"Rule {rule_name} found issues in {name}")
+    return {
+        Kind.RULE_ERROR: f"Rule {rule_name} failed on {name}",
+        Kind.JOB_FAILED: f"Training job {name} failed",
+        Kind.JOB_STOPPED: f"Training job {name} stopped",
+        Kind.JOB_COMPLETED: f"Training job {name} completed",
+        Kind.SPOT_INTERRUPTED: f"Training job {name} was interrupted (spot)",
+    }[kind]
+
+
+def links(job_name: str, region: str | None, rule: RuleStatus | None = None) -> dict[str, str]:
+    if not region:
+        return {}
+    console = f"https://{region}.console.aws.amazon.com"
+    out = {
+        "Job": f"{console}/sagemaker/home?region={region}#/jobs/{quote(job_name)}",
+        "Logs": _log_streams_url(console, region, contract.TRAINING_LOG_GROUP, f"{job_name}/"),
+    }
+    if rule is not None and rule.evaluation_job_arn and "/" in rule.evaluation_job_arn:
+        rule_job = rule.evaluation_job_arn.rsplit("/", 1)[1]
+        out["Rule logs"] = _log_streams_url(console, region, contract.RULE_JOB_LOG_GROUP, f"{rule_job}/")
+    return out
+
+
+def _log_streams_url(console: str, region: str, group: str, prefix: str) -> str:
+    # The CloudWatch console fragment escapes '%' as '$25': '/' is '$252F', '?' '$3F', '=' '$3D'.
+    def esc(text: str) -> str:
+        return quote(text, safe="").replace("%", "$25")
+
+    return (
+        f"{console}/cloudwatch/home?region={region}#logsV2:log-groups/log-group/{esc(group)}"
+        f"$3FlogStreamNameFilter$3D{esc(prefix)}"
+    )
+
+
+def format_duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"

@@ -1,0 +1,193 @@
+"""Pure decisions: which actions follow from an observed training job.
+
+`decide(job, config, now=..., guard_stop=...)` is a function of the job as observed, what the guard
+already did to it and the configured policy. It does no I/O and imports no boto3 and no `os`.
+Each decision carries the key of the transition it reacts to (job, source, name, new status):
+the responder lets each key through at most once, which is what makes duplicates harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from training_guard.config import Action, GuardConfig
+from training_guard.events import (
+    COMPLETED,
+    FAILED,
+    ISSUES_FOUND,
+    PROFILER,
+    RULE_ERROR,
+    STOPPED,
+    RuleStatus,
+    TrainingJob,
+)
+
+# Tag values that switch an override tag off rather than on.
+_FALSE_TAG_VALUES = frozenset({"false", "0", "no", "off"})
+_SECONDARY_STOP_CAUSES = {
+    "MaxRuntimeExceeded": "by SageMaker: the job reached StoppingCondition.MaxRuntimeInSeconds",
+    "MaxWaitTimeExceeded": "by SageMaker: the spot job reached StoppingCondition.MaxWaitTimeInSeconds",
+}
+
+
+class Kind(StrEnum):
+    """What happened (the notification's kind)."""
+
+    ISSUES_FOUND = "issues_found"
+    RULE_ERROR = "rule_error"
+    JOB_FAILED = "job_failed"
+    JOB_STOPPED = "job_stopped"
+    JOB_COMPLETED = "job_completed"
+    SPOT_INTERRUPTED = "spot_interrupted"
+
+
+class Plan(StrEnum):
+    """What the policy asks the guard to do about it."""
+
+    STOP = "stop"
+    WOULD_STOP = "would_stop"  # a stop was called for but dry-run or a job tag prevents it
+    DEFER = "defer"  # a stop is called for, but the job is within its grace period
+    NOTIFY = "notify"
+
+
+@dataclass(frozen=True)
+class GuardStop:
+    """What the guard's audit record says about a stop it made."""
+
+    rule: str
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Decision:
+    key: str
+    kind: Kind
+    plan: Plan
+    reason: str  # the policy line that decided it, shown to people
+    rule: RuleStatus | None = None
+
+
+def transition_key(job: str, source: str, name: str, status: str) -> str:
+    return f"t#{job}#{source}#{name}#{status}"
+
+
+def decide(
+    job: TrainingJob, config: GuardConfig, *, now: datetime, guard_stop: GuardStop | None = None
+) -> list[Decision]:
+    if not config.selects(job.name):
+        return []
+    decisions = [d for rule in job.rules or () if (d := _decide_rule(job, rule, config, now))]
+    lifecycle = _decide_lifecycle(job, config, guard_stop)
+    if lifecycle is not None:
+        decisions.append(lifecycle)
+    return decisions
+
+
+def selection_reason(job_name: str, config: GuardConfig) -> str | None:
+    """Why a job is outside the guard's selection (None when it is selected)."""
+    if config.selects(job_name):
+        return None
+    return "job name is outside jobs.include_prefixes / jobs.exclude_prefixes"
+
+
+def _decide_rule(
+    job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: datetime
+) -> Decision | None:
+    action = config.action_for(rule.name, profiler=rule.kind == PROFILER)
+    if action is Action.IGNORE or rule.status not in (ISSUES_FOUND, RULE_ERROR):
+        return None
+    key = transition_key(job.name, rule.kind, rule.name, rule.status)
+    setting = _rule_setting(config, rule)
+    if rule.status == RULE_ERROR:
+        reason = (
+            f"the rule itself failed to evaluate ({setting}); a rule error is not a finding "
+            "about the model and never stops a job"
+        )
+        return Decision(key, Kind.RULE_ERROR, Plan.NOTIFY, reason, rule)
+    if action is Action.NOTIFY:
+        return Decision(key, Kind.ISSUES_FOUND, Plan.NOTIFY, f"{setting}: notify only", rule)
+    if not job.running:
+        reason = f"{setting}, but the job is {job.status}: only a running job is stopped"
+        return Decision(key, Kind.ISSUES_FOUND, Plan.NOTIFY, reason, rule)
+    override = _override(job, config)
+    if override:
+        return Decision(key, Kind.ISSUES_FOUND, Plan.WOULD_STOP, f"{setting}, but {override}", rule)
+    grace = _grace_remaining(job, config, now)
+    if grace is not None:
+        reason = (
+            f"{setting}, but the job is within min_training_minutes={config.min_training_minutes} "
+            f"({grace}); it is stopped on the first event after that"
+        )
+        return Decision(f"{key}#deferred", Kind.ISSUES_FOUND, Plan.DEFER, reason, rule)
+    return Decision(key, Kind.ISSUES_FOUND, Plan.STOP, setting, rule)
+
+
+def _rule_setting(config: GuardConfig, rule: RuleStatus) -> str:
+    action = config.action_for(rule.name, profiler=rule.kind == PROFILER)
+    if rule.name in config.rules.actions:
+        return f"rules.actions.{rule.name} = {action.value}"
+    default = "rules.profiler_default" if rule.kind == PROFILER else "rules.debugger_default"
+    return f"{default} = {action.value} ({rule.kind} rule {rule.name})"
+
+
+def _tag_set(job: TrainingJob, key: str) -> bool:
+    value = job.tags.get(key)
+    return value is not None and value.strip().lower() not in _FALSE_TAG_VALUES
+
+
+def _override(job: TrainingJob, config: GuardConfig) -> str | None:
+    if _tag_set(job, config.tags.exempt):
+        return f"the job carries the exemption tag {config.tags.exempt}"
+    if _tag_set(job, config.tags.notify_only):
+        return f"the job carries the notify-only tag {config.tags.notify_only}"
+    if config.dry_run:
+        return "dry_run is on"
+    return None
+
+
+def _grace_remaining(job: TrainingJob, config: GuardConfig, now: datetime) -> str | None:
+    if config.min_training_minutes <= 0:
+        return None
+    trained = job.training_seconds(now)
+    if trained is None:
+        return "training has not started"
+    if trained < config.min_training_minutes * 60:
+        return f"trained {trained / 60:.1f} min"
+    return None
+
+
+def _decide_lifecycle(
+    job: TrainingJob, config: GuardConfig, guard_stop: GuardStop | None
+) -> Decision | None:
+    notes = config.notifications
+    if job.status == FAILED and notes.failed:
+        reason = job.failure_reason or "SageMaker gave no FailureReason"
+        return Decision(transition_key(job.name, "job", "status", FAILED), Kind.JOB_FAILED, Plan.NOTIFY, reason)
+    if job.status == STOPPED and notes.stopped:
+        return Decision(
+            transition_key(job.name, "job", "status", STOPPED),
+            Kind.JOB_STOPPED,
+            Plan.NOTIFY,
+            stop_cause(job, guard_stop),
+        )
+    if job.status == COMPLETED and notes.completed:
+        key = transition_key(job.name, "job", "status", COMPLETED)
+        return Decision(key, Kind.JOB_COMPLETED, Plan.NOTIFY, "notifications.completed = true")
+    if job.secondary_status == "Interrupted" and notes.spot_interrupted:
+        key = transition_key(job.name, "job", "secondary", "Interrupted")
+        reason = "the spot capacity was reclaimed; SageMaker restarts the job from its last checkpoint"
+        return Decision(key, Kind.SPOT_INTERRUPTED, Plan.NOTIFY, reason)
+    return None
+
+
+def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
+    """Who stopped a job, in words."""
+    if guard_stop is not None:
+        return f"by Training Guard at {guard_stop.at.isoformat()}: rule {guard_stop.rule} ({guard_stop.reason})"
+    cause = _SECONDARY_STOP_CAUSES.get(job.secondary_status or "")
+    if cause:
+        return cause
+    return "by a person or another tool (StopTrainingJob called outside the guard)"

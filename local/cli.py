@@ -1,0 +1,117 @@
+"""The `training-guard` command: operator tooling that runs on a workstation, never in Lambda."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from training_guard.config import ConfigError, GuardConfig
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input to the command; printed as one line on stderr, exit 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="training-guard", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="replay recorded EventBridge events through the real job-events handler on an emulated AWS",
+        description=(
+            "Replays recorded 'SageMaker Training Job State Change' events, in order and duplicates "
+            "included, through the real job-events handler against an embedded AWS emulation. "
+            "Prints one JSON object per event: job, stopped, notifications, error, and more."
+        ),
+    )
+    simulate.add_argument("--config", type=Path, help="a GuardConfig JSON file (default: built-in defaults)")
+    simulate.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
+    simulate.set_defaults(run=_simulate)
+
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except UsageError as exc:
+        print(f"training-guard {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def load_config(path: Path | None) -> GuardConfig:
+    if path is None:
+        return GuardConfig()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        return GuardConfig.from_json(text, source=str(path))
+    except ConfigError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
+
+
+def load_events(paths: Sequence[Path]) -> list[Any]:
+    """Every event of every file, in order; all files are read before any event is played."""
+    events: list[Any] = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        events.extend(data if isinstance(data, list) else [data])
+    return events
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    events = load_events(args.events)
+    from training_guard_local.emulator import Emulation
+
+    with Emulation(config) as aws:
+        for event in events:
+            print(json.dumps(simulate_one(aws, event)), flush=True)
+    return EXIT_OK
+
+
+def simulate_one(aws: Any, event: Any) -> dict[str, Any]:
+    """Play one event; the result says what the guard did, or why the event could not be used."""
+    from training_guard.errors import GuardError
+    from training_guard.events import EventError
+
+    detail = event.get("detail") if isinstance(event, dict) else None
+    job = detail.get("TrainingJobName") if isinstance(detail, dict) else None
+    try:
+        receipt = aws.deliver(event)
+    except (EventError, GuardError) as exc:
+        return {"job": job, "stopped": False, "notifications": [], "error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - one bad event must not end the replay; it is reported
+        return {"job": job, "stopped": False, "notifications": [], "error": f"{type(exc).__name__}: {exc}"}
+    notes = aws.notifications()
+    return {
+        "job": receipt["job"],
+        "stopped": receipt["stopped"],
+        "notifications": receipt["notifications"],
+        "error": None,
+        "outcomes": receipt["outcomes"],
+        "titles": [n.get("title") for n in notes],
+        "duplicates": receipt["duplicates"],
+        "ignored": receipt["ignored"],
+        "described": receipt["described"],
+        "job_status": aws.job_status(receipt["job"]),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

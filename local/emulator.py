@@ -1,0 +1,185 @@
+"""An emulated AWS account in-process (moto) in which the real handlers run.
+
+Used by `training-guard simulate`, the integration tests and the demo. Nothing here reaches a
+network: moto intercepts every boto3 call of the process while the emulation is active.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from moto import mock_aws
+
+from training_guard import contract
+from training_guard.config import GuardConfig
+from training_guard_local import sagemaker_ext
+
+ACCOUNT = "123456789012"  # moto's default account
+REGION = "us-east-1"
+TABLE = "training-guard-state"
+TOPIC = "training-guard-notifications"
+CAPTURE_QUEUE = "training-guard-capture"
+FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-events"
+
+_ENV = {
+    "AWS_ACCESS_KEY_ID": "emulated",
+    "AWS_SECRET_ACCESS_KEY": "emulated",  # noqa: S105 - moto's fake credentials, not a secret
+    "AWS_SESSION_TOKEN": "emulated",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "POWERTOOLS_SERVICE_NAME": "training-guard",
+    "POWERTOOLS_METRICS_NAMESPACE": contract.GUARD_METRICS_NAMESPACE,
+}
+
+
+@dataclass(frozen=True)
+class LambdaContext:
+    """The part of the Lambda context object the handlers and Powertools read."""
+
+    function_name: str = "training-guard-job-events"
+    function_version: str = "$LATEST"
+    invoked_function_arn: str = FUNCTION_ARN
+    memory_limit_in_mb: int = 256
+    aws_request_id: str = "emulated-request"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+class Emulation:
+    """`with Emulation(config) as aws:` gives an emulated account with the guard's resources."""
+
+    def __init__(self, config: GuardConfig | None = None, *, quiet: bool = True) -> None:
+        self.config = config or GuardConfig()
+        self.quiet = quiet
+        self._mock = mock_aws()
+        self._saved_env: dict[str, str | None] = {}
+        self.topic_arn = ""
+        self.queue_url = ""
+
+    def __enter__(self) -> Emulation:
+        env = dict(_ENV)
+        env[contract.ENV_CONFIG] = self.config.to_json()
+        env[contract.ENV_TABLE] = TABLE
+        if self.quiet:
+            env["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+            env["POWERTOOLS_METRICS_DISABLED"] = "true"
+        for key, value in env.items():
+            self._saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+        self._mock.start()
+        sagemaker_ext.install()
+        self._create_resources()
+        os.environ[contract.ENV_TOPIC_ARN] = self.topic_arn
+        self._saved_env.setdefault(contract.ENV_TOPIC_ARN, None)
+        _reset_handler_caches()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._mock.stop()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        _reset_handler_caches()
+
+    # --- resources ---------------------------------------------------------------------------
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(service, region_name=REGION)
+
+    def _create_resources(self) -> None:
+        self.client("dynamodb").create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": contract.TABLE_PARTITION_KEY, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": contract.TABLE_PARTITION_KEY, "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        self.client("dynamodb").update_time_to_live(
+            TableName=TABLE,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": contract.TABLE_TTL_ATTRIBUTE},
+        )
+        sns = self.client("sns")
+        self.topic_arn = sns.create_topic(Name=TOPIC)["TopicArn"]
+        sqs = self.client("sqs")
+        self.queue_url = sqs.create_queue(QueueName=CAPTURE_QUEUE)["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sns.subscribe(
+            TopicArn=self.topic_arn,
+            Protocol="sqs",
+            Endpoint=queue_arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
+
+    # --- driving the guard ---------------------------------------------------------------------
+    def put_job(self, detail: Mapping[str, Any]) -> None:
+        sagemaker_ext.put_job(ACCOUNT, REGION, detail)
+
+    def deliver(self, event: Any) -> dict[str, Any]:
+        """Bring the emulated job to the event's state, run the real job-events handler on it."""
+        detail = event.get("detail") if isinstance(event, Mapping) else None
+        if isinstance(detail, Mapping) and isinstance(detail.get("TrainingJobName"), str) and detail.get(
+            "TrainingJobStatus"
+        ):
+            self.put_job(detail)
+        with _stdout_to_stderr():
+            from training_guard.handlers import job_events
+
+            return dict(job_events.handler(event, LambdaContext()))
+
+    def notifications(self) -> list[dict[str, Any]]:
+        """Drain the capture queue: the notification documents published since the last call."""
+        sqs = self.client("sqs")
+        out: list[dict[str, Any]] = []
+        while True:
+            batch = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not batch:
+                return out
+            for message in batch:
+                out.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    def job_status(self, name: str) -> str | None:
+        return sagemaker_ext.job_status(ACCOUNT, REGION, name)
+
+    def finish_stopping(self, name: str) -> bool:
+        return sagemaker_ext.finish_stopping(ACCOUNT, REGION, name)
+
+    def job_tags(self, name: str) -> dict[str, str]:
+        arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+        tags = self.client("sagemaker").list_tags(ResourceArn=arn)["Tags"]
+        return {t["Key"]: t["Value"] for t in tags}
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Powertools writes logs and metrics to stdout; the CLI's stdout is for its own results.
+
+    The handler module binds its Logger to `sys.stdout` when first imported, so the first import
+    must happen inside this block too.
+    """
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def _reset_handler_caches() -> None:
+    from training_guard.adapters import clients
+
+    with _stdout_to_stderr():
+        from training_guard.handlers import job_events
+
+    clients.client.cache_clear()
+    job_events.responder.cache_clear()

@@ -1,0 +1,146 @@
+"""What moto's SageMaker backend lacks for the guard: job states and `StopTrainingJob`.
+
+moto 5.2 creates every training job `Completed` at once, keeps no rule statuses and raises
+NotImplementedError on `stop_training_job`. This module adds, for the emulation only:
+
+- `put_job(...)`: create or update a job in the state a recorded event reports;
+- `StopTrainingJob` with SageMaker's semantics: only legal while `InProgress` (else
+  `ValidationException` "The request was rejected because the training job is in status X."),
+  moving the job to `Stopping`; `finish_stopping(...)` then moves it to `Stopped` as SageMaker does
+  after the container exits.
+
+`install()` is idempotent and must run before the first SageMaker call of a mocked session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from moto.sagemaker import models as sm_models
+from moto.sagemaker import responses as sm_responses
+from moto.sagemaker.exceptions import ValidationError
+
+from training_guard.events import parse_time
+
+_DETAIL_FIELDS = {
+    # event detail key -> FakeTrainingJob attribute (describe_training_job camel-cases them back)
+    "TrainingJobStatus": "training_job_status",
+    "SecondaryStatus": "secondary_status",
+    "FailureReason": "failure_reason",
+    "DebugRuleEvaluationStatuses": "debug_rule_evaluation_statuses",
+    "ProfilerRuleEvaluationStatuses": "profiler_rule_evaluation_statuses",
+    "ResourceConfig": "resource_config",
+    "StoppingCondition": "stopping_condition",
+    "TuningJobArn": "tuning_job_arn",
+}
+_TIME_FIELDS = {
+    "CreationTime": "creation_time",
+    "TrainingStartTime": "training_start_time",
+    "TrainingEndTime": "training_end_time",
+    "LastModifiedTime": "last_modified_time",
+}
+# Attributes of moto's fake that real DescribeTrainingJob would not show for a running job.
+_MOTO_ONLY = ("final_metric_data_list", "model_artifacts")
+
+
+def _backend(account: str, region: str) -> Any:
+    return sm_models.sagemaker_backends[account][region]
+
+
+def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
+    job = self.training_jobs.get(training_job_name)
+    if job is None:
+        arn = sm_models.FakeTrainingJob.arn_formatter(training_job_name, self.account_id, self.region_name)
+        raise ValidationError(message=f"Could not find training job '{arn}'.")
+    if job.training_job_status != "InProgress":
+        raise ValidationError(
+            message=f"The request was rejected because the training job is in status {job.training_job_status}."
+        )
+    job.training_job_status = "Stopping"
+    job.secondary_status = "Stopping"
+    job.last_modified_time = datetime.now(UTC)
+
+
+def _stop_training_job_response(self: Any) -> Any:
+    self.sagemaker_backend.stop_training_job(self._get_param("TrainingJobName"))
+    return sm_responses.EmptyResult()
+
+
+def install() -> None:
+    """Teach moto's SageMaker `StopTrainingJob` (idempotent)."""
+    sm_models.SageMakerModelBackend.stop_training_job = _stop_training_job_backend  # type: ignore[attr-defined]
+    sm_responses.SageMakerResponse.stop_training_job = _stop_training_job_response  # type: ignore[attr-defined]
+
+
+def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
+    """Create the job an event names, or bring it to the state the event reports.
+
+    A job the emulation already stopped (`Stopping`/`Stopped`) is not moved back to `InProgress`
+    by a late or duplicate event, as in SageMaker, where a stop cannot be undone.
+    """
+    backend = _backend(account, region)
+    name = str(detail["TrainingJobName"])
+    job = backend.training_jobs.get(name)
+    if job is None:
+        job = backend.create_training_job(
+            training_job_name=name,
+            hyper_parameters={},
+            algorithm_specification=dict(detail.get("AlgorithmSpecification") or {"TrainingInputMode": "File"}),
+            role_arn=f"arn:aws:iam::{account}:role/emulated-sagemaker-role",
+            input_data_config=[],
+            output_data_config={"S3OutputPath": f"s3://emulated-{account}/output"},
+            resource_config=dict(detail.get("ResourceConfig") or {}),
+            vpc_config={},
+            stopping_condition=dict(detail.get("StoppingCondition") or {}),
+            tags=[{"Key": k, "Value": str(v)} for k, v in dict(detail.get("Tags") or {}).items()],
+            enable_network_isolation=False,
+            enable_inter_container_traffic_encryption=False,
+            enable_managed_spot_training=False,
+            checkpoint_config={},
+            debug_hook_config={},
+            debug_rule_configurations=[],
+            tensor_board_output_config={},
+            experiment_config={},
+        )
+        # moto replaces MetricDefinitions with a sample; keep what the event declared.
+        job.algorithm_specification = dict(detail.get("AlgorithmSpecification") or {"TrainingInputMode": "File"})
+        for attr in _MOTO_ONLY:
+            setattr(job, attr, None)
+        job.training_end_time = None
+    status = detail.get("TrainingJobStatus")
+    guard_stopped = job.training_job_status in ("Stopping", "Stopped") and status == "InProgress"
+    for key, attr in _DETAIL_FIELDS.items():
+        if key in detail and not (guard_stopped and key in ("TrainingJobStatus", "SecondaryStatus")):
+            setattr(job, attr, _rule_times(detail[key]) if key.endswith("RuleEvaluationStatuses") else detail[key])
+    for key, attr in _TIME_FIELDS.items():
+        if key in detail:
+            setattr(job, attr, parse_time(detail[key]))
+    return job
+
+
+def _rule_times(statuses: Any) -> Any:
+    """Rule statuses as the API returns them: events carry epoch milliseconds, the API datetimes."""
+    if not isinstance(statuses, list):
+        return statuses
+    return [
+        {**s, "LastModifiedTime": parse_time(s.get("LastModifiedTime"))} if isinstance(s, Mapping) else s
+        for s in statuses
+    ]
+
+
+def finish_stopping(account: str, region: str, name: str) -> bool:
+    """`Stopping` -> `Stopped` (SageMaker does this once the container exits). True if it moved."""
+    job = _backend(account, region).training_jobs.get(name)
+    if job is None or job.training_job_status != "Stopping":
+        return False
+    job.training_job_status = "Stopped"
+    job.secondary_status = "Stopped"
+    job.training_end_time = job.last_modified_time = datetime.now(UTC)
+    return True
+
+
+def job_status(account: str, region: str, name: str) -> str | None:
+    job = _backend(account, region).training_jobs.get(name)
+    return None if job is None else str(job.training_job_status)
