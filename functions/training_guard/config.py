@@ -118,12 +118,12 @@ def _read_config(r: _Reader) -> GuardConfig:
     actions_reader = rules.section("actions")
     actions = {
         name: action
-        for name in actions_reader.keys()
+        for name in actions_reader.names()
         if (action := actions_reader.choice(name, Action, None)) is not None
     }
     rule_policy = RulePolicy(
-        debugger_default=rules.choice("debugger_default", Action, Action.STOP),
-        profiler_default=rules.choice("profiler_default", Action, Action.NOTIFY),
+        debugger_default=rules.choice("debugger_default", Action, Action.STOP) or Action.STOP,
+        profiler_default=rules.choice("profiler_default", Action, Action.NOTIFY) or Action.NOTIFY,
         actions=actions,
     )
     rules.done(("debugger_default", "profiler_default", "actions"))
@@ -202,7 +202,7 @@ class _Reader:
     def problem(self, key: str, message: str) -> None:
         self._problems.append(f"{self._where(key)}: {message}")
 
-    def keys(self) -> list[str]:
+    def names(self) -> list[str]:
         return [str(k) for k in self._data]
 
     def section(self, key: str) -> _Reader:

@@ -102,9 +102,7 @@ def parse_event(event: Any) -> JobEvent:
     source = _text(event.get("source"))
     detail_type = _text(event.get("detail-type"))
     if source != contract.SAGEMAKER_EVENT_SOURCE or detail_type != contract.TRAINING_JOB_STATE_CHANGE:
-        raise EventError(
-            f"not a training job state change (source={source!r}, detail-type={detail_type!r})"
-        )
+        raise EventError(f"not a training job state change (source={source!r}, detail-type={detail_type!r})")
     detail = event.get("detail")
     if not isinstance(detail, Mapping):
         raise EventError("event has no 'detail' object")
@@ -239,6 +237,4 @@ def _rules(data: Mapping[str, Any]) -> tuple[RuleStatus, ...] | None:
 def _metric_names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
-    return tuple(
-        name for d in value if isinstance(d, Mapping) and (name := _text(d.get("Name")))
-    )
+    return tuple(name for d in value if isinstance(d, Mapping) and (name := _text(d.get("Name"))))

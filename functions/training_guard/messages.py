@@ -139,7 +139,9 @@ class Notification:
         return "\n".join(lines)
 
 
-def build(event: JobEvent, job: TrainingJob, decision: Decision, outcome: Outcome, *, now: datetime, dry_run: bool) -> Notification:
+def build(
+    event: JobEvent, job: TrainingJob, decision: Decision, outcome: Outcome, *, now: datetime, dry_run: bool
+) -> Notification:
     severity = _SEVERITY.get(outcome) or _KIND_SEVERITY[decision.kind]
     return Notification(
         kind=decision.kind,

@@ -93,9 +93,7 @@ def selection_reason(job_name: str, config: GuardConfig) -> str | None:
     return "job name is outside jobs.include_prefixes / jobs.exclude_prefixes"
 
 
-def _decide_rule(
-    job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: datetime
-) -> Decision | None:
+def _decide_rule(job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: datetime) -> Decision | None:
     action = config.action_for(rule.name, profiler=rule.kind == PROFILER)
     if action is Action.IGNORE or rule.status not in (ISSUES_FOUND, RULE_ERROR):
         return None
@@ -159,9 +157,7 @@ def _grace_remaining(job: TrainingJob, config: GuardConfig, now: datetime) -> st
     return None
 
 
-def _decide_lifecycle(
-    job: TrainingJob, config: GuardConfig, guard_stop: GuardStop | None
-) -> Decision | None:
+def _decide_lifecycle(job: TrainingJob, config: GuardConfig, guard_stop: GuardStop | None) -> Decision | None:
     notes = config.notifications
     if job.status == FAILED and notes.failed:
         reason = job.failure_reason or "SageMaker gave no FailureReason"

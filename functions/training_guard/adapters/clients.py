@@ -20,7 +20,7 @@ RETRY_CONFIG = Config(
 
 @cache
 def client(service: str) -> Any:
-    return boto3.client(service, config=RETRY_CONFIG)  # type: ignore[call-overload]
+    return boto3.client(service, config=RETRY_CONFIG)
 
 
 def error_code(exc: ClientError) -> str:

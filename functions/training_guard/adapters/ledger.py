@@ -136,4 +136,3 @@ def _record(item: dict[str, Any]) -> StopRecord:
     if at is None:
         raise ActionFailed(f"read stop record {s(_PK)}", ValueError("stopped_at is not a timestamp"))
     return StopRecord(job=s("job"), rule=s("rule"), reason=s("reason"), at=at, event_id=s("event_id"))
-

@@ -21,7 +21,10 @@ class SageMakerJobs:
         try:
             response = self._client.describe_training_job(TrainingJobName=name)
         except ClientError as exc:
-            if error_code(exc) in ("ValidationException", "ResourceNotFound") and "not find" in error_message(exc).lower():
+            if (
+                error_code(exc) in ("ValidationException", "ResourceNotFound")
+                and "not find" in error_message(exc).lower()
+            ):
                 return None
             raise ActionFailed(f"DescribeTrainingJob {name}", exc) from exc
         try:
@@ -45,4 +48,3 @@ class SageMakerJobs:
             self._client.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
         except ClientError as exc:
             raise ActionFailed(f"AddTags {arn}", exc) from exc
-

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from moto.core.responses import EmptyResult
 from moto.sagemaker import models as sm_models
 from moto.sagemaker import responses as sm_responses
 from moto.sagemaker.exceptions import ValidationError
@@ -65,7 +66,7 @@ def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
 
 def _stop_training_job_response(self: Any) -> Any:
     self.sagemaker_backend.stop_training_job(self._get_param("TrainingJobName"))
-    return sm_responses.EmptyResult()
+    return EmptyResult()
 
 
 def install() -> None:

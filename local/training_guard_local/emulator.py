@@ -30,7 +30,7 @@ FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-e
 
 _ENV = {
     "AWS_ACCESS_KEY_ID": "emulated",
-    "AWS_SECRET_ACCESS_KEY": "emulated",  # noqa: S105 - moto's fake credentials, not a secret
+    "AWS_SECRET_ACCESS_KEY": "emulated",
     "AWS_SESSION_TOKEN": "emulated",
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
@@ -131,8 +131,10 @@ class Emulation:
     def deliver(self, event: Any) -> dict[str, Any]:
         """Bring the emulated job to the event's state, run the real job-events handler on it."""
         detail = event.get("detail") if isinstance(event, Mapping) else None
-        if isinstance(detail, Mapping) and isinstance(detail.get("TrainingJobName"), str) and detail.get(
-            "TrainingJobStatus"
+        if (
+            isinstance(detail, Mapping)
+            and isinstance(detail.get("TrainingJobName"), str)
+            and detail.get("TrainingJobStatus")
         ):
             self.put_job(detail)
         with _stdout_to_stderr():

@@ -1,0 +1,56 @@
+# Training Guard: every command a newcomer needs. Each target installs what it uses.
+#   make demo    run the guard end to end on an emulated AWS (no account needed)
+#   make test    lint, types and the whole test suite
+#   make synth   synthesize the CloudFormation template offline (cdk.out/)
+#   make deploy  deploy to the account and region of your AWS credentials
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CDK := node_modules/.bin/cdk
+
+# No Node end-of-life banners, no CLI telemetry, no update or notice checks over the network.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK_DISABLE_VERSION_CHECK := true
+CDK_FLAGS := --no-notices
+
+.PHONY: install test lint typecheck unit synth deploy diff demo clean
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
+	@echo "==> creating $(VENV) and installing pinned Python dependencies"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json
+	@echo "==> installing the pinned AWS CDK CLI"
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install: $(VENV)/.installed node_modules/.installed
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check functions infra local tests
+	$(VENV)/bin/ruff format --check functions infra local tests
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+test: install lint typecheck
+	$(VENV)/bin/pytest
+
+synth: install
+	$(CDK) synth $(CDK_FLAGS) --quiet
+	@echo "template: cdk.out/TrainingGuard.template.json"
+
+diff: install
+	$(CDK) diff $(CDK_FLAGS)
+
+deploy: install
+	$(CDK) deploy $(CDK_FLAGS) $(CDK_DEPLOY_FLAGS)
+
+clean:
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

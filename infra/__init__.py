@@ -1,0 +1,1 @@
+"""The Training Guard CDK app (synth runs offline: no lookups, no network calls)."""

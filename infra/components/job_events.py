@@ -1,0 +1,130 @@
+"""Routing of training-job state changes to the job-events function, with retries and a DLQ."""
+
+from __future__ import annotations
+
+import jsii
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.components.functions import GuardFunction
+from infra.components.queues import DeadLetterQueue
+from training_guard import contract
+from training_guard.config import GuardConfig
+
+# SageMaker may send several events per change and EventBridge retries delivery for up to a day
+# by default; a reaction older than 2 hours is no longer useful as a stop, so it goes to the DLQ.
+EVENT_MAX_AGE = Duration.hours(2)
+EVENT_RETRY_ATTEMPTS = 8
+# Lambda's own retries of a failed asynchronous invocation (throttled AWS calls, a failed publish).
+FUNCTION_RETRY_ATTEMPTS = 2
+
+JOB_EVENTS_ACTIONS = ("sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob", "sagemaker:AddTags")
+LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+
+def training_job_arn_pattern(scope: Construct) -> str:
+    """Every training job of this account and region (job names are only known at run time)."""
+    return Stack.of(scope).format_arn(
+        service="sagemaker", resource="training-job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+    )
+
+
+@jsii.implements(lambda_.IDestination)
+class QueueDestination:
+    """An on-failure destination without CDK's broad grant (the role gets sqs:SendMessage only)."""
+
+    def __init__(self, queue: sqs.IQueue) -> None:
+        self.queue = queue
+
+    def bind(self, scope: Construct, fn: lambda_.IFunction, options: object = None) -> lambda_.DestinationConfig:
+        return lambda_.DestinationConfig(destination=self.queue.queue_arn)
+
+
+class JobEvents(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: GuardConfig,
+        key: kms.IKey,
+        table: dynamodb.ITable,
+        topic: sns.ITopic,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
+        self.handler = GuardFunction(
+            self,
+            "Handler",
+            handler="training_guard.handlers.job_events.handler",
+            description="Training Guard: reacts to SageMaker training job state changes",
+            environment={
+                contract.ENV_CONFIG: config.to_json(),
+                contract.ENV_TABLE: table.table_name,
+                contract.ENV_TOPIC_ARN: topic.topic_arn,
+            },
+        )
+        function = self.handler.function
+        function.configure_async_invoke(
+            retry_attempts=FUNCTION_RETRY_ATTEMPTS,
+            max_event_age=EVENT_MAX_AGE,
+            # The failure record carries the event and the error: what an operator needs to redrive.
+            # jsii calls bind(scope, fn, options) positionally, unlike the typed stub.
+            on_failure=QueueDestination(self.dead_letters),  # type: ignore[arg-type]
+        )
+        role = self.handler.role
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ObserveStopAndAttributeTrainingJobs",
+                actions=list(JOB_EVENTS_ACTIONS),
+                resources=[training_job_arn_pattern(self)],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(sid="TransitionLedger", actions=list(LEDGER_ACTIONS), resources=[table.table_arn])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DeadLetterFailedEvents", actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(sid="PublishNotifications", actions=["sns:Publish"], resources=[topic.topic_arn])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="UseGuardKey",  # table items, topic messages and dead letters are encrypted with it
+                actions=list(KEY_ACTIONS),
+                resources=[key.key_arn],
+            )
+        )
+
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            description="SageMaker training job state changes -> Training Guard",
+            event_pattern=events.EventPattern(
+                source=contract.JOB_EVENTS_PATTERN["source"],
+                detail_type=contract.JOB_EVENTS_PATTERN["detail-type"],
+            ),
+        )
+        self.rule.add_target(
+            targets.LambdaFunction(
+                function,
+                dead_letter_queue=self.dead_letters,
+                retry_attempts=EVENT_RETRY_ATTEMPTS,
+                max_event_age=EVENT_MAX_AGE,
+            )
+        )
+
+
+__all__ = ["JobEvents", "training_job_arn_pattern"]

@@ -1,0 +1,41 @@
+"""cdk-nag: the checks the app runs at every synth, and each acknowledged finding with its reason."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, App, Stack, Validations
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+
+# Findings that stay, each with the reason it is right for this stack.
+ACKNOWLEDGED: dict[str, str] = {
+    "AwsSolutions::AwsSolutions-IAM5[Resource::*]": (
+        "X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level "
+        "permissions, so Lambda's tracing policy must name Resource *."
+    ),
+    "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/*]": (  # noqa: E501 (a rule id)
+        "The guard watches every training job of its account and region; job names are only known "
+        "at run time. The statement is limited to Describe/Stop/AddTags on training jobs of this "
+        "account and region."
+    ),
+    "AwsSolutions::AwsSolutions-SQS3": (
+        "The flagged queue is the dead-letter queue of the EventBridge target and the functions' "
+        "on-failure destination; cdk-nag only recognises SQS redrive as DLQ use."
+    ),
+    "Serverless::Serverless-LambdaDLQ": (
+        "Asynchronous failures go to an on-failure destination (the same encrypted queue), whose "
+        "record carries the error as well as the event; a DeadLetterConfig too would deliver each "
+        "failure twice."
+    ),
+    "Serverless::Serverless-SQSRedrivePolicy": (
+        "The queues without a redrive policy are themselves the dead-letter queues: the last stop of "
+        "a failed event, redriven by an operator (see README, Operations)."
+    ),
+}
+
+
+def add_checks(app: App) -> None:
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
+
+
+def acknowledge_findings(stack: Stack) -> None:
+    for rule_id, reason in ACKNOWLEDGED.items():
+        Validations.of(stack).acknowledge(Acknowledgment(id=rule_id, reason=reason))

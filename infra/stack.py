@@ -1,0 +1,31 @@
+"""The Training Guard stack: composes one construct per capability. Environment-agnostic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from infra.components.alerting import Alerting
+from infra.components.encryption import GuardKey
+from infra.components.job_events import JobEvents
+from infra.components.state import GuardState
+from infra.nag import acknowledge_findings
+from training_guard.config import GuardConfig
+
+
+class TrainingGuardStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: GuardConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        key = GuardKey(self, "Encryption").key
+        self.state = GuardState(self, "State", key=key)
+        self.alerting = Alerting(self, "Alerting", key=key, emails=config.emails)
+        self.job_events = JobEvents(
+            self, "JobEvents", config=config, key=key, table=self.state.table, topic=self.alerting.topic
+        )
+        CfnOutput(self, "NotificationTopicArn", value=self.alerting.topic.topic_arn)
+        CfnOutput(self, "StateTableName", value=self.state.table.table_name)
+        CfnOutput(self, "JobEventsDeadLetterQueueUrl", value=self.job_events.dead_letters.queue_url)
+        acknowledge_findings(self)

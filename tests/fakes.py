@@ -1,0 +1,87 @@
+"""In-memory fakes of the responder's ports, with the same semantics as the AWS adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from training_guard.events import TrainingJob
+from training_guard.messages import Notification
+from training_guard.responder import StopClaim, StopRecord
+
+
+@dataclass
+class FakeJobs:
+    jobs: dict[str, TrainingJob] = field(default_factory=dict)
+    stop_calls: list[str] = field(default_factory=list)
+    describe_calls: list[str] = field(default_factory=list)
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    fail_stop: BaseException | None = None
+    fail_tag: BaseException | None = None
+
+    def describe(self, name: str) -> TrainingJob | None:
+        self.describe_calls.append(name)
+        return self.jobs.get(name)
+
+    def stop(self, name: str) -> bool:
+        if self.fail_stop:
+            raise self.fail_stop
+        self.stop_calls.append(name)
+        job = self.jobs.get(name)
+        if job is None or job.status != "InProgress":
+            return False
+        from dataclasses import replace
+
+        self.jobs[name] = replace(job, status="Stopping")
+        return True
+
+    def tag(self, arn: str, tags: Mapping[str, str]) -> None:
+        if self.fail_tag:
+            raise self.fail_tag
+        self.tags.setdefault(arn, {}).update(tags)
+
+
+@dataclass
+class FakeLedger:
+    items: dict[str, dict[str, object]] = field(default_factory=dict)
+    stops: dict[str, StopRecord] = field(default_factory=dict)
+
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> bool:
+        item = self.items.get(key)
+        epoch = now.timestamp()
+        if item is not None and not (item["state"] == "in_progress" and float(str(item["lease_until"])) < epoch):
+            return False
+        self.items[key] = {"state": "in_progress", "lease_until": epoch + lease_seconds}
+        return True
+
+    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
+        self.items[key] = {"state": "done", "outcome": outcome, "expires_at": now.timestamp() + ttl_seconds}
+
+    def release(self, key: str) -> None:
+        if self.items.get(key, {}).get("state") == "in_progress":
+            del self.items[key]
+
+    def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
+        previous = self.stops.get(record.job)
+        if previous is not None and previous.rule != record.rule:
+            return StopClaim(granted=False, previous=previous)
+        self.stops[record.job] = record
+        return StopClaim(granted=True, previous=previous)
+
+    def get_stop(self, job: str) -> StopRecord | None:
+        return self.stops.get(job)
+
+    def drop_stop(self, job: str) -> None:
+        self.stops.pop(job, None)
+
+
+@dataclass
+class FakePublisher:
+    published: list[Notification] = field(default_factory=list)
+    fail: BaseException | None = None
+
+    def publish(self, notification: Notification) -> None:
+        if self.fail:
+            raise self.fail
+        self.published.append(notification)

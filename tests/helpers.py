@@ -1,0 +1,40 @@
+"""Shared test helpers: realistic event fixtures and small builders."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+EVENTS_DIR = Path(__file__).parent / "events"
+NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+
+
+def load_event(name: str) -> dict[str, Any]:
+    """A fresh copy of a recorded event fixture (tests/events/NAME.json)."""
+    data: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text())
+    return copy.deepcopy(data)
+
+
+def event_names() -> list[str]:
+    return sorted(p.stem for p in EVENTS_DIR.glob("*.json"))
+
+
+def with_detail(event: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    out = copy.deepcopy(event)
+    out["detail"].update(changes)
+    return out
+
+
+def rule_status(name: str, status: str, details: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "RuleConfigurationName": name,
+        "RuleEvaluationJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:processing-job/job-{name.lower()}-1a2b",
+        "RuleEvaluationStatus": status,
+        "LastModifiedTime": 1796004905123,
+    }
+    if details is not None:
+        entry["StatusDetails"] = details
+    return entry

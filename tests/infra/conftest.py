@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App
+from aws_cdk.assertions import Template
+
+from infra.app import build_app
+from infra.stack import TrainingGuardStack
+
+pytestmark = pytest.mark.infra
+
+
+class Synth:
+    def __init__(self, outdir: Path, context: dict[str, Any] | None = None) -> None:
+        # Bundling is exercised by its own tests; here the asset is the source folder as it is.
+        app = App(outdir=str(outdir), context={"aws:cdk:bundling-stacks": [], **(context or {})})
+        self.app, self.stack = build_app(app)
+        self.assembly = self.app.synth()  # raises on any unacknowledged cdk-nag finding
+        self.outdir = outdir
+        self.template = Template.from_stack(self.stack)
+        self.json: dict[str, Any] = dict(self.template.to_json())
+
+    def resources(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.json["Resources"].items() if v["Type"] == kind}
+
+    def one(self, kind: str, path_part: str = "") -> tuple[str, dict[str, Any]]:
+        found = {k: v for k, v in self.resources(kind).items() if path_part in k}
+        assert len(found) == 1, f"expected one {kind} matching {path_part!r}, found {list(found)}"
+        return next(iter(found.items()))
+
+    def report(self) -> dict[str, Any]:
+        report: dict[str, Any] = json.loads((self.outdir / "validation-report.json").read_text())
+        return report
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return Synth(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def stack(synth: Synth) -> TrainingGuardStack:
+    return synth.stack

@@ -1,0 +1,58 @@
+"""How the app finds its configuration, and what a mistake in it looks like at synth."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aws_cdk import App
+
+from infra.app import build_app
+from tests.infra.conftest import Synth
+from training_guard import contract
+from training_guard.config import ConfigError, GuardConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_per_account_file_named_with_dash_c_config_is_used(tmp_path: Path) -> None:
+    config_file = tmp_path / "prod.json"
+    config_file.write_text(json.dumps({"dry_run": True, "emails": ["ml-oncall@example.com"]}))
+    synth = Synth(tmp_path / "out", {"config": str(config_file)})
+    _, fn = synth.one("AWS::Lambda::Function")
+    shipped = GuardConfig.from_json(fn["Properties"]["Environment"]["Variables"][contract.ENV_CONFIG])
+    assert shipped.dry_run is True
+    _, subscription = synth.one("AWS::SNS::Subscription")
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "ml-oncall@example.com"
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "AlertingDeadLetters")
+    assert subscription["Properties"]["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}}
+
+
+def test_an_invalid_config_fails_before_anything_is_built() -> None:
+    app = App(context={"training-guard": {"rules": {"actions": {"VanishingGradient": "halt"}}}})
+    with pytest.raises(ConfigError, match=r"rules\.actions\.VanishingGradient: must be one of stop, notify, ignore"):
+        build_app(app)
+
+
+def test_a_missing_config_file_is_named() -> None:
+    with pytest.raises(ConfigError, match=re.escape("cannot read /nonexistent/prod.json")):
+        build_app(App(context={"config": "/nonexistent/prod.json"}))
+
+
+def test_synth_with_a_bad_config_prints_the_field_and_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"min_training_minutes": -5, "dry_rn": True}))
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(bad)}), "CDK_OUTDIR": str(tmp_path / "out")}
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.app"], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    assert "min_training_minutes: must be between 0 and" in result.stderr
+    assert "dry_rn: unknown setting (did you mean 'dry_run'?)" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,53 @@
+"""The Lambda asset is built without Docker and holds runtime code only."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from infra import bundling
+
+
+def test_asset_holds_the_runtime_package_and_nothing_else(tmp_path: Path) -> None:
+    bundling.bundle(tmp_path)
+    top = sorted(p.name for p in tmp_path.iterdir())
+    assert top == ["training_guard"]
+    files = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert "training_guard/handlers/job_events.py" in files
+    assert "training_guard/contract.py" in files
+    assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
+    size = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+    assert size < 2 * 1024 * 1024
+
+
+def test_pure_python_dependencies_are_copied_from_the_installed_pinned_version(tmp_path: Path) -> None:
+    from importlib import metadata
+
+    version = metadata.version("slack_sdk")
+    bundling.copy_distribution("slack_sdk", version, tmp_path)
+    assert (tmp_path / "slack_sdk" / "webhook" / "client.py").is_file()
+    assert not list(tmp_path.glob("*.dist-info"))
+
+
+def test_a_version_mismatch_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(bundling.BundlingError, match=re.escape("is installed but requirements.txt pins 0.0.1")):
+        bundling.copy_distribution("slack_sdk", "0.0.1", tmp_path)
+
+
+def test_compiled_dependencies_are_refused_with_a_hint(tmp_path: Path) -> None:
+    from importlib import metadata
+
+    version = metadata.version("pydantic_core")
+    with pytest.raises(bundling.BundlingError, match="manylinux2014_aarch64"):
+        bundling.copy_distribution("pydantic_core", version, tmp_path)
+
+
+def test_requirements_must_be_pinned(tmp_path: Path) -> None:
+    file = tmp_path / "requirements.txt"
+    file.write_text("# comment\nslack-sdk==3.47.0  # pinned\n\n")
+    assert bundling.requirements(file) == [("slack-sdk", "3.47.0")]
+    file.write_text("slack-sdk>=3\n")
+    with pytest.raises(bundling.BundlingError, match="not pinned as name==version"):
+        bundling.requirements(file)

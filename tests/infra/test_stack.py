@@ -1,0 +1,225 @@
+"""The synthesized template, asserted resource by resource."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from infra.components import functions, job_events
+from infra.nag import ACKNOWLEDGED
+from tests.infra.conftest import Synth
+from training_guard import contract
+from training_guard.config import GuardConfig
+
+
+def getatt(logical_id: str) -> dict[str, list[str]]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def test_rule_matches_exactly_the_contract_pattern_and_targets_the_function(synth: Synth) -> None:
+    _, rule = synth.one("AWS::Events::Rule")
+    fn_id, _ = synth.one("AWS::Lambda::Function")
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "DeadLetters")
+    props = rule["Properties"]
+    assert props["EventPattern"] == contract.JOB_EVENTS_PATTERN
+    assert props["State"] == "ENABLED"
+    [target] = props["Targets"]
+    assert target["Arn"] == getatt(fn_id)
+    assert target["DeadLetterConfig"] == {"Arn": getatt(dlq_id)}
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 8, "MaximumEventAgeInSeconds": 7200}
+
+
+def test_function_failures_retry_twice_then_land_in_the_dead_letter_queue(synth: Synth) -> None:
+    _, config = synth.one("AWS::Lambda::EventInvokeConfig")
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "DeadLetters")
+    assert config["Properties"]["MaximumRetryAttempts"] == job_events.FUNCTION_RETRY_ATTEMPTS == 2
+    assert config["Properties"]["MaximumEventAgeInSeconds"] == 7200
+    assert config["Properties"]["DestinationConfig"] == {"OnFailure": {"Destination": getatt(dlq_id)}}
+
+
+def test_eventbridge_may_invoke_the_function_only_from_the_rule(synth: Synth) -> None:
+    _, permission = synth.one("AWS::Lambda::Permission")
+    rule_id, _ = synth.one("AWS::Events::Rule")
+    props = permission["Properties"]
+    assert props["Action"] == "lambda:InvokeFunction"
+    assert props["Principal"] == "events.amazonaws.com"
+    assert props["SourceArn"] == getatt(rule_id)
+
+
+def _role_statements(synth: Synth) -> list[dict[str, Any]]:
+    _, policy = synth.one("AWS::IAM::Policy", "JobEventsHandler")
+    statements: list[dict[str, Any]] = policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements
+
+
+def test_job_events_role_has_exactly_the_permissions_it_needs(synth: Synth) -> None:
+    log_id, _ = synth.one("AWS::Logs::LogGroup")
+    table_id, _ = synth.one("AWS::DynamoDB::Table")
+    topic_id, _ = synth.one("AWS::SNS::Topic")
+    key_id, _ = synth.one("AWS::KMS::Key")
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "DeadLetters")
+    training_jobs = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":sagemaker:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":training-job/*",
+            ],
+        ]
+    }
+    actual = [(s.get("Sid"), s["Action"], s["Resource"]) for s in _role_statements(synth)]
+    assert all(s["Effect"] == "Allow" for s in _role_statements(synth))
+    assert actual == [
+        ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
+        (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
+        ("ObserveStopAndAttributeTrainingJobs", list(job_events.JOB_EVENTS_ACTIONS), training_jobs),
+        ("TransitionLedger", list(job_events.LEDGER_ACTIONS), getatt(table_id)),
+        ("DeadLetterFailedEvents", "sqs:SendMessage", getatt(dlq_id)),
+        ("PublishNotifications", "sns:Publish", {"Ref": topic_id}),
+        ("UseGuardKey", list(job_events.KEY_ACTIONS), getatt(key_id)),
+    ]
+    assert job_events.JOB_EVENTS_ACTIONS == (
+        "sagemaker:DescribeTrainingJob",
+        "sagemaker:StopTrainingJob",
+        "sagemaker:AddTags",
+    )
+
+
+def test_no_managed_policies_and_no_sagemaker_wildcards(synth: Synth) -> None:
+    for role in synth.resources("AWS::IAM::Role").values():
+        assert "ManagedPolicyArns" not in role["Properties"]
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert not any(a.endswith("*") and a.startswith(("sagemaker", "dynamodb", "sns", "sqs")) for a in actions)
+            if any(a.startswith("sagemaker:") for a in actions):
+                assert statement["Resource"] != "*"
+
+
+def test_function_runtime_architecture_layer_and_configuration(synth: Synth) -> None:
+    _, fn = synth.one("AWS::Lambda::Function")
+    props = fn["Properties"]
+    assert props["Runtime"] == "python3.14"
+    assert props["Architectures"] == ["arm64"]
+    assert props["Handler"] == "training_guard.handlers.job_events.handler"
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["Timeout"] == 30
+    env = props["Environment"]["Variables"]
+    assert env[contract.ENV_CONFIG] == GuardConfig().to_json()
+    assert GuardConfig.from_json(env[contract.ENV_CONFIG]) == GuardConfig()
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == contract.GUARD_METRICS_NAMESPACE
+    [layer] = props["Layers"]
+    parameter = synth.json["Parameters"][layer["Ref"]]
+    assert parameter["Type"] == "AWS::SSM::Parameter::Value<String>"
+    assert parameter["Default"] == functions.POWERTOOLS_LAYER_PARAMETER
+    assert parameter["Default"] == "/aws/service/powertools/python/arm64/python3.14/3.37.0"
+
+
+def test_powertools_layer_version_matches_the_pinned_dependency() -> None:
+    from importlib import metadata
+
+    assert metadata.version("aws-lambda-powertools") == functions.POWERTOOLS_VERSION
+
+
+def test_log_group_keeps_a_year(synth: Synth) -> None:
+    _, group = synth.one("AWS::Logs::LogGroup")
+    assert group["Properties"]["RetentionInDays"] == 365
+
+
+def test_state_table_has_the_contract_key_ttl_recovery_and_the_guard_key(synth: Synth) -> None:
+    _, table = synth.one("AWS::DynamoDB::Table")
+    key_id, _ = synth.one("AWS::KMS::Key")
+    props = table["Properties"]
+    assert props["KeySchema"] == [{"AttributeName": contract.TABLE_PARTITION_KEY, "KeyType": "HASH"}]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": contract.TABLE_TTL_ATTRIBUTE, "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["SSESpecification"] == {"KMSMasterKeyId": getatt(key_id), "SSEEnabled": True, "SSEType": "KMS"}
+    assert table["DeletionPolicy"] == "Retain"
+
+
+def _denies_insecure_transport(policy: dict[str, Any]) -> bool:
+    return any(
+        s["Effect"] == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
+
+
+def test_topic_is_encrypted_and_tls_only(synth: Synth) -> None:
+    topic_id, topic = synth.one("AWS::SNS::Topic")
+    key_id, _ = synth.one("AWS::KMS::Key")
+    assert topic["Properties"]["KmsMasterKeyId"] == getatt(key_id)
+    _, policy = synth.one("AWS::SNS::TopicPolicy")
+    assert policy["Properties"]["Topics"] == [{"Ref": topic_id}]
+    assert _denies_insecure_transport(policy)
+
+
+def test_dead_letter_queue_is_encrypted_tls_only_and_keeps_14_days(synth: Synth) -> None:
+    dlq_id, dlq = synth.one("AWS::SQS::Queue", "DeadLetters")
+    key_id, _ = synth.one("AWS::KMS::Key")
+    assert dlq["Properties"]["KmsMasterKeyId"] == getatt(key_id)
+    assert dlq["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    [policy] = [
+        p for p in synth.resources("AWS::SQS::QueuePolicy").values() if p["Properties"]["Queues"] == [{"Ref": dlq_id}]
+    ]
+    assert _denies_insecure_transport(policy)
+    rule_id, _ = synth.one("AWS::Events::Rule")
+    [send] = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert send["Principal"] == {"Service": "events.amazonaws.com"}
+    assert send["Action"] == "sqs:SendMessage"
+    assert send["Resource"] == getatt(dlq_id)
+    assert send["Condition"] == {"ArnEquals": {"aws:SourceArn": getatt(rule_id)}}
+
+
+def test_key_rotates_and_lets_only_this_accounts_services_use_it(synth: Synth) -> None:
+    _, key = synth.one("AWS::KMS::Key")
+    assert key["Properties"]["EnableKeyRotation"] is True
+    [service] = [
+        s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "AllowAwsServicesOfThisAccount"
+    ]
+    assert sorted(service["Principal"]["Service"]) == [
+        "cloudwatch.amazonaws.com",
+        "events.amazonaws.com",
+        "sns.amazonaws.com",
+    ]
+    assert service["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert service["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_stack_is_environment_agnostic_and_has_no_asset_parameters(synth: Synth) -> None:
+    assert set(synth.json["Parameters"]) == {
+        "BootstrapVersion",
+        next(k for k in synth.json["Parameters"] if k.startswith("SsmParameterValueawsservicepowertools")),
+    }
+    assert synth.stack.account.startswith("${Token")
+    assert synth.stack.region.startswith("${Token")
+
+
+def test_cdk_nag_has_no_open_findings_and_no_stale_acknowledgments(synth: Synth) -> None:
+    report = synth.report()
+    plugins = {p["pluginName"]: p for p in report["pluginReports"]}
+    assert set(plugins) == {"AwsSolutions", "Serverless"}
+    for plugin in plugins.values():
+        assert plugin["violations"] == []
+        assert plugin["conclusion"] == "success"
+    used = {v["acknowledgedId"] for p in plugins.values() for v in p.get("suppressedViolations", [])}
+    assert used == set(ACKNOWLEDGED), "every acknowledgment must still be needed"
+    assert all(len(reason) > 40 for reason in ACKNOWLEDGED.values())
+
+
+def test_cfn_lint_finds_nothing(synth: Synth) -> None:
+    template = synth.outdir / f"{synth.stack.artifact_id}.template.json"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), "--ignore-checks", "W3005", "--", str(template)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,133 @@
+"""The real job-events handler against moto: DynamoDB ledger, SNS topic, SageMaker extension."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from tests.helpers import load_event, rule_status, with_detail
+from training_guard import contract
+from training_guard.config import GuardConfig
+from training_guard.events import EventError
+from training_guard_local.emulator import TABLE, Emulation
+
+JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
+
+
+def test_issues_found_delivered_three_times_stops_once_and_notifies_once(aws: Emulation) -> None:
+    event = load_event("vanishing_gradient_issues_found")
+    receipts = [aws.deliver(event) for _ in range(3)]
+    assert [r["stopped"] for r in receipts] == [True, False, False]
+    assert aws.job_status(JOB) == "Stopping"
+    notes = aws.notifications()
+    assert [(n["kind"], n["outcome"]) for n in notes] == [("issues_found", "stopped")]
+    assert notes[0]["schema"] == contract.NOTIFICATION_SCHEMA
+
+
+def test_the_stop_is_attributed_by_tags_and_an_audit_record(aws: Emulation) -> None:
+    aws.deliver(load_event("vanishing_gradient_issues_found"))
+    tags = aws.job_tags(JOB)
+    assert tags[contract.TAG_STOPPED_BY] == contract.STOPPED_BY_VALUE
+    assert tags[contract.TAG_STOP_RULE] == "VanishingGradient"
+    assert tags["team"] == "vision"  # the job's own tags are untouched
+    item = aws.client("dynamodb").get_item(TableName=TABLE, Key={"pk": {"S": f"stop#{JOB}"}})["Item"]
+    assert item["rule"]["S"] == "VanishingGradient"
+    assert item["stopped_by"]["S"] == "training-guard"
+    assert int(item[contract.TABLE_TTL_ATTRIBUTE]["N"]) > 0
+
+
+def test_transitions_are_recorded_done_with_a_ttl(aws: Emulation) -> None:
+    aws.deliver(load_event("vanishing_gradient_issues_found"))
+    key = f"t#{JOB}#debugger#VanishingGradient#IssuesFound"
+    item = aws.client("dynamodb").get_item(TableName=TABLE, Key={"pk": {"S": key}})["Item"]
+    assert item["state"]["S"] == "done"
+    assert item["outcome"]["S"] == "stopped"
+    assert "lease_until" not in item
+    assert int(item[contract.TABLE_TTL_ATTRIBUTE]["N"]) > 0
+
+
+def test_rule_error_notifies_and_never_stops(aws: Emulation) -> None:
+    receipt = aws.deliver(load_event("rule_error"))
+    assert receipt["stopped"] is False
+    assert aws.job_status(JOB) == "InProgress"
+    assert [n["kind"] for n in aws.notifications()] == ["rule_error"]
+
+
+def test_stop_race_is_reported_not_retried(aws: Emulation) -> None:
+    event = load_event("vanishing_gradient_issues_found")
+    aws.put_job(event["detail"])
+    aws.client("sagemaker").stop_training_job(TrainingJobName=JOB)  # a person was faster
+    receipt = aws.deliver(event)
+    assert receipt["stopped"] is False
+    assert receipt["outcomes"] == ["already_ended"]
+    assert contract.TAG_STOPPED_BY not in aws.job_tags(JOB)
+
+
+def test_event_without_rule_lists_falls_back_to_describe(aws: Emulation) -> None:
+    described = with_detail(
+        load_event("in_progress_no_rule_lists"),
+        DebugRuleEvaluationStatuses=[rule_status("VanishingGradient", "IssuesFound")],
+    )
+    aws.put_job(described["detail"])  # what SageMaker knows; the event does not carry it
+    receipt = aws.deliver(load_event("in_progress_no_rule_lists"))
+    assert receipt["described"] is True
+    assert receipt["stopped"] is True
+    assert aws.job_status(JOB) == "Stopping"
+
+
+def test_out_of_order_events_are_harmless(aws: Emulation) -> None:
+    finding = load_event("vanishing_gradient_issues_found")
+    stopped = with_detail(finding, TrainingJobStatus="Stopped", SecondaryStatus="Stopped")
+    aws.deliver(finding)
+    aws.finish_stopping(JOB)
+    aws.deliver(stopped)
+    aws.deliver(finding)  # a stale duplicate after the job stopped
+    notes = aws.notifications()
+    assert [n["kind"] for n in notes] == ["issues_found", "job_stopped"]
+    assert notes[1]["reason"].startswith("by Training Guard at")
+
+
+def test_dry_run_stops_nothing_and_says_so(emulation_with: Callable[[GuardConfig], Emulation]) -> None:
+    aws = emulation_with(GuardConfig(dry_run=True))
+    receipt = aws.deliver(load_event("vanishing_gradient_issues_found"))
+    assert receipt["stopped"] is False
+    assert aws.job_status(JOB) == "InProgress"
+    [note] = aws.notifications()
+    assert (note["outcome"], note["dry_run"]) == ("would_stop", True)
+    assert note["title"].startswith("Would have stopped")
+
+
+def test_exempt_job_is_not_stopped(aws: Emulation) -> None:
+    aws.deliver(load_event("exempt_issues_found"))
+    assert aws.job_status(JOB) == "InProgress"
+    [note] = aws.notifications()
+    assert note["outcome"] == "would_stop"
+    assert "exemption tag" in note["reason"]
+
+
+def test_unusable_event_raises_so_it_reaches_the_dead_letter_queue(aws: Emulation) -> None:
+    with pytest.raises(EventError, match="TrainingJobName is missing"):
+        aws.deliver(with_detail(load_event("failed"), TrainingJobName=None))
+
+
+def test_event_from_another_account_is_ignored(aws: Emulation) -> None:
+    spoofed = {**load_event("vanishing_gradient_issues_found"), "account": "999999999999"}
+    receipt = aws.deliver(spoofed)
+    assert receipt["ignored"] == "event from account 999999999999"
+    assert aws.job_status(JOB) == "InProgress"
+    assert aws.notifications() == []
+
+
+def test_email_subscribers_get_prose_and_machines_get_json(aws: Emulation) -> None:
+    sns = aws.client("sns")
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="wrapped")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=aws.topic_arn, Protocol="sqs", Endpoint=arn)  # not raw: the SNS envelope
+    aws.deliver(load_event("failed"))
+    envelope = json.loads(sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"])
+    assert envelope["Subject"] == f"Training Guard: Training job {JOB} failed"
+    assert json.loads(envelope["Message"])["kind"] == "job_failed"
+    assert envelope["MessageAttributes"]["severity"]["Value"] == "critical"

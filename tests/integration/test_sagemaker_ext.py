@@ -1,0 +1,57 @@
+"""The emulation's SageMaker extension behaves like SageMaker where the guard depends on it."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.helpers import load_event
+from training_guard_local.emulator import Emulation
+
+
+def test_stop_moves_a_running_job_to_stopping_then_stopped(aws: Emulation) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    aws.put_job(detail)
+    sagemaker = aws.client("sagemaker")
+    sagemaker.stop_training_job(TrainingJobName=detail["TrainingJobName"])
+    assert aws.job_status(detail["TrainingJobName"]) == "Stopping"
+    assert aws.finish_stopping(detail["TrainingJobName"]) is True
+    described = sagemaker.describe_training_job(TrainingJobName=detail["TrainingJobName"])
+    assert (described["TrainingJobStatus"], described["SecondaryStatus"]) == ("Stopped", "Stopped")
+
+
+def test_stop_of_a_job_not_in_progress_is_the_validation_exception_sagemaker_sends(aws: Emulation) -> None:
+    detail = load_event("failed")["detail"]
+    aws.put_job(detail)
+    with pytest.raises(ClientError) as caught:
+        aws.client("sagemaker").stop_training_job(TrainingJobName=detail["TrainingJobName"])
+    error = caught.value.response["Error"]
+    assert error["Code"] == "ValidationException"
+    assert error["Message"] == "The request was rejected because the training job is in status Failed."
+
+
+def test_stop_of_an_unknown_job_is_not_found(aws: Emulation) -> None:
+    with pytest.raises(ClientError, match="Could not find training job"):
+        aws.client("sagemaker").stop_training_job(TrainingJobName="nope")
+
+
+def test_describe_returns_the_events_state_with_rule_statuses(aws: Emulation) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    aws.put_job(detail)
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName=detail["TrainingJobName"])
+    assert described["TrainingJobStatus"] == "InProgress"
+    assert described["AlgorithmSpecification"]["MetricDefinitions"] == [
+        {"Name": "train:loss", "Regex": "Train_loss=(.*?);"}
+    ]
+    statuses = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in described["DebugRuleEvaluationStatuses"]}
+    assert statuses["VanishingGradient"] == "IssuesFound"
+    assert described["DebugRuleEvaluationStatuses"][0]["LastModifiedTime"].year == 2026
+    assert "TrainingEndTime" not in described
+
+
+def test_a_late_in_progress_event_does_not_undo_a_stop(aws: Emulation) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    aws.put_job(detail)
+    aws.client("sagemaker").stop_training_job(TrainingJobName=detail["TrainingJobName"])
+    aws.put_job(detail)
+    assert aws.job_status(detail["TrainingJobName"]) == "Stopping"

@@ -1,0 +1,91 @@
+"""`training-guard simulate`: replay files through the real handler on the emulation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import EVENTS_DIR, load_event, with_detail
+from training_guard_local.cli import main
+
+VANISHING = str(EVENTS_DIR / "vanishing_gradient_issues_found.json")
+RULE_ERROR = str(EVENTS_DIR / "rule_error.json")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    code = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_issues_found_three_times_stops_once_and_rule_error_only_notifies(capsys: pytest.CaptureFixture[str]) -> None:
+    code, results, _ = run(capsys, VANISHING, VANISHING, VANISHING, RULE_ERROR)
+    assert code == 0
+    assert [r["stopped"] for r in results] == [True, False, False, False]
+    assert [r["notifications"] for r in results] == [["issues_found"], [], [], ["rule_error"]]
+    assert all(r["error"] is None for r in results)
+    assert all(r["job"] == "pytorch-mnist-lr01-2026-11-30-02-10-00-123" for r in results)
+
+
+def test_a_file_may_hold_an_array_of_events_processed_in_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    timeline = tmp_path / "timeline.json"
+    finding = load_event("vanishing_gradient_issues_found")
+    timeline.write_text(
+        json.dumps([finding, finding, with_detail(finding, TrainingJobStatus="Failed", FailureReason="x")])
+    )
+    code, results, _ = run(capsys, str(timeline))
+    assert code == 0
+    assert [r["stopped"] for r in results] == [True, False, False]
+    assert results[2]["notifications"] == ["job_failed"]
+
+
+def test_an_unusable_event_is_reported_and_the_replay_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps([{"source": "my.app"}, load_event("rule_error")]))
+    code, results, _ = run(capsys, str(broken))
+    assert code == 0
+    assert results[0]["error"].startswith("not a training job state change")
+    assert results[0]["stopped"] is False
+    assert results[1]["notifications"] == ["rule_error"]
+
+
+def test_config_file_applies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "guard.json"
+    config.write_text(json.dumps({"dry_run": True}))
+    _, [result], _ = run(capsys, "--config", str(config), VANISHING)
+    assert result["stopped"] is False
+    assert result["outcomes"] == ["would_stop"]
+
+
+def test_non_json_input_exits_2_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    code, results, err = run(capsys, VANISHING, str(bad))
+    assert code == 2
+    assert results == []  # nothing is played before every input was read
+    assert err.count("\n") == 1
+    assert str(bad) in err
+    assert "not JSON" in err
+
+
+def test_unreadable_input_exits_2_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.json"
+    code, _, err = run(capsys, str(missing))
+    assert code == 2
+    assert err.strip() == f"training-guard simulate: {missing}: cannot read: No such file or directory"
+
+
+def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "guard.json"
+    config.write_text(json.dumps({"rules": {"actions": {"VanishingGradient": "halt"}}}))
+    code, _, err = run(capsys, "--config", str(config), VANISHING)
+    assert code == 2
+    assert "rules.actions.VanishingGradient: must be one of stop, notify, ignore" in err
+    assert err.count("\n") == 1

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import NOW, load_event
+from training_guard import contract
+from training_guard.adapters.sns import message_attributes, sns_message
+from training_guard.config import GuardConfig
+from training_guard.events import parse_event
+from training_guard.messages import Notification, Outcome, build, format_duration, links
+from training_guard.policy import Kind, decide
+
+
+def notification(event_name: str, outcome: Outcome, index: int = 0) -> Notification:
+    event = parse_event(load_event(event_name))
+    decision = decide(event.job, GuardConfig(), now=NOW)[index]
+    return build(event, event.job, decision, outcome, now=NOW, dry_run=False)
+
+
+def test_document_is_versioned_and_complete() -> None:
+    note = notification("vanishing_gradient_issues_found", Outcome.STOPPED)
+    doc = note.document()
+    assert doc["schema"] == contract.NOTIFICATION_SCHEMA
+    assert (doc["kind"], doc["outcome"], doc["severity"]) == ("issues_found", "stopped", "critical")
+    assert doc["job"]["name"] == "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
+    assert doc["job"]["instance_type"] == "ml.p3.2xlarge"
+    assert doc["job"]["training_seconds"] == 2910  # started 02:11:30, observed 03:00:00
+    assert doc["rule"]["name"] == "VanishingGradient"
+    assert doc["rule"]["details"].startswith("RuleEvaluationConditionMet")
+    assert doc["reason"] == "rules.debugger_default = stop (debugger rule VanishingGradient)"
+    assert json.loads(json.dumps(doc)) == doc
+
+
+@pytest.mark.parametrize(
+    ("outcome", "title"),
+    [
+        (Outcome.STOPPED, "Stopped pytorch-mnist-lr01-2026-11-30-02-10-00-123: rule VanishingGradient found issues"),
+        (
+            Outcome.WOULD_STOP,
+            "Would have stopped pytorch-mnist-lr01-2026-11-30-02-10-00-123: rule VanishingGradient found issues",
+        ),
+        (
+            Outcome.DEFERRED,
+            "Rule VanishingGradient found issues in pytorch-mnist-lr01-2026-11-30-02-10-00-123: stop deferred",
+        ),
+        (Outcome.NOTIFIED, "Rule VanishingGradient found issues in pytorch-mnist-lr01-2026-11-30-02-10-00-123"),
+    ],
+)
+def test_titles_say_what_happened_in_words(outcome: Outcome, title: str) -> None:
+    assert notification("vanishing_gradient_issues_found", outcome).title == title
+
+
+def test_lifecycle_titles() -> None:
+    assert notification("failed", Outcome.NOTIFIED).title.endswith("failed")
+    assert notification("failed", Outcome.NOTIFIED).kind is Kind.JOB_FAILED
+    assert notification("spot_interrupted", Outcome.NOTIFIED).title.endswith("was interrupted (spot)")
+
+
+def test_subject_fits_sns_limits() -> None:
+    note = notification("vanishing_gradient_issues_found", Outcome.WOULD_STOP)
+    subject = note.subject()
+    assert len(subject) < 100
+    assert subject.isascii()
+    assert "\n" not in subject
+    assert subject.endswith("...")
+
+
+def test_email_prose_has_the_facts_and_links() -> None:
+    text = notification("failed", Outcome.NOTIFIED).email_text()
+    assert "Why: AlgorithmError: ExecuteUserScriptError" in text
+    assert "Instances: 1 x ml.p3.2xlarge" in text
+    assert "https://us-east-1.console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/pytorch-mnist" in text
+    assert "{" not in text  # prose, not JSON
+
+
+def test_links_point_at_the_job_its_log_streams_and_the_rule_job() -> None:
+    note = notification("vanishing_gradient_issues_found", Outcome.STOPPED)
+    out = links(note.job.name, "eu-west-1", note.rule)
+    assert out["Job"] == (
+        "https://eu-west-1.console.aws.amazon.com/sagemaker/home?region=eu-west-1"
+        "#/jobs/pytorch-mnist-lr01-2026-11-30-02-10-00-123"
+    )
+    assert out["Logs"].endswith(
+        "#logsV2:log-groups/log-group/$252Faws$252Fsagemaker$252FTrainingJobs"
+        "$3FlogStreamNameFilter$3Dpytorch-mnist-lr01-2026-11-30-02-10-00-123$252F"
+    )
+    assert "$252Faws$252Fsagemaker$252FProcessingJobs" in out["Rule logs"]
+    assert links("x", None) == {}
+
+
+def test_sns_body_gives_prose_to_email_and_the_document_to_machines() -> None:
+    note = notification("vanishing_gradient_issues_found", Outcome.STOPPED)
+    body = json.loads(sns_message(note))
+    assert set(body) >= {"default", "email", "email-json", "sqs", "lambda", "https", "sms"}
+    assert json.loads(body["sqs"]) == note.document()
+    assert json.loads(body["default"]) == note.document()
+    assert body["email"] == note.email_text()
+    assert len(body["sms"]) <= 140
+    attrs = message_attributes(note)
+    assert attrs["severity"] == {"DataType": "String", "StringValue": "critical"}
+    assert attrs["kind"]["StringValue"] == "issues_found"
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(5, "5 s"), (125, "2 min 05 s"), (7260, "2 h 01 min")])
+def test_durations_read_naturally(seconds: int, text: str) -> None:
+    assert format_duration(seconds) == text

@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.fakes import FakeJobs, FakeLedger, FakePublisher
+from tests.helpers import NOW, load_event, rule_status, with_detail
+from training_guard import contract
+from training_guard.config import GuardConfig
+from training_guard.errors import ActionFailed
+from training_guard.events import parse_event, parse_job
+from training_guard.responder import Receipt, Responder, StopRecord, attribution_tags, tag_value
+
+
+class World:
+    def __init__(self, config: GuardConfig | None = None) -> None:
+        self.jobs = FakeJobs()
+        self.ledger = FakeLedger()
+        self.publisher = FakePublisher()
+        self.guard = Responder(config or GuardConfig(), self.jobs, self.ledger, self.publisher)
+
+    def see(self, event: dict[str, Any], now: datetime = NOW) -> Receipt:
+        parsed = parse_event(event)
+        # SageMaker's view follows the event unless the guard already stopped the job.
+        current = self.jobs.jobs.get(parsed.job.name)
+        if current is None or current.status == "InProgress" or parsed.job.status != "InProgress":
+            self.jobs.jobs[parsed.job.name] = parsed.job
+        return self.guard.handle(parsed, now=now)
+
+    def kinds(self) -> list[tuple[str, str]]:
+        return [(n.kind.value, n.outcome.value) for n in self.publisher.published]
+
+
+def test_issues_found_stops_once_across_duplicate_deliveries() -> None:
+    world = World()
+    event = load_event("vanishing_gradient_issues_found")
+    receipts = [world.see(event) for _ in range(3)]
+    assert [r.stopped for r in receipts] == [True, False, False]
+    assert [r.duplicates for r in receipts] == [0, 1, 1]
+    assert world.jobs.stop_calls == ["pytorch-mnist-lr01-2026-11-30-02-10-00-123"]
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_a_stop_is_attributed_on_the_job_and_in_the_audit_record() -> None:
+    world = World()
+    world.see(load_event("vanishing_gradient_issues_found"))
+    job = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
+    tags = world.jobs.tags[f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{job}"]
+    assert tags[contract.TAG_STOPPED_BY] == "training-guard"
+    assert tags[contract.TAG_STOP_RULE] == "VanishingGradient"
+    assert tags[contract.TAG_STOPPED_AT] == "2026-11-30T03:00:00+00:00"
+    record = world.ledger.stops[job]
+    assert (record.rule, record.event_id) == ("VanishingGradient", "6a7e8feb-b491-4cf7-a9f1-bf3703467718")
+
+
+def test_rule_error_only_notifies() -> None:
+    world = World()
+    receipt = world.see(load_event("rule_error"))
+    assert receipt.stopped is False
+    assert world.jobs.stop_calls == []
+    assert world.kinds() == [("rule_error", "notified")]
+
+
+def test_stop_race_with_a_job_that_already_left_in_progress_is_not_an_error() -> None:
+    world = World()
+    event = load_event("vanishing_gradient_issues_found")
+    parsed = parse_event(event)
+    world.jobs.jobs[parsed.job.name] = replace(parsed.job, status="Stopped")  # someone stopped it first
+    receipt = world.guard.handle(parsed, now=NOW)
+    assert receipt.stopped is False
+    assert world.kinds() == [("issues_found", "already_ended")]
+    assert world.ledger.stops == {}  # the guard did not stop it, so it does not claim it did
+    assert world.jobs.tags == {}
+
+
+def test_two_rules_finding_issues_cause_one_stop_call() -> None:
+    world = World()
+    event = with_detail(
+        load_event("vanishing_gradient_issues_found"),
+        DebugRuleEvaluationStatuses=[
+            rule_status("VanishingGradient", "IssuesFound"),
+            rule_status("ExplodingTensor", "IssuesFound"),
+        ],
+    )
+    world.see(event)
+    assert len(world.jobs.stop_calls) == 1
+    assert world.kinds() == [("issues_found", "stopped"), ("issues_found", "already_stopping")]
+
+
+def test_a_failed_publish_releases_the_claim_and_the_retry_completes_the_transition() -> None:
+    world = World()
+    event = load_event("vanishing_gradient_issues_found")
+    world.publisher.fail = ActionFailed("sns:Publish", RuntimeError("throttled"))
+    with pytest.raises(ActionFailed):
+        world.see(event)
+    assert world.ledger.items == {}  # nothing half-done is marked done
+    world.publisher.fail = None
+    receipt = world.see(event)  # Lambda's retry
+    # The job was stopped by the first attempt: the retry reports it as the guard's stop, once.
+    assert receipt.stopped is True
+    assert world.kinds() == [("issues_found", "stopped")]
+    assert world.jobs.tags  # attribution written
+
+
+def test_a_failed_stop_call_leaves_no_audit_record_and_no_claim() -> None:
+    world = World()
+    world.jobs.fail_stop = ActionFailed("StopTrainingJob", RuntimeError("ThrottlingException"))
+    with pytest.raises(ActionFailed):
+        world.see(load_event("vanishing_gradient_issues_found"))
+    assert world.ledger.items == {}
+    assert world.ledger.stops == {}
+    assert world.publisher.published == []
+
+
+def test_a_failed_tag_call_is_retried_and_still_reported_as_a_stop() -> None:
+    world = World()
+    event = load_event("vanishing_gradient_issues_found")
+    world.jobs.fail_tag = ActionFailed("AddTags", RuntimeError("500"))
+    with pytest.raises(ActionFailed):
+        world.see(event)
+    world.jobs.fail_tag = None
+    assert world.see(event).stopped is True
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_an_expired_lease_of_a_crashed_attempt_can_be_taken_over() -> None:
+    world = World()
+    key = "t#pytorch-mnist-lr01-2026-11-30-02-10-00-123#debugger#VanishingGradient#IssuesFound"
+    world.ledger.claim(key, now=NOW, lease_seconds=120)  # an attempt that died mid-way
+    event = load_event("vanishing_gradient_issues_found")
+    assert world.see(event, now=NOW + timedelta(seconds=60)).duplicates == 1
+    assert world.see(event, now=NOW + timedelta(seconds=121)).stopped is True
+
+
+def test_events_without_rule_statuses_fall_back_to_describe() -> None:
+    world = World()
+    event = load_event("in_progress_no_rule_lists")
+    described = parse_job(
+        {
+            **event["detail"],
+            "DebugRuleEvaluationStatuses": [rule_status("VanishingGradient", "IssuesFound")],
+            "Tags": None,
+        }
+    )
+    world.jobs.jobs[described.name] = described
+    receipt = world.guard.handle(parse_event(event), now=NOW)
+    assert receipt.described is True
+    assert world.jobs.describe_calls == [described.name]
+    assert receipt.stopped is True
+
+
+def test_describe_fallback_keeps_the_events_tags_for_overrides() -> None:
+    world = World()
+    event = with_detail(load_event("in_progress_no_rule_lists"), Tags={"training-guard:exempt": "true"})
+    world.jobs.jobs[event["detail"]["TrainingJobName"]] = parse_job(
+        {
+            **event["detail"],
+            "DebugRuleEvaluationStatuses": [rule_status("VanishingGradient", "IssuesFound")],
+            "Tags": None,
+        }
+    )
+    world.guard.handle(parse_event(event), now=NOW)
+    assert world.jobs.stop_calls == []
+    assert world.kinds() == [("issues_found", "would_stop")]
+
+
+def test_no_describe_when_the_event_carries_rule_statuses_or_the_job_ended() -> None:
+    world = World()
+    world.see(load_event("rule_error"))
+    world.see(load_event("failed"))
+    assert world.jobs.describe_calls == []
+
+
+def test_exempt_job_gets_would_have_stopped_and_is_not_stopped() -> None:
+    world = World()
+    world.see(load_event("exempt_issues_found"))
+    assert world.jobs.stop_calls == []
+    assert world.kinds() == [("issues_found", "would_stop")]
+
+
+def test_dry_run_notifies_would_have_stopped() -> None:
+    world = World(GuardConfig(dry_run=True))
+    world.see(load_event("vanishing_gradient_issues_found"))
+    assert world.jobs.stop_calls == []
+    assert world.kinds() == [("issues_found", "would_stop")]
+    assert world.publisher.published[0].dry_run is True
+
+
+def test_out_of_order_events_do_not_stop_an_ended_job() -> None:
+    world = World()
+    failed = load_event("failed")
+    world.see(failed)
+    late = load_event("vanishing_gradient_issues_found")  # a stale InProgress event arriving after
+    parsed = parse_event(late)
+    world.guard.handle(parsed, now=NOW)  # SageMaker's view stays Failed
+    assert world.jobs.stop_calls == [parsed.job.name]  # asked, refused by SageMaker: the race
+    assert ("issues_found", "already_ended") in world.kinds()
+
+
+def test_stopped_notification_says_the_guard_stopped_it() -> None:
+    world = World()
+    world.see(load_event("vanishing_gradient_issues_found"))
+    world.see(
+        with_detail(
+            load_event("vanishing_gradient_issues_found"), TrainingJobStatus="Stopped", SecondaryStatus="Stopped"
+        )
+    )
+    stopped = [n for n in world.publisher.published if n.kind.value == "job_stopped"]
+    assert len(stopped) == 1
+    assert stopped[0].reason.startswith("by Training Guard at")
+
+
+def test_unselected_jobs_are_ignored_with_a_reason() -> None:
+    world = World(GuardConfig.from_dict({"jobs": {"exclude_prefixes": ["pytorch-"]}}))
+    receipt = world.see(load_event("vanishing_gradient_issues_found"))
+    assert receipt.ignored is not None
+    assert world.publisher.published == []
+
+
+def test_tag_values_are_made_legal_for_sagemaker() -> None:
+    legal = re.compile(r"^[\w\s.:/=+\-@]*$")
+    text = "rules.actions.X = stop (debugger rule X, step 500); <b>&amp;</b>" + "y" * 400
+    value = tag_value(text)
+    assert legal.match(value)
+    assert len(value) == 256
+    assert value.startswith("rules.actions.X = stop debugger rule X step 500 b amp /b")
+    tags = attribution_tags(StopRecord("j", "R(1)", "a;b", NOW, "e"))
+    assert all(legal.match(v) for v in tags.values())
