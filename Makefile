@@ -2,7 +2,7 @@
 #   make demo    run the guard end to end on an emulated AWS (no account needed)
 #   make test    lint, types and the whole test suite
 #   make synth   synthesize the CloudFormation template offline (cdk.out/)
-#   make deploy  deploy to the account and region of your AWS credentials
+#   make deploy  deploy to the account and region of your AWS credentials (CONFIG=file optional)
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -15,6 +15,10 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := true
 CDK_FLAGS := --no-notices
+# A per-account configuration file: make deploy CONFIG=configs/prod.json
+ifdef CONFIG
+CDK_FLAGS += -c config=$(CONFIG)
+endif
 
 .PHONY: install test lint typecheck unit synth deploy diff demo clean
 

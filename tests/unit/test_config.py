@@ -94,3 +94,10 @@ def test_job_selection_by_name_prefix(
 ) -> None:
     config = GuardConfig.from_dict({"jobs": {"include_prefixes": list(include), "exclude_prefixes": list(exclude)}})
     assert config.selects(job) is selected
+
+
+def test_every_shipped_example_config_is_valid() -> None:
+    examples = sorted((CDK_JSON.parent / "configs").glob("*.json"))
+    assert examples
+    for example in examples:
+        GuardConfig.from_json(example.read_text(), source=str(example))
