@@ -22,6 +22,9 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 PACKAGE = "training_guard"
 REQUIREMENTS = FUNCTIONS_DIR / "requirements.txt"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyi", "py.typed", "README.md")
+# Top-level packages some distributions ship that the functions never import:
+# slack_sdk also installs `slack`, its deprecated pre-3.0 alias.
+_UNUSED_TOP_LEVEL = frozenset({"slack"})
 
 
 class BundlingError(RuntimeError):
@@ -54,7 +57,9 @@ def copy_distribution(name: str, version: str, target: Path) -> None:
         raise BundlingError(f"{name} has compiled code; bundle it with pip --platform manylinux2014_aarch64")
     for file in dist.files or []:
         parts = file.parts
-        if parts[0].endswith((".dist-info", ".data")) or parts[0] in ("..", "bin") or "__pycache__" in parts:
+        if parts[0].endswith((".dist-info", ".data")) or parts[0] in ("..", "bin", *_UNUSED_TOP_LEVEL):
+            continue
+        if "__pycache__" in parts or source_is_stub(parts[-1]):
             continue
         source = Path(str(dist.locate_file(file)))
         if source.suffix == ".pyc" or not source.is_file():
@@ -62,6 +67,10 @@ def copy_distribution(name: str, version: str, target: Path) -> None:
         destination = target / Path(*parts)
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
+
+
+def source_is_stub(name: str) -> bool:
+    return name.endswith(".pyi") or name == "py.typed"
 
 
 def bundle(output_dir: Path) -> None:

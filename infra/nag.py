@@ -25,6 +25,16 @@ ACKNOWLEDGED: dict[str, str] = {
         "record carries the error as well as the event; a DeadLetterConfig too would deliver each "
         "failure twice."
     ),
+    "AwsSolutions::AwsSolutions-SMG4": (
+        "The secrets hold Slack incoming-webhook URLs, which only Slack can issue; there is no API "
+        "for a rotation Lambda. Rotate by creating a new webhook in Slack and putting its URL in "
+        "the secret (README, Slack)."
+    ),
+    "Serverless::Serverless-LambdaEventSourceMappingDestination": (
+        "SQS event source mappings do not support on-failure destinations; the chat queue's redrive "
+        "policy moves a message to its dead-letter queue after 5 receives, and the notifier parks "
+        "permanently undeliverable messages there itself."
+    ),
     "Serverless::Serverless-SQSRedrivePolicy": (
         "The queues without a redrive policy are themselves the dead-letter queues: the last stop of "
         "a failed event, redriven by an operator (see README, Operations)."

@@ -8,6 +8,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from infra.components.alerting import Alerting
+from infra.components.chat import ChatDelivery
 from infra.components.encryption import GuardKey
 from infra.components.job_events import JobEvents
 from infra.components.state import GuardState
@@ -25,7 +26,24 @@ class TrainingGuardStack(Stack):
         self.job_events = JobEvents(
             self, "JobEvents", config=config, key=key, table=self.state.table, topic=self.alerting.topic
         )
+        self.chat = (
+            ChatDelivery(
+                self,
+                "Chat",
+                config=config,
+                key=key,
+                table=self.state.table,
+                topic=self.alerting.topic,
+                subscription_dead_letters=self.alerting.dead_letters,
+            )
+            if config.slack.enabled
+            else None
+        )
         CfnOutput(self, "NotificationTopicArn", value=self.alerting.topic.topic_arn)
+        if self.chat:
+            CfnOutput(self, "ChatDeadLetterQueueUrl", value=self.chat.dead_letters.queue_url)
+            for name, secret in self.chat.secrets.items():
+                CfnOutput(self, f"SlackWebhookSecret{name.replace('-', '')}", value=secret.secret_name)
         CfnOutput(self, "StateTableName", value=self.state.table.table_name)
         CfnOutput(self, "JobEventsDeadLetterQueueUrl", value=self.job_events.dead_letters.queue_url)
         acknowledge_findings(self)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -66,6 +67,59 @@ class LifecycleNotifications:
     completed: bool = False
 
 
+SEVERITIES = ("info", "warning", "critical")  # in rising order
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,39}$")
+_SLACK_ID_PATTERN = re.compile(r"^[A-Z0-9]{1,255}$")
+
+
+@dataclass(frozen=True)
+class SlackWebhook:
+    # The Secrets Manager secret holding the webhook URL; None: the stack creates one.
+    secret_name: str | None = None
+
+
+@dataclass(frozen=True)
+class SlackConfig:
+    """Slack incoming webhooks by name, and which notifications go to which."""
+
+    webhooks: Mapping[str, SlackWebhook] = field(default_factory=dict)
+    default: str | None = None  # the webhook for notifications no route below claims
+    by_severity: Mapping[str, str] = field(default_factory=dict)  # severity -> webhook name
+    team_tag: str | None = None  # a job tag whose value names a webhook (e.g. team=vision)
+    min_severity: str = "info"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.webhooks)
+
+    def route(self, severity: str, tags: Mapping[str, str]) -> list[str]:
+        """The webhooks one notification goes to (each at most once), in a stable order."""
+        if not self.enabled or _rank(severity) < _rank(self.min_severity):
+            return []
+        chosen: list[str] = []
+        team = tags.get(self.team_tag) if self.team_tag else None
+        if team in self.webhooks:
+            chosen.append(str(team))
+        by_severity = self.by_severity.get(severity)
+        if by_severity and by_severity not in chosen:
+            chosen.append(by_severity)
+        if not chosen and self.default:
+            chosen.append(self.default)
+        return chosen
+
+
+@dataclass(frozen=True)
+class QDeveloperConfig:
+    """Amazon Q Developer in chat applications: a Slack channel subscribed to the topic."""
+
+    slack_workspace_id: str
+    slack_channel_id: str
+
+
+def _rank(severity: str) -> int:
+    return SEVERITIES.index(severity) if severity in SEVERITIES else 0
+
+
 @dataclass(frozen=True)
 class GuardConfig:
     rules: RulePolicy = field(default_factory=RulePolicy)
@@ -79,6 +133,8 @@ class GuardConfig:
     emails: tuple[str, ...] = ()
     # How long a handled transition is remembered (duplicates arrive within minutes; days is ample).
     dedup_ttl_days: int = 14
+    slack: SlackConfig = field(default_factory=SlackConfig)
+    q_developer: QDeveloperConfig | None = None
 
     def action_for(self, rule_name: str, *, profiler: bool) -> Action:
         explicit = self.rules.actions.get(rule_name)
@@ -156,6 +212,9 @@ def _read_config(r: _Reader) -> GuardConfig:
         if "@" not in email or email.startswith("@") or email.endswith("@") or " " in email:
             r.problem(f"emails[{i}]", f"not an e-mail address: {email!r}")
 
+    slack = _read_slack(r.section("slack"))
+    q_developer = _read_q_developer(r) if r.has("q_developer") else None
+
     config = GuardConfig(
         rules=rule_policy,
         dry_run=r.flag("dry_run", False),
@@ -165,6 +224,8 @@ def _read_config(r: _Reader) -> GuardConfig:
         notifications=lifecycle,
         emails=emails,
         dedup_ttl_days=r.integer("dedup_ttl_days", 14, minimum=1, maximum=365),
+        slack=slack,
+        q_developer=q_developer,
     )
     r.done(
         (
@@ -176,9 +237,66 @@ def _read_config(r: _Reader) -> GuardConfig:
             "notifications",
             "emails",
             "dedup_ttl_days",
+            "slack",
+            "q_developer",
         )
     )
     return config
+
+
+def _read_slack(r: _Reader) -> SlackConfig:
+    hooks = r.section("webhooks")
+    webhooks: dict[str, SlackWebhook] = {}
+    for name in hooks.names():
+        if not _NAME_PATTERN.match(name):
+            hooks.problem(name, "webhook names are 1-40 letters, digits or '-', starting with a letter or digit")
+            continue
+        hook = hooks.section(name)
+        secret = hook.optional_text("secret_name")
+        hook.done(("secret_name",))
+        webhooks[name] = SlackWebhook(secret_name=secret)
+    default = r.optional_text("default")
+    if default is None and "default" in webhooks:
+        default = "default"
+    if default is not None and default not in webhooks:
+        r.problem("default", f"names no webhook in slack.webhooks (have: {', '.join(webhooks) or 'none'})")
+    routes = r.section("by_severity")
+    by_severity: dict[str, str] = {}
+    for severity in routes.names():
+        target = routes.optional_text(severity)
+        if severity not in SEVERITIES:
+            routes.problem(severity, f"not a severity; use {', '.join(SEVERITIES)}")
+        elif target not in webhooks:
+            routes.problem(severity, f"names no webhook in slack.webhooks: {target!r}")
+        else:
+            by_severity[severity] = target
+    min_severity = r.text("min_severity", "info")
+    if min_severity not in SEVERITIES:
+        r.problem("min_severity", f"must be one of {', '.join(SEVERITIES)}, got {min_severity!r}")
+        min_severity = "info"
+    config = SlackConfig(
+        webhooks=webhooks,
+        default=default,
+        by_severity=by_severity,
+        team_tag=r.optional_text("team_tag"),
+        min_severity=min_severity,
+    )
+    if webhooks and default is None and not config.team_tag and not by_severity:
+        r.problem("default", "set a default webhook, or routes (by_severity, team_tag), or no message is ever sent")
+    r.done(("webhooks", "default", "by_severity", "team_tag", "min_severity"))
+    return config
+
+
+def _read_q_developer(root: _Reader) -> QDeveloperConfig:
+    r = root.section("q_developer")
+    ids = {}
+    for key in ("slack_workspace_id", "slack_channel_id"):
+        value = r.text(key, "")
+        if value and not _SLACK_ID_PATTERN.match(value):
+            r.problem(key, f"must be a Slack ID (capital letters and digits, e.g. T0123ABCD), got {value!r}")
+        ids[key] = value
+    r.done(("slack_workspace_id", "slack_channel_id"))
+    return QDeveloperConfig(**ids)
 
 
 class _Reader:
@@ -223,6 +341,18 @@ class _Reader:
         if not minimum <= value <= maximum:
             self.problem(key, f"must be between {minimum} and {maximum}, got {value}")
             return default
+        return value
+
+    def has(self, key: str) -> bool:
+        return self._data.get(key) is not None
+
+    def optional_text(self, key: str) -> str | None:
+        value = self._data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.problem(key, f"must be a non-empty string, got {value!r}")
+            return None
         return value
 
     def text(self, key: str, default: str) -> str:

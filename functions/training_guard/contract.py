@@ -23,6 +23,9 @@ JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
 ENV_CONFIG: Final = "TRAINING_GUARD_CONFIG"  # the validated GuardConfig, serialized as JSON
 ENV_TABLE: Final = "TRAINING_GUARD_TABLE"  # DynamoDB table: transition ledger and stop audit
 ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"  # SNS topic that receives every notification
+ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"  # JSON: webhook name -> secret id
+ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"  # where undeliverables wait
+ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
 
 # --- Tags -----------------------------------------------------------------------------------------
 # Attribution written onto a job the guard stopped (SageMaker tag keys allow ':' and '-').
@@ -46,6 +49,10 @@ GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
 SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
 TRAINING_LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
 RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
+
+# --- Slack --------------------------------------------------------------------------------------------
+# Value of a webhook secret the stack creates, until an operator puts the webhook URL in it.
+WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in this secret"
 
 # --- Notifications --------------------------------------------------------------------------------------
 NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"

@@ -63,6 +63,7 @@ class Notification:
     event_id: str
     time: datetime
     dry_run: bool
+    transition: str = ""
 
     def document(self) -> dict[str, Any]:
         job = self.job
@@ -78,6 +79,7 @@ class Notification:
             "account": self.account,
             "region": self.region,
             "event_id": self.event_id,
+            "transition": self.transition,
             "dry_run": self.dry_run,
             "job": {
                 "name": job.name,
@@ -89,6 +91,7 @@ class Notification:
                 "instance_count": job.instance_count,
                 "training_seconds": round(training) if training is not None else None,
                 "tuning_job_arn": job.tuning_job_arn,
+                "tags": dict(job.tags),
             },
             "rule": None,
             "links": links(job.name, self.region, self.rule),
@@ -156,6 +159,7 @@ def build(
         event_id=event.event_id,
         time=now,
         dry_run=dry_run,
+        transition=decision.key,
     )
 
 
@@ -212,3 +216,52 @@ def format_duration(seconds: float) -> str:
     if minutes:
         return f"{minutes} min {secs:02d} s"
     return f"{secs} s"
+
+
+_Q_MAX_DESCRIPTION = 3500  # leave room under Q Developer's message size for the rest
+
+
+def q_developer_notification(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document as an Amazon Q Developer in chat applications custom notification.
+
+    Q Developer drops SNS payloads it does not recognise, so its subscriber gets this shape:
+    version "1.0", source "custom", content (title, description, nextSteps, keywords) and
+    metadata.threadId, one thread per job so that a job's updates stay together.
+    """
+    job = doc["job"]
+    rule = doc.get("rule") or {}
+    lines = [f"*Why:* {doc['reason']}", f"*Job:* `{job['name']}` ({job['status']}"]
+    lines[-1] += f" / {job['secondary_status']})" if job.get("secondary_status") else ")"
+    if rule:
+        lines.append(f"*Rule:* {rule['name']} ({rule['kind']}) → {rule['status']}")
+        if rule.get("details"):
+            lines.append(f"> {rule['details']}")
+    if job.get("failure_reason"):
+        lines.append(f"*Failure:* {job['failure_reason']}")
+    if doc.get("dry_run"):
+        lines.append("_Dry run: the guard stops nothing._")
+    description = "\n".join(lines)
+    if len(description) > _Q_MAX_DESCRIPTION:
+        description = description[: _Q_MAX_DESCRIPTION - 1] + "…"
+    marker = {"critical": ":red_circle:", "warning": ":large_orange_circle:"}.get(
+        doc["severity"], ":information_source:"
+    )
+    return {
+        "version": "1.0",
+        "source": "custom",
+        "id": doc["event_id"] or doc.get("transition", ""),
+        "content": {
+            "textType": "client-markdown",
+            "title": f"{marker} {doc['title']}",
+            "description": description,
+            "nextSteps": [f"<{url}|{label}>" for label, url in (doc.get("links") or {}).items()],
+            "keywords": [doc["kind"], doc["outcome"], doc["severity"]],
+        },
+        "metadata": {
+            "threadId": f"training-guard/{job['name']}",
+            "summary": doc["title"],
+            "eventType": f"TrainingGuard.{doc['kind']}",
+            "relatedResources": [job["arn"]] if job.get("arn") else [],
+            "additionalContext": {"outcome": doc["outcome"], "severity": doc["severity"]},
+        },
+    }

@@ -3,6 +3,7 @@ that name the variable. The only module of the package that reads `os.environ`."
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,3 +33,56 @@ class Settings:
         except ConfigError as exc:
             raise SettingsError(str(exc)) from None
         return cls(config=config, table=env[contract.ENV_TABLE], topic_arn=env[contract.ENV_TOPIC_ARN])
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    config: GuardConfig
+    table: str
+    webhook_secrets: dict[str, str]  # webhook name -> secret name or ARN (never the URL)
+    dead_letter_queue_url: str
+    min_interval_seconds: float = 1.0  # Slack allows about one message per second per webhook
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ChatSettings:
+        env = os.environ if env is None else env
+        keys = (
+            contract.ENV_CONFIG,
+            contract.ENV_TABLE,
+            contract.ENV_WEBHOOK_SECRETS,
+            contract.ENV_DEAD_LETTER_QUEUE_URL,
+        )
+        missing = [k for k in keys if not env.get(k)]
+        if missing:
+            raise SettingsError(f"missing environment variable(s): {', '.join(missing)}")
+        try:
+            config = GuardConfig.from_json(env[contract.ENV_CONFIG], source=f"${contract.ENV_CONFIG}")
+        except ConfigError as exc:
+            raise SettingsError(str(exc)) from None
+        try:
+            secrets = json.loads(env[contract.ENV_WEBHOOK_SECRETS])
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"${contract.ENV_WEBHOOK_SECRETS} is not JSON: {exc}") from None
+        unknown = set(config.slack.webhooks) - set(secrets)
+        if not isinstance(secrets, dict) or unknown:
+            raise SettingsError(f"${contract.ENV_WEBHOOK_SECRETS} lacks a secret for webhook(s): {sorted(unknown)}")
+        return cls(
+            config=config,
+            table=env[contract.ENV_TABLE],
+            webhook_secrets={str(k): str(v) for k, v in secrets.items()},
+            dead_letter_queue_url=env[contract.ENV_DEAD_LETTER_QUEUE_URL],
+            min_interval_seconds=_seconds(env, contract.ENV_SLACK_MIN_INTERVAL, 1.0),
+        )
+
+
+def _seconds(env: Mapping[str, str], key: str, default: float) -> float:
+    raw = env.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"${key} must be a number of seconds, got {raw!r}") from None
+    if not 0 <= value <= 60:
+        raise SettingsError(f"${key} must be between 0 and 60 seconds, got {value}")
+    return value

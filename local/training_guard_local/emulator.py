@@ -26,6 +26,9 @@ REGION = "us-east-1"
 TABLE = "training-guard-state"
 TOPIC = "training-guard-notifications"
 CAPTURE_QUEUE = "training-guard-capture"
+CHAT_QUEUE = "training-guard-chat"
+CHAT_DEAD_LETTERS = "training-guard-chat-dead-letters"
+CHAT_MAX_RECEIVES = 5  # as the stack's redrive policy
 FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-events"
 
 _ENV = {
@@ -56,13 +59,25 @@ class LambdaContext:
 class Emulation:
     """`with Emulation(config) as aws:` gives an emulated account with the guard's resources."""
 
-    def __init__(self, config: GuardConfig | None = None, *, quiet: bool = True) -> None:
+    def __init__(
+        self,
+        config: GuardConfig | None = None,
+        *,
+        webhook_urls: Mapping[str, str] | None = None,
+        slack_min_interval: float = 0.0,
+        quiet: bool = True,
+    ) -> None:
+        """`webhook_urls`: what each Slack webhook's secret holds (absent: the stack's placeholder)."""
         self.config = config or GuardConfig()
+        self.webhook_urls = dict(webhook_urls or {})
+        self.slack_min_interval = slack_min_interval
         self.quiet = quiet
         self._mock = mock_aws()
         self._saved_env: dict[str, str | None] = {}
         self.topic_arn = ""
         self.queue_url = ""
+        self.chat_queue_url = ""
+        self.chat_dead_letters_url = ""
 
     def __enter__(self) -> Emulation:
         env = dict(_ENV)
@@ -77,10 +92,15 @@ class Emulation:
         self._mock.start()
         sagemaker_ext.install()
         self._create_resources()
-        os.environ[contract.ENV_TOPIC_ARN] = self.topic_arn
-        self._saved_env.setdefault(contract.ENV_TOPIC_ARN, None)
+        self._set_env(contract.ENV_TOPIC_ARN, self.topic_arn)
+        if self.config.slack.enabled:
+            self._create_chat()
         _reset_handler_caches()
         return self
+
+    def _set_env(self, key: str, value: str) -> None:
+        self._saved_env.setdefault(key, os.environ.get(key))
+        os.environ[key] = value
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -123,6 +143,83 @@ class Emulation:
             Endpoint=queue_arn,
             Attributes={"RawMessageDelivery": "true"},
         )
+
+    def _create_chat(self) -> None:
+        """What the stack's chat path creates: webhook secrets, the chat queue and its DLQ."""
+        secrets = self.client("secretsmanager")
+        secret_ids: dict[str, str] = {}
+        for name, hook in self.config.slack.webhooks.items():
+            secret_name = hook.secret_name or f"training-guard/slack/{name}"
+            value = self.webhook_urls.get(name, contract.WEBHOOK_PLACEHOLDER)
+            secret_ids[name] = secrets.create_secret(Name=secret_name, SecretString=value)["ARN"]
+        sqs = self.client("sqs")
+        self.chat_dead_letters_url = sqs.create_queue(QueueName=CHAT_DEAD_LETTERS)["QueueUrl"]
+        dlq_arn = self._queue_arn(self.chat_dead_letters_url)
+        self.chat_queue_url = sqs.create_queue(
+            QueueName=CHAT_QUEUE,
+            Attributes={
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": CHAT_MAX_RECEIVES})
+            },
+        )["QueueUrl"]
+        self.client("sns").subscribe(
+            TopicArn=self.topic_arn,
+            Protocol="sqs",
+            Endpoint=self._queue_arn(self.chat_queue_url),
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        self._set_env(contract.ENV_WEBHOOK_SECRETS, json.dumps(secret_ids))
+        self._set_env(contract.ENV_DEAD_LETTER_QUEUE_URL, self.chat_dead_letters_url)
+        self._set_env(contract.ENV_SLACK_MIN_INTERVAL, str(self.slack_min_interval))
+
+    def _queue_arn(self, url: str) -> str:
+        attributes = self.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        return str(attributes["Attributes"]["QueueArn"])
+
+    def pump_chat(self, *, rounds: int = 1) -> list[dict[str, Any]]:
+        """Play the SQS event source mapping: batches from the chat queue to the real notifier.
+
+        Messages the handler reports as failed stay in the queue and are received again on the
+        next round (as after their visibility timeout); after CHAT_MAX_RECEIVES receives SQS's
+        redrive policy moves them to the dead-letter queue. Returns each batch's response.
+        """
+        with _stdout_to_stderr():
+            from training_guard.handlers import slack_notifier
+        sqs = self.client("sqs")
+        responses: list[dict[str, Any]] = []
+        for _ in range(rounds):
+            while True:
+                batch = sqs.receive_message(
+                    QueueUrl=self.chat_queue_url, MaxNumberOfMessages=5, VisibilityTimeout=0
+                ).get("Messages", [])
+                if not batch:
+                    break
+                event = {
+                    "Records": [
+                        {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"]}
+                        for m in batch
+                    ]
+                }
+                with _stdout_to_stderr():
+                    response = dict(slack_notifier.handler(event, LambdaContext(function_name="slack-notifier")))
+                responses.append(response)
+                failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+                for message in batch:
+                    if message["MessageId"] not in failed:
+                        sqs.delete_message(QueueUrl=self.chat_queue_url, ReceiptHandle=message["ReceiptHandle"])
+                if failed:
+                    break  # the failed ones come back in the next round
+        return responses
+
+    def chat_dead_letters(self) -> list[dict[str, Any]]:
+        """Messages in the chat dead-letter queue: body and the reason attribute (if parked)."""
+        sqs = self.client("sqs")
+        out: list[dict[str, Any]] = []
+        for m in sqs.receive_message(
+            QueueUrl=self.chat_dead_letters_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+        ).get("Messages", []):
+            reason = m.get("MessageAttributes", {}).get("reason", {}).get("StringValue")
+            out.append({"body": m["Body"], "reason": reason})
+        return out
 
     # --- driving the guard ---------------------------------------------------------------------
     def put_job(self, detail: Mapping[str, Any]) -> None:
@@ -181,7 +278,8 @@ def _reset_handler_caches() -> None:
     from training_guard.adapters import clients
 
     with _stdout_to_stderr():
-        from training_guard.handlers import job_events
+        from training_guard.handlers import job_events, slack_notifier
 
     clients.client.cache_clear()
     job_events.responder.cache_clear()
+    slack_notifier.delivery.cache_clear()

@@ -14,10 +14,20 @@ from infra.stack import TrainingGuardStack
 pytestmark = pytest.mark.infra
 
 
+CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
+
+
+def shipped_context() -> dict[str, Any]:
+    """The context the CDK CLI passes to the app from cdk.json."""
+    context: dict[str, Any] = json.loads(CDK_JSON.read_text())["context"]
+    return context
+
+
 class Synth:
     def __init__(self, outdir: Path, context: dict[str, Any] | None = None) -> None:
         # Bundling is exercised by its own tests; here the asset is the source folder as it is.
-        app = App(outdir=str(outdir), context={"aws:cdk:bundling-stacks": [], **(context or {})})
+        full = {**shipped_context(), "aws:cdk:bundling-stacks": [], **(context or {})}
+        app = App(outdir=str(outdir), context=full)
         self.app, self.stack = build_app(app)
         self.assembly = self.app.synth()  # raises on any unacknowledged cdk-nag finding
         self.outdir = outdir

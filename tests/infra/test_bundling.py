@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -10,16 +12,25 @@ import pytest
 from infra import bundling
 
 
-def test_asset_holds_the_runtime_package_and_nothing_else(tmp_path: Path) -> None:
+def zipped_size(folder: Path) -> int:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder).as_posix())
+    return buffer.tell()
+
+
+def test_asset_holds_the_runtime_package_and_its_pinned_dependencies_only(tmp_path: Path) -> None:
     bundling.bundle(tmp_path)
     top = sorted(p.name for p in tmp_path.iterdir())
-    assert top == ["training_guard"]
+    assert top == ["slack_sdk", "training_guard"]  # no CDK, moto, boto3, Powertools or the `slack` alias
     files = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert "training_guard/handlers/job_events.py" in files
-    assert "training_guard/contract.py" in files
-    assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
-    size = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
-    assert size < 2 * 1024 * 1024
+    assert "training_guard/handlers/slack_notifier.py" in files
+    assert "slack_sdk/webhook/client.py" in files
+    assert not any("__pycache__" in f or f.endswith((".pyc", ".pyi")) for f in files)
+    assert zipped_size(tmp_path) < 2 * 1024 * 1024
 
 
 def test_pure_python_dependencies_are_copied_from_the_installed_pinned_version(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.components import functions, job_events
 from infra.nag import ACKNOWLEDGED
-from tests.infra.conftest import Synth
+from tests.infra.conftest import Synth, shipped_context
 from training_guard import contract
 from training_guard.config import GuardConfig
 
@@ -20,8 +20,8 @@ def getatt(logical_id: str) -> dict[str, list[str]]:
 
 def test_rule_matches_exactly_the_contract_pattern_and_targets_the_function(synth: Synth) -> None:
     _, rule = synth.one("AWS::Events::Rule")
-    fn_id, _ = synth.one("AWS::Lambda::Function")
-    dlq_id, _ = synth.one("AWS::SQS::Queue", "DeadLetters")
+    fn_id, _ = synth.one("AWS::Lambda::Function", "JobEvents")
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "JobEventsDeadLetters")
     props = rule["Properties"]
     assert props["EventPattern"] == contract.JOB_EVENTS_PATTERN
     assert props["State"] == "ENABLED"
@@ -33,7 +33,7 @@ def test_rule_matches_exactly_the_contract_pattern_and_targets_the_function(synt
 
 def test_function_failures_retry_twice_then_land_in_the_dead_letter_queue(synth: Synth) -> None:
     _, config = synth.one("AWS::Lambda::EventInvokeConfig")
-    dlq_id, _ = synth.one("AWS::SQS::Queue", "DeadLetters")
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "JobEventsDeadLetters")
     assert config["Properties"]["MaximumRetryAttempts"] == job_events.FUNCTION_RETRY_ATTEMPTS == 2
     assert config["Properties"]["MaximumEventAgeInSeconds"] == 7200
     assert config["Properties"]["DestinationConfig"] == {"OnFailure": {"Destination": getatt(dlq_id)}}
@@ -55,11 +55,11 @@ def _role_statements(synth: Synth) -> list[dict[str, Any]]:
 
 
 def test_job_events_role_has_exactly_the_permissions_it_needs(synth: Synth) -> None:
-    log_id, _ = synth.one("AWS::Logs::LogGroup")
+    log_id, _ = synth.one("AWS::Logs::LogGroup", "JobEvents")
     table_id, _ = synth.one("AWS::DynamoDB::Table")
     topic_id, _ = synth.one("AWS::SNS::Topic")
     key_id, _ = synth.one("AWS::KMS::Key")
-    dlq_id, _ = synth.one("AWS::SQS::Queue", "DeadLetters")
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "JobEventsDeadLetters")
     training_jobs = {
         "Fn::Join": [
             "",
@@ -104,7 +104,7 @@ def test_no_managed_policies_and_no_sagemaker_wildcards(synth: Synth) -> None:
 
 
 def test_function_runtime_architecture_layer_and_configuration(synth: Synth) -> None:
-    _, fn = synth.one("AWS::Lambda::Function")
+    _, fn = synth.one("AWS::Lambda::Function", "JobEvents")
     props = fn["Properties"]
     assert props["Runtime"] == "python3.14"
     assert props["Architectures"] == ["arm64"]
@@ -112,8 +112,8 @@ def test_function_runtime_architecture_layer_and_configuration(synth: Synth) -> 
     assert props["TracingConfig"] == {"Mode": "Active"}
     assert props["Timeout"] == 30
     env = props["Environment"]["Variables"]
-    assert env[contract.ENV_CONFIG] == GuardConfig().to_json()
-    assert GuardConfig.from_json(env[contract.ENV_CONFIG]) == GuardConfig()
+    shipped = GuardConfig.from_dict(shipped_context()["training-guard"])
+    assert env[contract.ENV_CONFIG] == shipped.to_json()
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == contract.GUARD_METRICS_NAMESPACE
     [layer] = props["Layers"]
     parameter = synth.json["Parameters"][layer["Ref"]]
@@ -128,9 +128,10 @@ def test_powertools_layer_version_matches_the_pinned_dependency() -> None:
     assert metadata.version("aws-lambda-powertools") == functions.POWERTOOLS_VERSION
 
 
-def test_log_group_keeps_a_year(synth: Synth) -> None:
-    _, group = synth.one("AWS::Logs::LogGroup")
-    assert group["Properties"]["RetentionInDays"] == 365
+def test_log_groups_keep_a_year(synth: Synth) -> None:
+    groups = synth.resources("AWS::Logs::LogGroup")
+    assert len(groups) == len(synth.resources("AWS::Lambda::Function"))  # one per function
+    assert all(group["Properties"]["RetentionInDays"] == 365 for group in groups.values())
 
 
 def test_state_table_has_the_contract_key_ttl_recovery_and_the_guard_key(synth: Synth) -> None:
@@ -162,7 +163,7 @@ def test_topic_is_encrypted_and_tls_only(synth: Synth) -> None:
 
 
 def test_dead_letter_queue_is_encrypted_tls_only_and_keeps_14_days(synth: Synth) -> None:
-    dlq_id, dlq = synth.one("AWS::SQS::Queue", "DeadLetters")
+    dlq_id, dlq = synth.one("AWS::SQS::Queue", "JobEventsDeadLetters")
     key_id, _ = synth.one("AWS::KMS::Key")
     assert dlq["Properties"]["KmsMasterKeyId"] == getatt(key_id)
     assert dlq["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from training_guard.config import Action, ConfigError, GuardConfig
+from training_guard.config import Action, ConfigError, GuardConfig, SlackConfig, SlackWebhook
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
@@ -27,9 +27,10 @@ def test_per_rule_action_overrides_the_kind_default() -> None:
     assert config.action_for("ExplodingTensor", profiler=False) is Action.STOP
 
 
-def test_the_shipped_cdk_json_context_is_valid_and_equals_the_defaults() -> None:
+def test_the_shipped_cdk_json_context_is_the_defaults_plus_one_slack_webhook() -> None:
     context = json.loads(CDK_JSON.read_text())["context"]["training-guard"]
-    assert GuardConfig.from_dict(context) == GuardConfig()
+    shipped = GuardConfig.from_dict(context)
+    assert shipped == GuardConfig(slack=SlackConfig(webhooks={"default": SlackWebhook()}, default="default"))
 
 
 def test_serialized_form_round_trips() -> None:

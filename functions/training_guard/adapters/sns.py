@@ -8,12 +8,17 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from training_guard.errors import ActionFailed
-from training_guard.messages import Notification
+from training_guard.messages import Notification, q_developer_notification
 
 
 def sns_message(notification: Notification) -> str:
-    """The `MessageStructure="json"` body: prose for e-mail and SMS, the document for machines."""
-    document = json.dumps(notification.document(), separators=(",", ":"))
+    """The `MessageStructure="json"` body: prose for e-mail and SMS, the document for machines.
+
+    HTTPS subscribers get the Amazon Q Developer custom-notification form (Q Developer subscribes
+    to the topic over HTTPS and drops any payload it does not recognise).
+    """
+    doc = notification.document()
+    document = json.dumps(doc, separators=(",", ":"))
     return json.dumps(
         {
             "default": document,
@@ -22,7 +27,7 @@ def sns_message(notification: Notification) -> str:
             "sms": notification.sms_text(),
             "sqs": document,
             "lambda": document,
-            "https": document,
+            "https": json.dumps(q_developer_notification(doc), separators=(",", ":")),
             "http": document,
         }
     )

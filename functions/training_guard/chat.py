@@ -1,0 +1,125 @@
+"""Deliver notification documents to Slack: each (transition, webhook) at most once.
+
+SNS -> SQS delivery is at-least-once and one notification can go to several webhooks. Each
+(transition, webhook) pair is claimed in the same ledger as the guard's reactions before it is
+sent, so a redelivered or retried message reaches only the channels that have not had it.
+
+Outcome per message: every target delivered -> done; a transient failure (429 beyond the budget,
+5xx, timeouts) -> the message goes back to the queue (batch item failure) and SQS moves it to the
+dead-letter queue after its receive limit; only permanent failures (revoked webhook, 4xx, a secret
+with no URL in it) -> the message is parked in the dead-letter queue at once, with the reason.
+Nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from training_guard import slack_messages
+from training_guard.config import SlackConfig
+from training_guard.responder import LedgerPort
+
+CLAIM_LEASE_SECONDS = 180  # longer than the notifier's timeout
+_LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")
+
+
+class WebhookUrls(Protocol):
+    def url(self, webhook: str) -> str: ...
+
+
+class Sender(Protocol):
+    def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Any: ...
+
+
+class Parker(Protocol):
+    def park(self, body: str, reason: str) -> None: ...
+
+
+class NotConfigured(Exception):
+    """A webhook's secret holds no usable URL yet (a permanent failure until an operator acts)."""
+
+
+def check_url(webhook: str, secret_id: str, value: str) -> str:
+    url = value.strip()
+    if url.startswith("https://") or url.startswith(_LOOPBACK_PREFIXES):
+        return url
+    raise NotConfigured(
+        f"webhook {webhook!r}: secret {secret_id} does not hold a webhook URL yet; set it with "
+        f"aws secretsmanager put-secret-value --secret-id {secret_id} --secret-string 'https://hooks.slack.com/...'"
+    )
+
+
+@dataclass
+class MessageResult:
+    delivered: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already delivered (a duplicate)
+    transient: list[str] = field(default_factory=list)
+    permanent: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def retry(self) -> bool:
+        return bool(self.transient)
+
+
+class ChatDelivery:
+    def __init__(
+        self,
+        slack: SlackConfig,
+        urls: WebhookUrls,
+        sender: Sender,
+        ledger: LedgerPort,
+        parker: Parker,
+        *,
+        ttl_seconds: int,
+    ) -> None:
+        self.slack = slack
+        self.urls = urls
+        self.sender = sender
+        self.ledger = ledger
+        self.parker = parker
+        self.ttl_seconds = ttl_seconds
+
+    def deliver(self, body: str, *, now: datetime) -> MessageResult:
+        result = MessageResult()
+        try:
+            doc = slack_messages.check_document(json.loads(body))
+            text, blocks = slack_messages.render(doc)
+        except (ValueError, KeyError, TypeError) as exc:
+            result.errors.append(f"unusable message: {exc}")
+            self.parker.park(body, f"unusable message: {exc}")
+            return result
+        tags = doc["job"].get("tags") or {}
+        targets = self.slack.route(str(doc["severity"]), tags if isinstance(tags, Mapping) else {})
+        transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
+        for webhook in targets:
+            key = f"c#{transition}#{webhook}"
+            if not self.ledger.claim(key, now=now, lease_seconds=CLAIM_LEASE_SECONDS):
+                result.skipped.append(webhook)
+                continue
+            try:
+                delivery = self.sender.send(self.urls.url(webhook), text, blocks)
+            except NotConfigured as exc:
+                self.ledger.release(key)
+                result.permanent.append(webhook)
+                result.errors.append(str(exc))
+                continue
+            except BaseException:
+                self.ledger.release(key)
+                raise
+            if delivery.ok:
+                self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome="delivered")
+                result.delivered.append(webhook)
+                continue
+            self.ledger.release(key)
+            result.errors.append(f"webhook {webhook!r}: {delivery.detail}")
+            (result.permanent if delivery.permanent else result.transient).append(webhook)
+        if result.permanent and not result.transient:
+            # Retrying cannot help; keep the message for an operator (redrive skips delivered webhooks).
+            self.parker.park(body, "; ".join(result.errors))
+        return result

@@ -1,0 +1,161 @@
+"""One notification document rendered as a Slack message (Block Kit, via slack_sdk's classes).
+
+Pure: no I/O. Every piece of text that comes from a job, a tag, a rule or SageMaker is escaped for
+Slack mrkdwn (`&`, `<`, `>`), so `<!channel>` in a job tag or a rule's StatusDetails is shown,
+never acted on. Texts are cut to Block Kit's limits *after* escaping, never inside an entity, and
+slack_sdk validates every block before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from training_guard import contract
+from training_guard.messages import format_duration
+
+HEADER_MAX = 150
+SECTION_MAX = 3000
+FIELD_MAX = 2000
+FALLBACK_MAX = 3000
+BUTTON_TEXT_MAX = 75
+
+SEVERITY_MARKERS = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
+_DID = {
+    "stopped": "Stopped the job.",
+    "would_stop": "Did not stop the job (see why).",
+    "deferred": "Will stop the job after its grace period.",
+    "notified": "Notified only.",
+    "already_ended": "Did not stop: the job had already left InProgress.",
+    "already_stopping": "Did not stop again: another rule's stop is under way.",
+}
+
+
+class NotADocument(ValueError):
+    """The payload is not a Training Guard notification this renderer understands."""
+
+
+def escape(text: str) -> str:
+    """Slack mrkdwn escaping: the only three characters Slack asks to escape."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def fit(text: str, limit: int) -> str:
+    """`escape(text)` cut to at most `limit` characters, never inside an entity, with an ellipsis."""
+    escaped = escape(text)
+    if len(escaped) <= limit:
+        return escaped
+    # The longest prefix whose escaped form leaves room for the ellipsis (escaping only grows text).
+    low, high = 0, min(len(text), limit - 1)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(escape(text[:middle])) <= limit - 1:
+            low = middle
+        else:
+            high = middle - 1
+    return escape(text[:low]) + "…"
+
+
+def _plain(text: str, limit: int) -> str:
+    """Plain text cut to a limit, with angle brackets made inert (no `<!channel>` anywhere)."""
+    text = text.replace("<", "\u2039").replace(">", "\u203a")  # single angle quotation marks
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def check_document(doc: Any) -> Mapping[str, Any]:
+    if not isinstance(doc, Mapping) or doc.get("schema") != contract.NOTIFICATION_SCHEMA:
+        schema = doc.get("schema") if isinstance(doc, Mapping) else type(doc).__name__
+        raise NotADocument(f"expected schema {contract.NOTIFICATION_SCHEMA}, got {schema!r}")
+    for key in ("kind", "outcome", "severity", "title", "reason", "job"):
+        if key not in doc:
+            raise NotADocument(f"notification document has no {key!r}")
+    if not isinstance(doc["job"], Mapping) or not isinstance(doc["job"].get("name"), str):
+        raise NotADocument("notification document has no job name")
+    return doc
+
+
+def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, blocks as dicts) for one notification document."""
+    doc = check_document(doc)
+    job = doc["job"]
+    rule = doc.get("rule") or None
+    marker = SEVERITY_MARKERS.get(str(doc["severity"]), "🔵")
+    title = f"{marker} {doc['title']}"
+    blocks: list[Block] = [HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True))]
+
+    did = _DID.get(str(doc["outcome"]), "")
+    why = f"*What the guard did:* {did}\n*Why:* {escape(str(doc['reason']))}"
+    blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(why, SECTION_MAX))))
+    blocks.append(SectionBlock(fields=[MarkdownTextObject(text=f) for f in _facts(doc)]))
+
+    if rule:
+        name, kind, status = (escape(str(rule.get(k))) for k in ("name", "kind", "status"))
+        head = f"*Rule* `{name}` ({kind}) → *{status}*"
+        details = rule.get("details")
+        text = head if not details else f"{head}\n>{fit(str(details), SECTION_MAX - len(head) - 2)}"
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))
+    if job.get("failure_reason"):
+        head = "*Failure reason*\n"
+        blocks.append(
+            SectionBlock(text=MarkdownTextObject(text=head + fit(str(job["failure_reason"]), SECTION_MAX - len(head))))
+        )
+
+    links = doc.get("links") or {}
+    if links:
+        blocks.append(
+            ActionsBlock(
+                elements=[
+                    ButtonElement(text=_plain(f"Open {label}", BUTTON_TEXT_MAX), url=str(url), action_id=f"open-{i}")
+                    for i, (label, url) in enumerate(links.items())
+                ]
+            )
+        )
+    context = [f"Training Guard · {escape(str(doc['kind']))} · event `{escape(str(doc.get('event_id') or '-'))}`"]
+    if doc.get("dry_run"):
+        context.append("*Dry run*: the guard stops nothing.")
+    blocks.append(DividerBlock())
+    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(c, FIELD_MAX)) for c in context]))
+
+    fallback = fit(f"{title}: {doc['reason']}", FALLBACK_MAX)
+    return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
+
+
+def _facts(doc: Mapping[str, Any]) -> list[str]:
+    job = doc["job"]
+    status = escape(str(job.get("status")))
+    if job.get("secondary_status"):
+        status += f" / {escape(str(job['secondary_status']))}"
+    facts = [
+        f"*Job*\n`{fit(str(job['name']), 200)}`",
+        f"*Status*\n{status}",
+        f"*Account*\n{escape(str(doc.get('account') or '-'))}",
+        f"*Region*\n{escape(str(doc.get('region') or '-'))}",
+    ]
+    if job.get("instance_type"):
+        facts.append(f"*Instances*\n{job.get('instance_count') or 1} \u00d7 {escape(str(job['instance_type']))}")
+    if isinstance(job.get("training_seconds"), int | float):
+        facts.append(f"*Trained*\n{format_duration(job['training_seconds'])}")
+    return [_cut_markdown(f, FIELD_MAX) for f in facts]
+
+
+def _cut_markdown(text: str, limit: int) -> str:
+    """Cut already-escaped mrkdwn without splitting an entity (`&amp;` and friends)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"

@@ -1,0 +1,201 @@
+"""Chat delivery: SNS topic -> chat queue -> Slack notifier -> webhooks; and Amazon Q Developer."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, ArnFormat, Duration, SecretValue, Stack, Validations
+from aws_cdk import aws_chatbot as chatbot
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.components.functions import GuardFunction
+from infra.components.job_events import KEY_ACTIONS, LEDGER_ACTIONS, training_job_arn_pattern
+from infra.components.queues import DeadLetterQueue
+from training_guard import contract
+from training_guard.config import GuardConfig, QDeveloperConfig
+
+NOTIFIER_TIMEOUT = Duration.seconds(60)
+# SQS visibility must exceed the function timeout several times over (AWS recommends 6x).
+CHAT_VISIBILITY = Duration.seconds(6 * 60)
+CHAT_MAX_RECEIVES = 5  # then SQS moves the message to the chat dead-letter queue
+CHAT_BATCH_SIZE = 5
+# Two concurrent notifiers at most (the event source mapping minimum): with one message per
+# second per webhook in each, Slack's ~1 msg/s per webhook limit is met and 429s are honoured.
+CHAT_MAX_CONCURRENCY = 2
+WEBHOOK_READ_ACTIONS = ("secretsmanager:GetSecretValue",)
+
+
+def webhook_secret_name(stack: Stack, webhook: str) -> str:
+    return f"{stack.stack_name}/slack/{webhook}"
+
+
+class ChatDelivery(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: GuardConfig,
+        key: kms.IKey,
+        table: dynamodb.ITable,
+        topic: sns.ITopic,
+        subscription_dead_letters: sqs.IQueue,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            visibility_timeout=CHAT_VISIBILITY,
+            retention_period=Duration.days(4),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=CHAT_MAX_RECEIVES),
+        )
+        topic.add_subscription(
+            subscriptions.SqsSubscription(
+                self.queue, raw_message_delivery=True, dead_letter_queue=subscription_dead_letters
+            )
+        )
+
+        self.secrets: dict[str, secretsmanager.ISecret] = {}
+        for name, hook in config.slack.webhooks.items():
+            if hook.secret_name:
+                self.secrets[name] = secretsmanager.Secret.from_secret_name_v2(
+                    self, f"Webhook-{name}", hook.secret_name
+                )
+            else:
+                self.secrets[name] = secretsmanager.Secret(
+                    self,
+                    f"Webhook-{name}",
+                    secret_name=webhook_secret_name(stack, name),
+                    description=f"Training Guard: Slack incoming webhook URL for '{name}' (put the URL here)",
+                    # Not a secret: a marker the notifier recognises and reports until replaced.
+                    secret_string_value=SecretValue.unsafe_plain_text(contract.WEBHOOK_PLACEHOLDER),
+                    encryption_key=key,
+                )
+
+        self.notifier = GuardFunction(
+            self,
+            "Notifier",
+            handler="training_guard.handlers.slack_notifier.handler",
+            description="Training Guard: delivers notifications to Slack webhooks",
+            environment={
+                contract.ENV_CONFIG: config.to_json(),
+                contract.ENV_TABLE: table.table_name,
+                contract.ENV_WEBHOOK_SECRETS: stack.to_json_string(
+                    {name: secret.secret_arn for name, secret in self.secrets.items()}
+                ),
+                contract.ENV_DEAD_LETTER_QUEUE_URL: self.dead_letters.queue_url,
+            },
+            timeout=NOTIFIER_TIMEOUT,
+        )
+        role = self.notifier.role
+        # (consuming the chat queue is granted by the SQS event source below)
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ParkUndeliverable", actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadWebhookUrls",
+                actions=list(WEBHOOK_READ_ACTIONS),
+                resources=[_secret_arn_pattern(secret) for secret in self.secrets.values()],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(sid="DeliveryLedger", actions=list(LEDGER_ACTIONS), resources=[table.table_arn])
+        )
+        role.add_to_policy(iam.PolicyStatement(sid="UseGuardKey", actions=list(KEY_ACTIONS), resources=[key.key_arn]))
+        self.notifier.function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue,
+                batch_size=CHAT_BATCH_SIZE,
+                report_batch_item_failures=True,
+                max_concurrency=CHAT_MAX_CONCURRENCY,
+            )
+        )
+
+        self.q_developer = (
+            QDeveloperChannel(self, "QDeveloper", settings=config.q_developer, topic=topic)
+            if config.q_developer
+            else None
+        )
+
+
+def _secret_arn_pattern(secret: secretsmanager.ISecret) -> str:
+    """A secret's ARN; for one referenced by name, its ARN with the random 6-character suffix open."""
+    if secret.secret_full_arn is None:
+        return f"{secret.secret_arn}-??????"
+    return secret.secret_arn
+
+
+class QDeveloperChannel(Construct):
+    """A Slack channel configuration subscribed to the topic, with read-only guardrails.
+
+    Without explicit guardrails a channel's permissions default to AdministratorAccess; this
+    one may only read training jobs and their logs, for people in the channel asking about them.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: QDeveloperConfig, topic: sns.ITopic) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        training_logs = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=f"{contract.TRAINING_LOG_GROUP}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.guardrail = iam.ManagedPolicy(
+            self,
+            "Guardrail",
+            description="Training Guard chat channel: read training jobs and their logs, nothing else",
+            statements=[
+                iam.PolicyStatement(
+                    sid="ReadTrainingJobs",
+                    actions=["sagemaker:DescribeTrainingJob"],
+                    resources=[training_job_arn_pattern(self)],
+                ),
+                iam.PolicyStatement(
+                    sid="ReadTrainingLogs",
+                    actions=["logs:FilterLogEvents", "logs:GetLogEvents"],
+                    resources=[training_logs],
+                ),
+            ],
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("chatbot.amazonaws.com"),
+            description="Training Guard chat channel role (limited by the guardrail policy)",
+            managed_policies=[self.guardrail],
+        )
+        Validations.of(self.guardrail).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:"
+                "<AWS::AccountId>:log-group:/aws/sagemaker/TrainingJobs:*]",
+                reason="Reading a training job's logs needs its log streams; SageMaker names one stream "
+                "per job and host, so the guardrail allows the streams of the training log group only.",
+            )
+        )
+        self.channel = chatbot.SlackChannelConfiguration(
+            self,
+            "Channel",
+            slack_channel_configuration_name=f"{stack.stack_name}-notifications",
+            slack_workspace_id=settings.slack_workspace_id,
+            slack_channel_id=settings.slack_channel_id,
+            notification_topics=[topic],
+            guardrail_policies=[self.guardrail],
+            role=self.role,
+            logging_level=chatbot.LoggingLevel.ERROR,
+            user_role_required=False,
+        )
