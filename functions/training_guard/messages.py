@@ -121,7 +121,7 @@ class Notification:
         lines = [self.title, "", f"Why: {self.reason}", ""]
         lines.append(f"Job:       {job.name}")
         lines.append(f"Status:    {job.status}" + (f" / {job.secondary_status}" if job.secondary_status else ""))
-        if job.failure_reason:
+        if job.failure_reason and job.failure_reason != self.reason:
             lines.append(f"Failure:   {job.failure_reason}")
         if job.instance_type:
             lines.append(f"Instances: {job.instance_count or 1} x {job.instance_type}")

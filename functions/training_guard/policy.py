@@ -101,8 +101,8 @@ def _decide_rule(job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: d
     setting = _rule_setting(config, rule)
     if rule.status == RULE_ERROR:
         reason = (
-            f"the rule itself failed to evaluate ({setting}); a rule error is not a finding "
-            "about the model and never stops a job"
+            f"{rule.kind} rule {rule.name} could not evaluate: a broken rule is not a finding about "
+            "the model, so the guard reports it and never stops the job for it"
         )
         return Decision(key, Kind.RULE_ERROR, Plan.NOTIFY, reason, rule)
     if action is Action.NOTIFY:

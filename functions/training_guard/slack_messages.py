@@ -106,7 +106,7 @@ def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         details = rule.get("details")
         text = head if not details else f"{head}\n>{fit(str(details), SECTION_MAX - len(head) - 2)}"
         blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))
-    if job.get("failure_reason"):
+    if job.get("failure_reason") and job["failure_reason"] != doc["reason"]:
         head = "*Failure reason*\n"
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text=head + fit(str(job["failure_reason"]), SECTION_MAX - len(head))))

@@ -37,6 +37,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     simulate.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
     simulate.set_defaults(run=_simulate)
 
+    preview = commands.add_parser(
+        "slack-preview",
+        help="show the Slack messages recorded events would produce (HTML page or text)",
+        description=(
+            "Plays the events like `simulate`, delivers the notifications through the real Slack "
+            "notifier to a local Slack-compatible listener, and writes what Slack received: an HTML "
+            "page that looks like Slack (--html FILE) and/or text on stdout."
+        ),
+    )
+    preview.add_argument("--config", type=Path, help="a GuardConfig JSON file (default: built-in defaults)")
+    preview.add_argument("--html", type=Path, help="write the messages as an HTML page here")
+    preview.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
+    preview.set_defaults(run=_slack_preview)
+
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
@@ -82,6 +96,34 @@ def _simulate(args: argparse.Namespace) -> int:
     with Emulation(config) as aws:
         for event in events:
             print(json.dumps(simulate_one(aws, event)), flush=True)
+    return EXIT_OK
+
+
+def _slack_preview(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from training_guard.config import SlackConfig, SlackWebhook
+    from training_guard_local.emulator import Emulation
+    from training_guard_local.slack_listener import SlackListener, render_text
+    from training_guard_local.slack_preview import page
+
+    config = load_config(args.config)
+    if not config.slack.enabled:
+        config = replace(config, slack=SlackConfig(webhooks={"default": SlackWebhook()}, default="default"))
+    events = load_events(args.events)
+    with SlackListener() as slack:
+        urls = {name: slack.url(name) for name in config.slack.webhooks}
+        with Emulation(config, webhook_urls=urls) as aws:
+            for event in events:
+                simulate_one(aws, event)
+            aws.pump_chat(rounds=3)
+        received = [(r.path.split("/")[-1].removesuffix("-secret-token"), r.body) for r in slack.received()]
+    if args.html:
+        args.html.write_text(page(received), encoding="utf-8")
+        print(f"wrote {len(received)} message(s) to {args.html}", file=sys.stderr)
+    else:
+        for channel, body in received:
+            print(f"#{channel}\n{render_text(body)}\n")
     return EXIT_OK
 
 

@@ -8,6 +8,7 @@ would show it, as plain text in a terminal.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import defaultdict, deque
@@ -139,4 +140,7 @@ def render_text(body: dict[str, Any]) -> str:
 
 
 def _unescape(text: str) -> str:
+    """Slack mrkdwn as plain terminal text: no *bold* or `code` markers, entities decoded."""
+    text = re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"\1", text)
+    text = re.sub(r"`([^`\n]+)`", r"\1", text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

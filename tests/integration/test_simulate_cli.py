@@ -89,3 +89,22 @@ def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.
     assert code == 2
     assert "rules.actions.VanishingGradient: must be one of stop, notify, ignore" in err
     assert err.count("\n") == 1
+
+
+def test_slack_preview_prints_what_slack_would_show(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["slack-preview", VANISHING, VANISHING, RULE_ERROR]) == 0
+    out = capsys.readouterr().out
+    assert out.count("#default") == 2  # the duplicate produced no second message
+    assert "🔴 Stopped pytorch-mnist-lr01-2026-11-30-02-10-00-123: rule VanishingGradient found issues" in out
+    assert "What the guard did: Stopped the job." in out
+    assert "Rule ExplodingTensor (debugger) → Error" in out
+
+
+def test_slack_preview_writes_an_html_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "preview.html"
+    assert main(["slack-preview", "--html", str(target), VANISHING]) == 0
+    page = target.read_text()
+    assert page.startswith("<!doctype html>")
+    assert "<h3>🔴 Stopped pytorch-mnist" in page
+    assert "<b>What the guard did:</b> Stopped the job." in page
+    assert "wrote 1 message(s)" in capsys.readouterr().err
