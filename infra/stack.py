@@ -11,6 +11,7 @@ from infra.components.alerting import Alerting
 from infra.components.chat import ChatDelivery
 from infra.components.encryption import GuardKey
 from infra.components.job_events import JobEvents
+from infra.components.metric_guards import MetricGuards
 from infra.components.state import GuardState
 from infra.nag import acknowledge_findings
 from training_guard.config import GuardConfig
@@ -25,6 +26,9 @@ class TrainingGuardStack(Stack):
         self.alerting = Alerting(self, "Alerting", key=key, emails=config.emails)
         self.job_events = JobEvents(
             self, "JobEvents", config=config, key=key, table=self.state.table, topic=self.alerting.topic
+        )
+        self.metric_guards = MetricGuards(
+            self, "MetricGuards", config=config, key=key, table=self.state.table, topic=self.alerting.topic
         )
         self.chat = (
             ChatDelivery(

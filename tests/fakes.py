@@ -16,7 +16,7 @@ class FakeJobs:
     jobs: dict[str, TrainingJob] = field(default_factory=dict)
     stop_calls: list[str] = field(default_factory=list)
     describe_calls: list[str] = field(default_factory=list)
-    tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    tags_by_arn: dict[str, dict[str, str]] = field(default_factory=dict)
     fail_stop: BaseException | None = None
     fail_tag: BaseException | None = None
 
@@ -36,10 +36,16 @@ class FakeJobs:
         self.jobs[name] = replace(job, status="Stopping")
         return True
 
+    def tags(self, arn: str) -> dict[str, str]:
+        return dict(self.tags_by_arn.get(arn, {}))
+
+    def running(self) -> list[str]:
+        return [name for name, job in self.jobs.items() if job.status == "InProgress"]
+
     def tag(self, arn: str, tags: Mapping[str, str]) -> None:
         if self.fail_tag:
             raise self.fail_tag
-        self.tags.setdefault(arn, {}).update(tags)
+        self.tags_by_arn.setdefault(arn, {}).update(tags)
 
 
 @dataclass

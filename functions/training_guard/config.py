@@ -70,6 +70,9 @@ class LifecycleNotifications:
 SEVERITIES = ("info", "warning", "critical")  # in rising order
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,39}$")
 _SLACK_ID_PATTERN = re.compile(r"^[A-Z0-9]{1,255}$")
+_METRIC_PATTERN = re.compile(r"^[A-Za-z0-9_.:/\-]{1,255}$")
+# Metrics Insights alarms: 200 per account and region; the guard keeps to a share of that.
+MAX_FLEET_GUARDS = 50
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,50 @@ class QDeveloperConfig:
     slack_channel_id: str
 
 
+STATISTICS = ("AVG", "MIN", "MAX", "SUM", "COUNT")
+COMPARISONS = {  # configuration spelling -> CloudWatch ComparisonOperator
+    ">": "GreaterThanThreshold",
+    ">=": "GreaterThanOrEqualToThreshold",
+    "<": "LessThanThreshold",
+    "<=": "LessThanOrEqualToThreshold",
+}
+MAX_EVALUATION_MINUTES = 180  # Metrics Insights alarms evaluate the last 3 hours only
+
+
+@dataclass(frozen=True)
+class MetricGuard:
+    """One fleet-wide alarm on a training metric: one Metrics Insights multi-time-series alarm."""
+
+    name: str
+    metric: str
+    threshold: float
+    statistic: str = "MAX"
+    comparison: str = ">"
+    datapoints: int = 3  # ... out of `periods` one-minute periods
+    periods: int = 3
+    action: Action = Action.NOTIFY
+    job_prefix: str | None = None  # only jobs whose names start with this
+    job_tag: str | None = None  # only jobs carrying this tag key
+
+    @property
+    def instance_metric(self) -> bool:
+        return self.metric in contract.INSTANCE_METRICS
+
+    def describe(self) -> str:
+        return (
+            f"metric_guards.{self.name}: {self.statistic}({self.metric}) {self.comparison} {self.threshold:g} "
+            f"for {self.datapoints} of {self.periods} min -> {self.action.value}"
+        )
+
+
+@dataclass(frozen=True)
+class StallGuard:
+    """A running job that declared metrics but published none for `minutes` is reported (or stopped)."""
+
+    minutes: int = 30
+    action: Action = Action.NOTIFY
+
+
 def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else 0
 
@@ -135,6 +182,13 @@ class GuardConfig:
     dedup_ttl_days: int = 14
     slack: SlackConfig = field(default_factory=SlackConfig)
     q_developer: QDeveloperConfig | None = None
+    metric_guards: tuple[MetricGuard, ...] = ()
+    stall: StallGuard | None = None
+    per_job_alarms: bool = True  # honour training-guard:alarm:<metric> tags on jobs
+    sweep_minutes: int = 5
+
+    def metric_guard(self, name: str) -> MetricGuard | None:
+        return next((g for g in self.metric_guards if g.name == name), None)
 
     def action_for(self, rule_name: str, *, profiler: bool) -> Action:
         explicit = self.rules.actions.get(rule_name)
@@ -214,6 +268,8 @@ def _read_config(r: _Reader) -> GuardConfig:
 
     slack = _read_slack(r.section("slack"))
     q_developer = _read_q_developer(r) if r.has("q_developer") else None
+    metric_guards = _read_metric_guards(r)
+    stall = _read_stall(r.section("stall")) if r.has("stall") else None
 
     config = GuardConfig(
         rules=rule_policy,
@@ -226,6 +282,10 @@ def _read_config(r: _Reader) -> GuardConfig:
         dedup_ttl_days=r.integer("dedup_ttl_days", 14, minimum=1, maximum=365),
         slack=slack,
         q_developer=q_developer,
+        metric_guards=metric_guards,
+        stall=stall,
+        per_job_alarms=r.flag("per_job_alarms", True),
+        sweep_minutes=r.integer("sweep_minutes", 5, minimum=1, maximum=60),
     )
     r.done(
         (
@@ -239,9 +299,82 @@ def _read_config(r: _Reader) -> GuardConfig:
             "dedup_ttl_days",
             "slack",
             "q_developer",
+            "metric_guards",
+            "stall",
+            "per_job_alarms",
+            "sweep_minutes",
         )
     )
     return config
+
+
+def _read_metric_guards(root: _Reader) -> tuple[MetricGuard, ...]:
+    guards: list[MetricGuard] = []
+    for r in root.items("metric_guards"):
+        name = r.text("name", "")
+        if name and not _NAME_PATTERN.match(name):
+            r.problem("name", "guard names are 1-40 letters, digits or '-', starting with a letter or digit")
+        if name.startswith("job-"):
+            r.problem("name", "names starting with 'job-' are reserved for per-job alarms")
+        if name in {g.name for g in guards}:
+            r.problem("name", f"duplicate guard name {name!r}")
+        metric = r.text("metric", "")
+        if metric and not _METRIC_PATTERN.match(metric):
+            r.problem("metric", f"not a metric name: {metric!r}")
+        statistic = r.text("statistic", "MAX").upper()
+        if statistic not in STATISTICS:
+            r.problem("statistic", f"must be one of {', '.join(STATISTICS)}, got {statistic!r}")
+        comparison = r.text("comparison", ">")
+        if comparison not in COMPARISONS:
+            r.problem("comparison", f"must be one of {', '.join(COMPARISONS)}, got {comparison!r}")
+        periods = r.integer("periods", 3, minimum=1, maximum=MAX_EVALUATION_MINUTES)
+        datapoints = r.integer("datapoints", min(3, periods), minimum=1, maximum=MAX_EVALUATION_MINUTES)
+        if datapoints > periods:
+            r.problem("datapoints", f"cannot exceed periods ({datapoints} > {periods})")
+        guards.append(
+            MetricGuard(
+                name=name,
+                metric=metric,
+                threshold=r.number("threshold"),
+                statistic=statistic,
+                comparison=comparison,
+                datapoints=datapoints,
+                periods=periods,
+                action=r.choice("action", Action, Action.NOTIFY) or Action.NOTIFY,
+                job_prefix=r.optional_text("job_prefix"),
+                job_tag=r.optional_text("job_tag"),
+            )
+        )
+        r.done(
+            (
+                "name",
+                "metric",
+                "threshold",
+                "statistic",
+                "comparison",
+                "datapoints",
+                "periods",
+                "action",
+                "job_prefix",
+                "job_tag",
+            )
+        )
+        if guards[-1].action is Action.IGNORE:
+            r.problem("action", "a metric guard either notifies or stops: use notify or stop")
+    if len(guards) > MAX_FLEET_GUARDS:
+        root.problem("metric_guards", f"at most {MAX_FLEET_GUARDS} guards (Metrics Insights alarms are limited)")
+    return tuple(guards)
+
+
+def _read_stall(r: _Reader) -> StallGuard:
+    stall = StallGuard(
+        minutes=r.integer("minutes", 30, minimum=5, maximum=24 * 60),
+        action=r.choice("action", Action, Action.NOTIFY) or Action.NOTIFY,
+    )
+    if stall.action is Action.IGNORE:
+        r.problem("action", "use notify or stop (or set stall to null to turn it off)")
+    r.done(("minutes", "action"))
+    return stall
 
 
 def _read_slack(r: _Reader) -> SlackConfig:
@@ -342,6 +475,24 @@ class _Reader:
             self.problem(key, f"must be between {minimum} and {maximum}, got {value}")
             return default
         return value
+
+    def items(self, key: str) -> list[_Reader]:
+        """A list of objects, each read with its index in the path (`metric_guards[0].name`)."""
+        value = self._data.get(key, [])
+        if not isinstance(value, list):
+            self.problem(key, f"must be a list, got {_type_name(value)}")
+            return []
+        return [_Reader(item, f"{self._where(key)}[{i}]", self._problems) for i, item in enumerate(value)]
+
+    def number(self, key: str) -> float:
+        value = self._data.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # noqa: PLR0124 - NaN
+            self.problem(key, f"must be a number, got {value!r}")
+            return 0.0
+        if abs(value) == float("inf"):
+            self.problem(key, "must be finite")
+            return 0.0
+        return float(value)
 
     def has(self, key: str) -> bool:
         return self._data.get(key) is not None

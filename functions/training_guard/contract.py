@@ -19,6 +19,18 @@ JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
     "detail-type": [TRAINING_JOB_STATE_CHANGE],
 }
 
+# CloudWatch alarm state changes of the guard's own alarms (fleet guards and per-job guards).
+CLOUDWATCH_EVENT_SOURCE: Final = "aws.cloudwatch"
+ALARM_STATE_CHANGE: Final = "CloudWatch Alarm State Change"
+ALARM_CONTRIBUTOR_STATE_CHANGE: Final = "CloudWatch Alarm Contributor State Change"
+ALARM_NAME_PREFIX: Final = "training-guard-"  # every alarm the guard owns is named with it
+JOB_ALARM_PREFIX: Final = f"{ALARM_NAME_PREFIX}job-"  # per-job alarms: training-guard-job-<job>-<n>
+ALARM_EVENTS_PATTERN: Final[dict[str, object]] = {
+    "source": [CLOUDWATCH_EVENT_SOURCE],
+    "detail-type": [ALARM_STATE_CHANGE, ALARM_CONTRIBUTOR_STATE_CHANGE],
+    "detail": {"alarmName": [{"prefix": ALARM_NAME_PREFIX}]},
+}
+
 # --- Environment of the functions ---------------------------------------------------------------
 ENV_CONFIG: Final = "TRAINING_GUARD_CONFIG"  # the validated GuardConfig, serialized as JSON
 ENV_TABLE: Final = "TRAINING_GUARD_TABLE"  # DynamoDB table: transition ledger and stop audit
@@ -47,6 +59,14 @@ TABLE_TTL_ATTRIBUTE: Final = "expires_at"  # epoch seconds, DynamoDB TTL
 # --- Metrics and logs ---------------------------------------------------------------------------------
 GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
 SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
+# Instance metrics carry the dimension Host = "<job>/algo-<n>"; algorithm metrics TrainingJobName.
+INSTANCE_METRICS: Final = frozenset(
+    {"CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization"}
+)
+JOB_DIMENSION: Final = "TrainingJobName"
+HOST_DIMENSION: Final = "Host"
+# Per-job guard tags: "training-guard:alarm:<metric>" = "<stat> <above|below> <threshold> [M/N] [notify|stop]"
+JOB_ALARM_TAG_PREFIX: Final = "training-guard:alarm:"
 TRAINING_LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
 RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
 

@@ -46,6 +46,9 @@ _KIND_SEVERITY = {
     Kind.JOB_STOPPED: "info",
     Kind.JOB_COMPLETED: "info",
     Kind.SPOT_INTERRUPTED: "info",
+    Kind.METRIC_ALARM: "warning",
+    Kind.METRIC_STALL: "warning",
+    Kind.GUARD_TAG_INVALID: "warning",
 }
 
 
@@ -166,6 +169,15 @@ def build(
 def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: RuleStatus | None) -> str:
     name = job.name
     rule_name = rule.name if rule else "?"
+    if kind in (Kind.METRIC_ALARM, Kind.METRIC_STALL):
+        what = f"metric guard {rule_name} fired" if kind is Kind.METRIC_ALARM else "no new metrics"
+        return {
+            Outcome.STOPPED: f"Stopped {name}: {what}",
+            Outcome.WOULD_STOP: f"Would have stopped {name}: {what}",
+            Outcome.DEFERRED: f"{name}: {what}; stop deferred",
+            Outcome.ALREADY_ENDED: f"{name}: {what} (job already {job.status})",
+            Outcome.ALREADY_STOPPING: f"{name}: {what} (already being stopped)",
+        }.get(outcome, f"{name}: {what}")
     if kind is Kind.ISSUES_FOUND:
         return {
             Outcome.STOPPED: f"Stopped {name}: rule {rule_name} found issues",
@@ -180,6 +192,7 @@ def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: RuleStatus | Non
         Kind.JOB_STOPPED: f"Training job {name} stopped",
         Kind.JOB_COMPLETED: f"Training job {name} completed",
         Kind.SPOT_INTERRUPTED: f"Training job {name} was interrupted (spot)",
+        Kind.GUARD_TAG_INVALID: f"Per-job guard tags of {name} could not be read",
     }[kind]
 
 

@@ -24,6 +24,9 @@ from training_guard.events import (
     TrainingJob,
 )
 
+METRIC = "metric"  # the kind of a metric finding (RuleStatus.kind)
+STALLED = "NoData"  # the status of a stall finding
+
 # Tag values that switch an override tag off rather than on.
 _FALSE_TAG_VALUES = frozenset({"false", "0", "no", "off"})
 _SECONDARY_STOP_CAUSES = {
@@ -41,6 +44,9 @@ class Kind(StrEnum):
     JOB_STOPPED = "job_stopped"
     JOB_COMPLETED = "job_completed"
     SPOT_INTERRUPTED = "spot_interrupted"
+    METRIC_ALARM = "metric_alarm"  # a metric guard's alarm fired for the job
+    METRIC_STALL = "metric_stall"  # the job declared metrics but published none for a while
+    GUARD_TAG_INVALID = "guard_tag_invalid"  # a per-job guard tag could not be read
 
 
 class Plan(StrEnum):
@@ -97,30 +103,62 @@ def _decide_rule(job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: d
     action = config.action_for(rule.name, profiler=rule.kind == PROFILER)
     if action is Action.IGNORE or rule.status not in (ISSUES_FOUND, RULE_ERROR):
         return None
-    key = transition_key(job.name, rule.kind, rule.name, rule.status)
-    setting = _rule_setting(config, rule)
     if rule.status == RULE_ERROR:
         reason = (
             f"{rule.kind} rule {rule.name} could not evaluate: a broken rule is not a finding about "
             "the model, so the guard reports it and never stops the job for it"
         )
+        key = transition_key(job.name, rule.kind, rule.name, rule.status)
         return Decision(key, Kind.RULE_ERROR, Plan.NOTIFY, reason, rule)
-    if action is Action.NOTIFY:
-        return Decision(key, Kind.ISSUES_FOUND, Plan.NOTIFY, f"{setting}: notify only", rule)
+    setting = _rule_setting(config, rule)
+    return decide_finding(job, rule, action=action, setting=setting, config=config, now=now, kind=Kind.ISSUES_FOUND)
+
+
+def decide_finding(
+    job: TrainingJob,
+    finding: RuleStatus,
+    *,
+    action: Action,
+    setting: str,
+    config: GuardConfig,
+    now: datetime,
+    kind: Kind,
+) -> Decision:
+    """The one path from a finding (rule, metric alarm, stall) to stop / would-stop / notify."""
+    key = transition_key(job.name, finding.kind, finding.name, finding.status)
+    if action is not Action.STOP:
+        return Decision(key, kind, Plan.NOTIFY, f"{setting}: notify only", finding)
     if not job.running:
         reason = f"{setting}, but the job is {job.status}: only a running job is stopped"
-        return Decision(key, Kind.ISSUES_FOUND, Plan.NOTIFY, reason, rule)
+        return Decision(key, kind, Plan.NOTIFY, reason, finding)
     override = _override(job, config)
     if override:
-        return Decision(key, Kind.ISSUES_FOUND, Plan.WOULD_STOP, f"{setting}, but {override}", rule)
+        return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but {override}", finding)
     grace = _grace_remaining(job, config, now)
     if grace is not None:
         reason = (
             f"{setting}, but the job is within min_training_minutes={config.min_training_minutes} "
             f"({grace}); it is stopped on the first event after that"
         )
-        return Decision(f"{key}#deferred", Kind.ISSUES_FOUND, Plan.DEFER, reason, rule)
-    return Decision(key, Kind.ISSUES_FOUND, Plan.STOP, setting, rule)
+        return Decision(f"{key}#deferred", kind, Plan.DEFER, reason, finding)
+    return Decision(key, kind, Plan.STOP, setting, finding)
+
+
+def decide_metric(
+    job: TrainingJob, finding: RuleStatus, action: Action, setting: str, config: GuardConfig, *, now: datetime
+) -> list[Decision]:
+    """A metric guard's alarm or a stall, for a job the guard selects."""
+    if not config.selects(job.name):
+        return []
+    kind = Kind.METRIC_STALL if finding.status == STALLED else Kind.METRIC_ALARM
+    return [decide_finding(job, finding, action=action, setting=setting, config=config, now=now, kind=kind)]
+
+
+def guard_tag_problems(job: TrainingJob, problems: list[str]) -> Decision:
+    reason = "; ".join(problems)
+    return Decision(
+        transition_key(job.name, "job", "guard-tags", "invalid"), Kind.GUARD_TAG_INVALID, Plan.NOTIFY, reason
+    )
 
 
 def _rule_setting(config: GuardConfig, rule: RuleStatus) -> str:

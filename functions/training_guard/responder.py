@@ -14,16 +14,19 @@ rules finding issues at once cause one `StopTrainingJob` call, not two.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
-from training_guard import contract, messages, policy
-from training_guard.config import GuardConfig
-from training_guard.events import STOPPED, JobEvent, TrainingJob
+from training_guard import contract, messages, metrics, policy
+from training_guard.config import Action, GuardConfig
+from training_guard.events import COMPLETED, FAILED, STOPPED, JobEvent, RuleStatus, TrainingJob
 from training_guard.messages import Notification, Outcome
+from training_guard.metrics import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
+
+_ENDED = (COMPLETED, FAILED, STOPPED)
 
 # A claim outlives the function's timeout so that a crashed attempt's retry can take it over.
 DEFAULT_LEASE_SECONDS = 120
@@ -33,6 +36,10 @@ _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
 
 class JobsPort(Protocol):
     def describe(self, name: str) -> TrainingJob | None: ...
+
+    def tags(self, arn: str) -> dict[str, str]: ...
+
+    def running(self) -> list[str]: ...
 
     def stop(self, name: str) -> bool:
         """Stop a running job; False when it had already left InProgress (not an error)."""
@@ -76,6 +83,18 @@ class PublisherPort(Protocol):
     def publish(self, notification: Notification) -> None: ...
 
 
+class AlarmsPort(Protocol):
+    def put_job_alarm(self, spec: JobAlarmSpec) -> None: ...
+
+    def job_alarm_names(self, job: str | None = None) -> list[str]: ...
+
+    def delete_alarms(self, names: Sequence[str]) -> None: ...
+
+    def jobs_with_datapoints(
+        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime
+    ) -> set[str]: ...
+
+
 @dataclass
 class Receipt:
     """What one event caused; returned by the handler and printed by `training-guard simulate`."""
@@ -88,6 +107,8 @@ class Receipt:
     duplicates: int = 0
     ignored: str | None = None
     described: bool = False
+    alarms_created: list[str] = field(default_factory=list)
+    alarms_deleted: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -99,6 +120,8 @@ class Receipt:
             "duplicates": self.duplicates,
             "ignored": self.ignored,
             "described": self.described,
+            "alarms_created": self.alarms_created,
+            "alarms_deleted": self.alarms_deleted,
         }
 
 
@@ -110,12 +133,14 @@ class Responder:
         ledger: LedgerPort,
         publisher: PublisherPort,
         *,
+        alarms: AlarmsPort | None = None,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.config = config
         self.jobs = jobs
         self.ledger = ledger
         self.publisher = publisher
+        self.alarms = alarms
         self.lease_seconds = lease_seconds
 
     def handle(self, event: JobEvent, *, now: datetime) -> Receipt:
@@ -132,7 +157,95 @@ class Responder:
         guard_stop = self._guard_stop(job)
         for decision in policy.decide(job, self.config, now=now, guard_stop=guard_stop):
             self._react(event, job, decision, receipt, now)
+        if self.alarms is not None and self.config.per_job_alarms:
+            self._keep_job_alarms(event, job, receipt, now)
         return receipt
+
+    def handle_alarm(self, alarm: AlarmObservation, *, now: datetime) -> Receipt:
+        """A metric guard's alarm (fleet contributor or per-job alarm) went to ALARM for a job."""
+        receipt = Receipt(job=alarm.job or "", event_id=alarm.event_id)
+        if alarm.state != "ALARM":
+            receipt.ignored = f"alarm {alarm.alarm_name} is {alarm.state}"
+            return receipt
+        if not alarm.job:
+            receipt.ignored = f"alarm {alarm.alarm_name} names no training job"
+            return receipt
+        job = self.jobs.describe(alarm.job)
+        if job is None:
+            receipt.ignored = f"training job {alarm.job} does not exist"
+            return receipt
+        if job.arn:
+            job = _replace_tags(job, self.jobs.tags(job.arn))
+        rule = self._alarm_rule(alarm, job)
+        if isinstance(rule, str):
+            receipt.ignored = rule
+            return receipt
+        finding, action, setting = rule
+        event = JobEvent(
+            event_id=alarm.event_id,
+            account=alarm.account,
+            region=alarm.region,
+            time=alarm.time,
+            source=contract.CLOUDWATCH_EVENT_SOURCE,
+            detail_type=contract.ALARM_STATE_CHANGE,
+            job=job,
+        )
+        for decision in policy.decide_metric(job, finding, action, setting, self.config, now=now):
+            self._react(event, job, decision, receipt, now)
+        return receipt
+
+    def _alarm_rule(self, alarm: AlarmObservation, job: TrainingJob) -> tuple[RuleStatus, Action, str] | str:
+        """The finding, action and policy line of an alarm, or why it does not apply to this job."""
+        if alarm.guard_name is not None:
+            guard = self.config.metric_guard(alarm.guard_name)
+            if guard is None:
+                return f"no metric guard named {alarm.guard_name!r} in the configuration"
+            if guard.job_prefix and not job.name.startswith(guard.job_prefix):
+                return f"metric_guards.{guard.name}.job_prefix does not select {job.name}"
+            if guard.job_tag and guard.job_tag not in job.tags:
+                return f"metric_guards.{guard.name}.job_tag: the job has no tag {guard.job_tag}"
+            finding = RuleStatus(name=guard.name, kind=policy.METRIC, status="ALARM", details=alarm.reason)
+            return finding, guard.action, guard.describe()
+        specs, _ = metrics.job_alarm_specs(job.name, job.tags)
+        spec = next((s for s in specs if s.alarm_name == alarm.alarm_name), None)
+        if spec is None:
+            return f"alarm {alarm.alarm_name} matches no training-guard:alarm tag of {job.name}"
+        finding = RuleStatus(name=spec.metric, kind=policy.METRIC, status="ALARM", details=alarm.reason)
+        return finding, spec.action, spec.describe()
+
+    def _keep_job_alarms(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> None:
+        """Create a job's per-job alarms when it is first seen running; delete them when it ends."""
+        assert self.alarms is not None
+        specs, problems = metrics.job_alarm_specs(job.name, job.tags)
+        if job.running:
+            if problems:
+                self._react(event, job, policy.guard_tag_problems(job, problems), receipt, now)
+            if specs:
+                receipt.alarms_created = self._once(f"a#{job.name}#created", now, lambda: [self._put(s) for s in specs])
+        elif job.status in _ENDED and specs:
+            names = [s.alarm_name for s in specs]
+            receipt.alarms_deleted = self._once(f"a#{job.name}#deleted", now, lambda: self._delete(names))
+
+    def _put(self, spec: JobAlarmSpec) -> str:
+        assert self.alarms is not None
+        self.alarms.put_job_alarm(spec)
+        return spec.alarm_name
+
+    def _delete(self, names: list[str]) -> list[str]:
+        assert self.alarms is not None
+        self.alarms.delete_alarms(names)
+        return names
+
+    def _once(self, key: str, now: datetime, action: Callable[[], list[str]]) -> list[str]:
+        if not self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds):
+            return []
+        try:
+            done = action()
+        except BaseException:
+            self.ledger.release(key)
+            raise
+        self.ledger.complete(key, now=now, ttl_seconds=self.config.dedup_ttl_days * 86400, outcome="done")
+        return done
 
     def _describe(self, job: TrainingJob) -> TrainingJob:
         described = self.jobs.describe(job.name)
@@ -146,6 +259,10 @@ class Responder:
             return None
         record = self.ledger.get_stop(job.name)
         return GuardStop(record.rule, record.reason, record.at) if record else None
+
+    def react(self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime) -> None:
+        """Act on one decision exactly once (used by the sweeper for stalls)."""
+        self._react(event, job, decision, receipt, now)
 
     def _react(self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime) -> None:
         if not self.ledger.claim(decision.key, now=now, lease_seconds=self.lease_seconds):

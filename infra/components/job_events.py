@@ -27,6 +27,9 @@ EVENT_RETRY_ATTEMPTS = 8
 FUNCTION_RETRY_ATTEMPTS = 2
 
 JOB_EVENTS_ACTIONS = ("sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob", "sagemaker:AddTags")
+# The alarm-events and sweeper functions also read a job's tags (events carry them, the API does not).
+JOB_TAG_READ_ACTIONS = ("sagemaker:ListTags",)
+JOB_ALARM_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:TagResource")
 LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
@@ -49,6 +52,78 @@ class QueueDestination:
         return lambda_.DestinationConfig(destination=self.queue.queue_arn)
 
 
+def job_alarm_arn_pattern(scope: Construct) -> str:
+    """The per-job alarms the guard creates and deletes (named training-guard-job-...)."""
+    return Stack.of(scope).format_arn(
+        service="cloudwatch",
+        resource="alarm",
+        resource_name=f"{contract.JOB_ALARM_PREFIX}*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+def grant_responder(
+    function: GuardFunction,
+    *,
+    key: kms.IKey,
+    table: dynamodb.ITable,
+    topic: sns.ITopic,
+    dead_letters: sqs.IQueue,
+    read_tags: bool = False,
+) -> None:
+    """What every function that reacts to a job needs: observe, stop and attribute jobs, the ledger,
+    the topic, the key, and its dead-letter queue. One grant, three functions."""
+    role = function.role
+    actions = list(JOB_EVENTS_ACTIONS) + (list(JOB_TAG_READ_ACTIONS) if read_tags else [])
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="ObserveStopAndAttributeTrainingJobs", actions=actions, resources=[training_job_arn_pattern(function)]
+        )
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(sid="TransitionLedger", actions=list(LEDGER_ACTIONS), resources=[table.table_arn])
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="DeadLetterFailedEvents", actions=["sqs:SendMessage"], resources=[dead_letters.queue_arn]
+        )
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(sid="PublishNotifications", actions=["sns:Publish"], resources=[topic.topic_arn])
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="UseGuardKey",  # table items, topic messages and dead letters are encrypted with it
+            actions=list(KEY_ACTIONS),
+            resources=[key.key_arn],
+        )
+    )
+    function.function.configure_async_invoke(
+        retry_attempts=FUNCTION_RETRY_ATTEMPTS,
+        max_event_age=EVENT_MAX_AGE,
+        # jsii calls bind(scope, fn, options) positionally, unlike the typed stub.
+        on_failure=QueueDestination(dead_letters),  # type: ignore[arg-type]
+    )
+
+
+def event_target(function: GuardFunction, dead_letters: sqs.IQueue) -> targets.LambdaFunction:
+    """An EventBridge target with bounded retries and the same dead-letter queue."""
+    return targets.LambdaFunction(
+        function.function,
+        dead_letter_queue=dead_letters,
+        retry_attempts=EVENT_RETRY_ATTEMPTS,
+        max_event_age=EVENT_MAX_AGE,
+    )
+
+
+def responder_environment(config: GuardConfig, table: dynamodb.ITable, topic: sns.ITopic) -> dict[str, str]:
+    return {
+        contract.ENV_CONFIG: config.to_json(),
+        contract.ENV_TABLE: table.table_name,
+        contract.ENV_TOPIC_ARN: topic.topic_arn,
+    }
+
+
 class JobEvents(Construct):
     def __init__(
         self,
@@ -67,46 +142,15 @@ class JobEvents(Construct):
             "Handler",
             handler="training_guard.handlers.job_events.handler",
             description="Training Guard: reacts to SageMaker training job state changes",
-            environment={
-                contract.ENV_CONFIG: config.to_json(),
-                contract.ENV_TABLE: table.table_name,
-                contract.ENV_TOPIC_ARN: topic.topic_arn,
-            },
+            environment=responder_environment(config, table, topic),
         )
-        function = self.handler.function
-        function.configure_async_invoke(
-            retry_attempts=FUNCTION_RETRY_ATTEMPTS,
-            max_event_age=EVENT_MAX_AGE,
-            # The failure record carries the event and the error: what an operator needs to redrive.
-            # jsii calls bind(scope, fn, options) positionally, unlike the typed stub.
-            on_failure=QueueDestination(self.dead_letters),  # type: ignore[arg-type]
-        )
-        role = self.handler.role
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ObserveStopAndAttributeTrainingJobs",
-                actions=list(JOB_EVENTS_ACTIONS),
-                resources=[training_job_arn_pattern(self)],
+        grant_responder(self.handler, key=key, table=table, topic=topic, dead_letters=self.dead_letters)
+        if config.per_job_alarms:
+            self.handler.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="KeepPerJobAlarms", actions=list(JOB_ALARM_ACTIONS), resources=[job_alarm_arn_pattern(self)]
+                )
             )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(sid="TransitionLedger", actions=list(LEDGER_ACTIONS), resources=[table.table_arn])
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="DeadLetterFailedEvents", actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn]
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(sid="PublishNotifications", actions=["sns:Publish"], resources=[topic.topic_arn])
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="UseGuardKey",  # table items, topic messages and dead letters are encrypted with it
-                actions=list(KEY_ACTIONS),
-                resources=[key.key_arn],
-            )
-        )
 
         self.rule = events.Rule(
             self,
@@ -117,14 +161,7 @@ class JobEvents(Construct):
                 detail_type=contract.JOB_EVENTS_PATTERN["detail-type"],
             ),
         )
-        self.rule.add_target(
-            targets.LambdaFunction(
-                function,
-                dead_letter_queue=self.dead_letters,
-                retry_attempts=EVENT_RETRY_ATTEMPTS,
-                max_event_age=EVENT_MAX_AGE,
-            )
-        )
+        self.rule.add_target(event_target(self.handler, self.dead_letters))
 
 
 __all__ = ["JobEvents", "training_job_arn_pattern"]

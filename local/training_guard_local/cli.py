@@ -51,6 +51,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     preview.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
     preview.set_defaults(run=_slack_preview)
 
+    checker = commands.add_parser(
+        "check-metrics",
+        help="apply MetricDefinitions regexes to a training log the way SageMaker does",
+        description=(
+            "Applies each definition's regex to each log line (first capture group, must be a finite "
+            "number) and prints per metric how many values it finds, the first and last, a sparkline "
+            "and warnings (never matches, nan/inf captures, non-numbers, too-greedy captures)."
+        ),
+    )
+    checker.add_argument(
+        "--definitions", required=True, metavar="DEFS", help='JSON list of {"Name", "Regex"}, inline or a file path'
+    )
+    checker.add_argument("--log", required=True, type=Path, metavar="LOGFILE", help="a training log ('-' for stdin)")
+    checker.add_argument("--json", action="store_true", help="one JSON object per metric instead of text")
+    checker.add_argument("--strict", action="store_true", help="exit 1 when any metric has a warning")
+    checker.set_defaults(run=_check_metrics)
+
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
@@ -125,6 +142,29 @@ def _slack_preview(args: argparse.Namespace) -> int:
         for channel, body in received:
             print(f"#{channel}\n{render_text(body)}\n")
     return EXIT_OK
+
+
+def _check_metrics(args: argparse.Namespace) -> int:
+    from training_guard_local import check_metrics
+
+    try:
+        definitions = check_metrics.load_definitions(args.definitions)
+    except check_metrics.DefinitionsError as exc:
+        raise UsageError(str(exc)) from None
+    if str(args.log) == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = args.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as exc:
+            raise UsageError(f"{args.log}: cannot read: {exc.strerror or exc}") from None
+    reports = check_metrics.check(definitions, lines)
+    if args.json:
+        for report in reports:
+            print(json.dumps(report.as_dict()))
+    else:
+        print(check_metrics.render(reports))
+    return EXIT_FAILED if args.strict and any(r.warnings() for r in reports) else EXIT_OK
 
 
 def simulate_one(aws: Any, event: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -239,6 +240,40 @@ class Emulation:
 
             return dict(job_events.handler(event, LambdaContext()))
 
+    def deliver_alarm(self, event: Any) -> dict[str, Any]:
+        """Run the real alarm-events handler on a CloudWatch alarm state-change event."""
+        with _stdout_to_stderr():
+            from training_guard.handlers import alarm_events
+
+            return dict(alarm_events.handler(event, LambdaContext(function_name="alarm-events")))
+
+    def sweep(self) -> dict[str, Any]:
+        """Run the real sweeper handler once (as its schedule would)."""
+        with _stdout_to_stderr():
+            from training_guard.handlers import sweeper
+
+            return dict(sweeper.handler({}, LambdaContext(function_name="sweeper")))
+
+    def put_metric(self, job: str, metric: str, values: list[float], *, at: datetime | None = None) -> None:
+        """Datapoints SageMaker would have scraped from the job's logs (namespace /aws/sagemaker/TrainingJobs)."""
+        at = at or datetime.now(UTC)
+        self.client("cloudwatch").put_metric_data(
+            Namespace=contract.SAGEMAKER_TRAINING_NAMESPACE,
+            MetricData=[
+                {
+                    "MetricName": metric,
+                    "Dimensions": [{"Name": contract.JOB_DIMENSION, "Value": job}],
+                    "Value": value,
+                    "Timestamp": at,
+                }
+                for value in values
+            ],
+        )
+
+    def alarm_names(self) -> list[str]:
+        alarms = self.client("cloudwatch").describe_alarms(AlarmNamePrefix=contract.ALARM_NAME_PREFIX)
+        return sorted(a["AlarmName"] for a in alarms["MetricAlarms"])
+
     def notifications(self) -> list[dict[str, Any]]:
         """Drain the capture queue: the notification documents published since the last call."""
         sqs = self.client("sqs")
@@ -278,8 +313,9 @@ def _reset_handler_caches() -> None:
     from training_guard.adapters import clients
 
     with _stdout_to_stderr():
-        from training_guard.handlers import job_events, slack_notifier
+        from training_guard.handlers import job_events, slack_notifier, sweeper
 
     clients.client.cache_clear()
     job_events.responder.cache_clear()
+    sweeper.sweeper.cache_clear()
     slack_notifier.delivery.cache_clear()

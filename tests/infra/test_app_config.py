@@ -24,7 +24,7 @@ def test_a_per_account_file_named_with_dash_c_config_is_used(tmp_path: Path) -> 
     config_file = tmp_path / "prod.json"
     config_file.write_text(json.dumps({"dry_run": True, "emails": ["ml-oncall@example.com"]}))
     synth = Synth(tmp_path / "out", {"config": str(config_file)})
-    _, fn = synth.one("AWS::Lambda::Function")
+    _, fn = synth.one("AWS::Lambda::Function", "JobEvents")
     shipped = GuardConfig.from_json(fn["Properties"]["Environment"]["Variables"][contract.ENV_CONFIG])
     assert shipped.dry_run is True
     _, subscription = synth.one("AWS::SNS::Subscription")

@@ -18,8 +18,34 @@ def getatt(logical_id: str) -> dict[str, list[str]]:
     return {"Fn::GetAtt": [logical_id, "Arn"]}
 
 
+def scoped_arn(service: str, resource: str) -> dict[str, Any]:
+    """The ARN pattern format_arn builds for this account and region."""
+    return {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                f":{service}:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                resource,
+            ],
+        ]
+    }
+
+
+def job_alarms_arn() -> dict[str, Any]:
+    return scoped_arn("cloudwatch", ":alarm:training-guard-job-*")
+
+
+def training_jobs_arn() -> dict[str, Any]:
+    return scoped_arn("sagemaker", ":training-job/*")
+
+
 def test_rule_matches_exactly_the_contract_pattern_and_targets_the_function(synth: Synth) -> None:
-    _, rule = synth.one("AWS::Events::Rule")
+    _, rule = synth.one("AWS::Events::Rule", "JobEvents")
     fn_id, _ = synth.one("AWS::Lambda::Function", "JobEvents")
     dlq_id, _ = synth.one("AWS::SQS::Queue", "JobEventsDeadLetters")
     props = rule["Properties"]
@@ -32,7 +58,7 @@ def test_rule_matches_exactly_the_contract_pattern_and_targets_the_function(synt
 
 
 def test_function_failures_retry_twice_then_land_in_the_dead_letter_queue(synth: Synth) -> None:
-    _, config = synth.one("AWS::Lambda::EventInvokeConfig")
+    _, config = synth.one("AWS::Lambda::EventInvokeConfig", "JobEvents")
     dlq_id, _ = synth.one("AWS::SQS::Queue", "JobEventsDeadLetters")
     assert config["Properties"]["MaximumRetryAttempts"] == job_events.FUNCTION_RETRY_ATTEMPTS == 2
     assert config["Properties"]["MaximumEventAgeInSeconds"] == 7200
@@ -40,8 +66,8 @@ def test_function_failures_retry_twice_then_land_in_the_dead_letter_queue(synth:
 
 
 def test_eventbridge_may_invoke_the_function_only_from_the_rule(synth: Synth) -> None:
-    _, permission = synth.one("AWS::Lambda::Permission")
-    rule_id, _ = synth.one("AWS::Events::Rule")
+    _, permission = synth.one("AWS::Lambda::Permission", "JobEvents")
+    rule_id, _ = synth.one("AWS::Events::Rule", "JobEvents")
     props = permission["Properties"]
     assert props["Action"] == "lambda:InvokeFunction"
     assert props["Principal"] == "events.amazonaws.com"
@@ -84,6 +110,7 @@ def test_job_events_role_has_exactly_the_permissions_it_needs(synth: Synth) -> N
         ("DeadLetterFailedEvents", "sqs:SendMessage", getatt(dlq_id)),
         ("PublishNotifications", "sns:Publish", {"Ref": topic_id}),
         ("UseGuardKey", list(job_events.KEY_ACTIONS), getatt(key_id)),
+        ("KeepPerJobAlarms", list(job_events.JOB_ALARM_ACTIONS), job_alarms_arn()),
     ]
     assert job_events.JOB_EVENTS_ACTIONS == (
         "sagemaker:DescribeTrainingJob",
@@ -99,8 +126,14 @@ def test_no_managed_policies_and_no_sagemaker_wildcards(synth: Synth) -> None:
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             assert not any(a.endswith("*") and a.startswith(("sagemaker", "dynamodb", "sns", "sqs")) for a in actions)
-            if any(a.startswith("sagemaker:") for a in actions):
-                assert statement["Resource"] != "*"
+            if statement["Resource"] == "*":
+                # only actions that have no resource-level permissions
+                assert set(actions) <= {
+                    "xray:PutTraceSegments",
+                    "xray:PutTelemetryRecords",
+                    "sagemaker:ListTrainingJobs",
+                    "cloudwatch:GetMetricData",
+                }
 
 
 def test_function_runtime_architecture_layer_and_configuration(synth: Synth) -> None:
@@ -171,7 +204,7 @@ def test_dead_letter_queue_is_encrypted_tls_only_and_keeps_14_days(synth: Synth)
         p for p in synth.resources("AWS::SQS::QueuePolicy").values() if p["Properties"]["Queues"] == [{"Ref": dlq_id}]
     ]
     assert _denies_insecure_transport(policy)
-    rule_id, _ = synth.one("AWS::Events::Rule")
+    rule_id, _ = synth.one("AWS::Events::Rule", "JobEvents")
     [send] = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
     assert send["Principal"] == {"Service": "events.amazonaws.com"}
     assert send["Action"] == "sqs:SendMessage"

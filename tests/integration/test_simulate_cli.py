@@ -108,3 +108,32 @@ def test_slack_preview_writes_an_html_page(tmp_path: Path, capsys: pytest.Captur
     assert "<h3>🔴 Stopped pytorch-mnist" in page
     assert "<b>What the guard did:</b> Stopped the job." in page
     assert "wrote 1 message(s)" in capsys.readouterr().err
+
+
+LOG = str(EVENTS_DIR.parent / "logs" / "mnist_lr01.log")
+DEFS = str(EVENTS_DIR.parent / "logs" / "mnist_metric_definitions.json")
+
+
+def test_check_metrics_reports_each_metric_with_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-metrics", "--definitions", DEFS, "--log", LOG]) == 0
+    out = capsys.readouterr().out
+    assert "train:loss: 27 values, first 2.05238, last 606.261" in out
+    assert "3 capture(s) are not finite ('nan')" in out
+    assert "validation:accuracy: no values" in out
+
+
+def test_check_metrics_json_is_one_object_per_metric(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-metrics", "--json", "--definitions", DEFS, "--log", LOG]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["name"] for r in rows] == ["train:loss", "train:error", "validation:error", "validation:accuracy"]
+    assert rows[1] == {"name": "train:error", "count": 5, "first": 0.150744, "last": 0.169899, "warnings": []}
+    assert rows[3]["count"] == 0
+    assert rows[3]["warnings"] == ["the regex never matches a line of this log"]
+    assert set(rows[0]) == {"name", "count", "first", "last", "warnings"}
+
+
+def test_check_metrics_strict_fails_on_warnings_and_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-metrics", "--strict", "--definitions", DEFS, "--log", LOG]) == 1
+    assert main(["check-metrics", "--definitions", '[{"Name": "x", "Regex": "("}]', "--log", LOG]) == 2
+    assert "definitions[0] (x): invalid regex" in capsys.readouterr().err
+    assert main(["check-metrics", "--definitions", DEFS, "--log", "/nonexistent.log"]) == 2

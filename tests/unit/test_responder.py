@@ -49,7 +49,7 @@ def test_a_stop_is_attributed_on_the_job_and_in_the_audit_record() -> None:
     world = World()
     world.see(load_event("vanishing_gradient_issues_found"))
     job = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
-    tags = world.jobs.tags[f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{job}"]
+    tags = world.jobs.tags_by_arn[f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{job}"]
     assert tags[contract.TAG_STOPPED_BY] == "training-guard"
     assert tags[contract.TAG_STOP_RULE] == "VanishingGradient"
     assert tags[contract.TAG_STOPPED_AT] == "2026-11-30T03:00:00+00:00"
@@ -74,7 +74,7 @@ def test_stop_race_with_a_job_that_already_left_in_progress_is_not_an_error() ->
     assert receipt.stopped is False
     assert world.kinds() == [("issues_found", "already_ended")]
     assert world.ledger.stops == {}  # the guard did not stop it, so it does not claim it did
-    assert world.jobs.tags == {}
+    assert world.jobs.tags_by_arn == {}
 
 
 def test_two_rules_finding_issues_cause_one_stop_call() -> None:
@@ -103,7 +103,7 @@ def test_a_failed_publish_releases_the_claim_and_the_retry_completes_the_transit
     # The job was stopped by the first attempt: the retry reports it as the guard's stop, once.
     assert receipt.stopped is True
     assert world.kinds() == [("issues_found", "stopped")]
-    assert world.jobs.tags  # attribution written
+    assert world.jobs.tags_by_arn  # attribution written
 
 
 def test_a_failed_stop_call_leaves_no_audit_record_and_no_claim() -> None:

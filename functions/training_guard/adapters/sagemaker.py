@@ -43,6 +43,27 @@ class SageMakerJobs:
             raise ActionFailed(f"StopTrainingJob {name}", exc) from exc
         return True
 
+    def tags(self, arn: str) -> dict[str, str]:
+        tags: dict[str, str] = {}
+        try:
+            for page in self._client.get_paginator("list_tags").paginate(ResourceArn=arn):
+                tags.update({t["Key"]: t.get("Value", "") for t in page.get("Tags", [])})
+        except ClientError as exc:
+            raise ActionFailed(f"ListTags {arn}", exc) from exc
+        return tags
+
+    def running(self) -> list[str]:
+        """Names of the training jobs InProgress now (one call per 100 jobs)."""
+        names: list[str] = []
+        try:
+            for page in self._client.get_paginator("list_training_jobs").paginate(
+                StatusEquals="InProgress", PaginationConfig={"PageSize": 100}
+            ):
+                names += [j["TrainingJobName"] for j in page.get("TrainingJobSummaries", [])]
+        except ClientError as exc:
+            raise ActionFailed("ListTrainingJobs", exc) from exc
+        return names
+
     def tag(self, arn: str, tags: Mapping[str, str]) -> None:
         try:
             self._client.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])

@@ -11,6 +11,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard.adapters.clients import client
+from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.adapters.sns import SnsPublisher
@@ -31,13 +32,14 @@ def responder() -> Responder:
         jobs=SageMakerJobs(client("sagemaker")),
         ledger=DynamoLedger(client("dynamodb"), settings.table),
         publisher=SnsPublisher(client("sns"), settings.topic_arn),
+        alarms=CloudWatchAlarms(client("cloudwatch")),
     )
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    return process(event, responder(), account=_account_of(context)).as_dict()
+    return process(event, responder(), account=account_of(context)).as_dict()
 
 
 def process(event: Any, guard: Responder, *, account: str | None, now: datetime | None = None) -> Receipt:
@@ -54,11 +56,12 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
         return Receipt(job=parsed.job.name, event_id=parsed.event_id, ignored=f"event from account {parsed.account}")
     receipt = guard.handle(parsed, now=now or datetime.now(UTC))
     logger.info("event handled", extra={"receipt": receipt.as_dict()})
-    _count(receipt)
+    count_outcomes(metrics, receipt)
     return receipt
 
 
-def _count(receipt: Receipt) -> None:
+def count_outcomes(metrics: Metrics, receipt: Receipt) -> None:
+    metrics.add_metric(name="EventsHandled", unit=MetricUnit.Count, value=1)
     for outcome in receipt.outcomes:
         metrics.add_metric(name=f"Outcome_{outcome}", unit=MetricUnit.Count, value=1)
     if receipt.notifications:
@@ -67,7 +70,7 @@ def _count(receipt: Receipt) -> None:
         metrics.add_metric(name="DuplicateTransitions", unit=MetricUnit.Count, value=receipt.duplicates)
 
 
-def _account_of(context: Any) -> str | None:
+def account_of(context: Any) -> str | None:
     arn = getattr(context, "invoked_function_arn", "") or ""
     parts = arn.split(":")
     return parts[4] if len(parts) > 4 and parts[4] else None

@@ -54,6 +54,7 @@ def process(
     event: dict[str, Any], chat: ChatDelivery, *, now: datetime | None = None
 ) -> dict[str, list[dict[str, str]]]:
     failures: list[dict[str, str]] = []
+    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     for record in event.get("Records", []):
         message_id = record.get("messageId", "")
         try:

@@ -1,0 +1,102 @@
+"""CloudWatch: per-job alarms and the batched last-datapoint query behind stall detection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from training_guard import contract
+from training_guard.adapters.clients import error_code
+from training_guard.errors import ActionFailed
+from training_guard.metrics import JobAlarmSpec
+
+DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
+METRIC_DATA_BATCH = 500  # GetMetricData takes at most 500 queries
+
+
+class CloudWatchAlarms:
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def put_job_alarm(self, spec: JobAlarmSpec) -> None:
+        try:
+            self._client.put_metric_alarm(
+                AlarmName=spec.alarm_name,
+                AlarmDescription=f"Training Guard per-job guard for {spec.job}: {spec.describe()}",
+                Namespace=contract.SAGEMAKER_TRAINING_NAMESPACE,
+                MetricName=spec.metric,
+                Dimensions=[{"Name": contract.JOB_DIMENSION, "Value": spec.job}],
+                Statistic=spec.cloudwatch_statistic,
+                Period=60,
+                EvaluationPeriods=spec.periods,
+                DatapointsToAlarm=spec.datapoints,
+                Threshold=spec.threshold,
+                ComparisonOperator=spec.comparison_operator,
+                TreatMissingData="notBreaching",  # a quiet job is the sweeper's stall check's concern
+                ActionsEnabled=True,
+                Tags=[{"Key": "training-guard:job", "Value": spec.job}],
+            )
+        except ClientError as exc:
+            raise ActionFailed(f"PutMetricAlarm {spec.alarm_name}", exc) from exc
+
+    def job_alarm_names(self, job: str | None = None) -> list[str]:
+        prefix = contract.JOB_ALARM_PREFIX + (f"{job}-" if job else "")
+        names: list[str] = []
+        try:
+            for page in self._client.get_paginator("describe_alarms").paginate(
+                AlarmNamePrefix=prefix, AlarmTypes=["MetricAlarm"]
+            ):
+                names += [a["AlarmName"] for a in page.get("MetricAlarms", [])]
+        except ClientError as exc:
+            raise ActionFailed(f"DescribeAlarms {prefix}", exc) from exc
+        return names
+
+    def delete_alarms(self, names: Sequence[str]) -> None:
+        for start in range(0, len(names), DELETE_BATCH):
+            batch = list(names[start : start + DELETE_BATCH])
+            try:
+                self._client.delete_alarms(AlarmNames=batch)
+            except ClientError as exc:
+                if error_code(exc) != "ResourceNotFound":  # already gone: that is the goal
+                    raise ActionFailed(f"DeleteAlarms {batch[0]}...", exc) from exc
+
+    def jobs_with_datapoints(self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime) -> set[str]:
+        """Of the (job, metric) series, the jobs that published at least one datapoint in the window.
+
+        One GetMetricData call per 500 series (not one call per job).
+        """
+        queries = list(series)
+        seen: set[str] = set()
+        for start in range(0, len(queries), METRIC_DATA_BATCH):
+            batch = queries[start : start + METRIC_DATA_BATCH]
+            ids = {f"q{i}": job for i, (job, _) in enumerate(batch)}
+            request = [
+                {
+                    "Id": query_id,
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
+                            "MetricName": metric,
+                            "Dimensions": [{"Name": contract.JOB_DIMENSION, "Value": job}],
+                        },
+                        "Period": 60,
+                        "Stat": "SampleCount",
+                    },
+                    "ReturnData": True,
+                }
+                for query_id, (job, metric) in zip(ids, batch, strict=True)
+            ]
+            try:
+                pages = self._client.get_paginator("get_metric_data").paginate(
+                    MetricDataQueries=request, StartTime=since, EndTime=until + timedelta(minutes=1)
+                )
+                for page in pages:
+                    for result in page.get("MetricDataResults", []):
+                        if result.get("Values"):
+                            seen.add(ids[result["Id"]])
+            except ClientError as exc:
+                raise ActionFailed("GetMetricData", exc) from exc
+        return seen

@@ -1,0 +1,41 @@
+"""Alarm-events Lambda: a metric guard's alarm (or alarm contributor) state change in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+
+from training_guard.events import EventError
+from training_guard.handlers.job_events import account_of, count_outcomes, responder
+from training_guard.metrics import parse_alarm_event
+from training_guard.responder import Receipt, Responder
+
+logger = Logger()
+metrics = Metrics()
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
+def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
+    return process(event, responder(), account=account_of(context)).as_dict()
+
+
+def process(event: Any, guard: Responder, *, account: str | None, now: datetime | None = None) -> Receipt:
+    try:
+        alarm = parse_alarm_event(event)
+    except EventError as exc:
+        logger.error("unusable alarm event", extra={"reason": str(exc)})
+        raise
+    logger.append_keys(alarm=alarm.alarm_name, training_job=alarm.job, alarm_state=alarm.state)
+    if account and alarm.account != account:
+        logger.warning("alarm event from another account ignored", extra={"event_account": alarm.account})
+        count_outcomes(metrics, receipt := Receipt(job=alarm.job or "", event_id=alarm.event_id))
+        receipt.ignored = f"event from account {alarm.account}"
+        return receipt
+    receipt = guard.handle_alarm(alarm, now=now or datetime.now(UTC))
+    logger.info("alarm handled", extra={"receipt": receipt.as_dict()})
+    count_outcomes(metrics, receipt)
+    return receipt

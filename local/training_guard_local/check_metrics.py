@@ -1,0 +1,159 @@
+"""Check an estimator's metric definitions against a training log, the way SageMaker applies them.
+
+SageMaker runs each definition's regex over each line of the job's log and publishes the first
+capture group as the metric's value. CloudWatch accepts only finite numbers, so `nan` and `inf`
+captures are lost; a capture that does not parse as a number is lost too. This shows, per metric,
+how many values a log yields, the first and last, a sparkline, and what looks wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SPARKS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 40
+_GREEDY = re.compile(r"\((?!\?)[^)]*\.[*+](?!\?)[^)]*\)")  # a capture group holding an unbounded greedy .* / .+
+
+
+class DefinitionsError(ValueError):
+    """The definitions are not a list of {"Name", "Regex"} with valid regexes."""
+
+
+@dataclass(frozen=True)
+class Definition:
+    name: str
+    regex: re.Pattern[str]
+
+
+@dataclass
+class MetricReport:
+    name: str
+    values: list[float] = field(default_factory=list)
+    non_finite: list[str] = field(default_factory=list)  # nan / inf: CloudWatch refuses them
+    non_numeric: list[str] = field(default_factory=list)
+    greedy: bool = False
+    suspicious_captures: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    def warnings(self) -> list[str]:
+        out: list[str] = []
+        if not self.values and not self.non_finite and not self.non_numeric:
+            out.append("the regex never matches a line of this log")
+        if self.non_finite:
+            out.append(
+                f"{len(self.non_finite)} capture(s) are not finite ({_sample(self.non_finite)}): "
+                "CloudWatch accepts no nan or inf, so these datapoints are dropped"
+            )
+        if self.non_numeric:
+            out.append(f"{len(self.non_numeric)} capture(s) are not numbers ({_sample(self.non_numeric)})")
+        if self.suspicious_captures or (self.greedy and self.non_numeric):
+            sample = _sample(self.suspicious_captures or self.non_numeric)
+            out.append(f"the capture group matches too much ({sample}); prefer a lazy (.*?) or a number pattern")
+        elif self.greedy and self.values:
+            out.append("the capture group is greedy (.*); it works on this log but breaks if the line format changes")
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "count": self.count,
+            "first": self.values[0] if self.values else None,
+            "last": self.values[-1] if self.values else None,
+            "warnings": self.warnings(),
+        }
+
+
+def _sample(items: Sequence[str], n: int = 2) -> str:
+    shown = ", ".join(repr(i[:40]) for i in list(dict.fromkeys(items))[:n])
+    return shown + (", ..." if len(set(items)) > n else "")
+
+
+def load_definitions(text_or_path: str) -> list[Definition]:
+    """Inline JSON, or the path of a file holding an estimator's `metric_definitions` list."""
+    candidate = Path(text_or_path)
+    text = text_or_path
+    if not text_or_path.lstrip().startswith(("[", "{")):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise DefinitionsError(f"{text_or_path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DefinitionsError(f"definitions are not JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(data, dict) and isinstance(data.get("MetricDefinitions"), list):
+        data = data["MetricDefinitions"]  # an AlgorithmSpecification, as DescribeTrainingJob returns it
+    if not isinstance(data, list) or not data:
+        raise DefinitionsError('definitions must be a non-empty list of {"Name": ..., "Regex": ...}')
+    out: list[Definition] = []
+    for i, item in enumerate(data):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("Name"), str)
+            or not isinstance(item.get("Regex"), str)
+        ):
+            raise DefinitionsError(f'definitions[{i}] must be {{"Name": "...", "Regex": "..."}}, got {item!r}')
+        try:
+            pattern = re.compile(item["Regex"])
+        except re.error as exc:
+            raise DefinitionsError(f"definitions[{i}] ({item['Name']}): invalid regex: {exc}") from None
+        if pattern.groups < 1:
+            raise DefinitionsError(f"definitions[{i}] ({item['Name']}): the regex has no capture group")
+        out.append(Definition(item["Name"], pattern))
+    return out
+
+
+def check(definitions: Sequence[Definition], lines: Iterable[str]) -> list[MetricReport]:
+    reports = [MetricReport(d.name, greedy=bool(_GREEDY.search(d.regex.pattern))) for d in definitions]
+    for line in lines:
+        for definition, report in zip(definitions, reports, strict=True):
+            match = definition.regex.search(line)
+            if match is None or match.group(1) is None:
+                continue
+            captured = match.group(1).strip()
+            try:
+                value = float(captured)
+            except ValueError:
+                report.non_numeric.append(captured)
+                continue
+            if not math.isfinite(value):
+                report.non_finite.append(captured)
+                continue
+            report.values.append(value)
+            if len(match.group(1)) > 32 or re.search(r"\s\S", match.group(1).strip()):
+                report.suspicious_captures.append(match.group(1))
+    return reports
+
+
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
+    if not values:
+        return ""
+    if len(values) > width:  # sample evenly, keeping the last value
+        step = (len(values) - 1) / (width - 1)
+        values = [values[round(i * step)] for i in range(width)]
+    low, high = min(values), max(values)
+    if high == low:
+        return SPARKS[3] * len(values)
+    return "".join(SPARKS[round((v - low) / (high - low) * (len(SPARKS) - 1))] for v in values)
+
+
+def render(reports: Sequence[MetricReport]) -> str:
+    lines = []
+    for r in reports:
+        if r.values:
+            lines.append(
+                f"{r.name}: {r.count} values, first {r.values[0]:g}, last {r.values[-1]:g}  {sparkline(r.values)}"
+            )
+        else:
+            lines.append(f"{r.name}: no values")
+        lines += [f"  warning: {w}" for w in r.warnings()]
+    return "\n".join(lines)

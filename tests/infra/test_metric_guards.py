@@ -1,0 +1,140 @@
+"""Metric guards in the template: fleet alarms, alarm routing, the sweeper and their permissions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.components import job_events
+from tests.infra.conftest import Synth
+from tests.infra.test_stack import getatt, job_alarms_arn, training_jobs_arn
+from training_guard import contract
+
+GUARDS = [
+    {"name": "loss-diverging", "metric": "train:loss", "threshold": 5, "datapoints": 3, "periods": 5, "action": "stop"},
+    {
+        "name": "idle-gpu",
+        "metric": "GPUUtilization",
+        "statistic": "AVG",
+        "comparison": "<",
+        "threshold": 5,
+        "periods": 30,
+        "datapoints": 20,
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    config = tmp_path_factory.mktemp("config") / "guard.json"
+    config.write_text(json.dumps({"metric_guards": GUARDS, "stall": {"minutes": 20}, "sweep_minutes": 10}))
+    return Synth(tmp_path_factory.mktemp("guarded"), {"config": str(config)})
+
+
+def test_each_guard_is_one_metrics_insights_alarm(guarded: Synth) -> None:
+    alarms = {
+        a["Properties"]["AlarmName"]: a["Properties"] for a in guarded.resources("AWS::CloudWatch::Alarm").values()
+    }
+    loss = alarms["training-guard-loss-diverging"]
+    assert loss["Metrics"] == [
+        {
+            "Id": "q",
+            "Expression": (
+                'SELECT MAX("train:loss") FROM "/aws/sagemaker/TrainingJobs" GROUP BY TrainingJobName ORDER BY MAX() DESC'
+            ),
+            "Period": 60,
+            "ReturnData": True,
+        }
+    ]
+    assert (loss["ComparisonOperator"], loss["Threshold"]) == ("GreaterThanThreshold", 5)
+    assert (loss["EvaluationPeriods"], loss["DatapointsToAlarm"]) == (5, 3)
+    assert "AlarmActions" not in loss  # contributors reach the guard through EventBridge
+    gpu = alarms["training-guard-idle-gpu"]
+    assert gpu["Metrics"][0]["Expression"].endswith("GROUP BY Host ORDER BY AVG() ASC")
+    assert (gpu["ComparisonOperator"], gpu["EvaluationPeriods"], gpu["DatapointsToAlarm"]) == (
+        "LessThanThreshold",
+        30,
+        20,
+    )
+
+
+def test_alarm_events_rule_matches_exactly_the_guards_alarms(guarded: Synth) -> None:
+    _, rule = guarded.one("AWS::Events::Rule", "AlarmRule")
+    fn_id, _ = guarded.one("AWS::Lambda::Function", "AlarmEvents")
+    dlq_id, _ = guarded.one("AWS::SQS::Queue", "MetricGuardsDeadLetters")
+    assert rule["Properties"]["EventPattern"] == contract.ALARM_EVENTS_PATTERN
+    [target] = rule["Properties"]["Targets"]
+    assert target["Arn"] == getatt(fn_id)
+    assert target["DeadLetterConfig"] == {"Arn": getatt(dlq_id)}
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 8, "MaximumEventAgeInSeconds": 7200}
+
+
+def test_sweeper_runs_on_the_configured_schedule_one_at_a_time(guarded: Synth) -> None:
+    _, schedule = guarded.one("AWS::Events::Rule", "Schedule")
+    fn_id, fn = guarded.one("AWS::Lambda::Function", "Sweeper")
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
+    [target] = schedule["Properties"]["Targets"]
+    assert target["Arn"] == getatt(fn_id)
+    assert "DeadLetterConfig" in target
+    assert fn["Properties"]["ReservedConcurrentExecutions"] == 1
+    assert fn["Properties"]["Timeout"] == 300
+
+
+def _statements(synth: Synth, part: str) -> list[tuple[Any, Any, Any]]:
+    _, policy = synth.one("AWS::IAM::Policy", part)
+    return [(s.get("Sid"), s["Action"], s["Resource"]) for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def _responder_statements(synth: Synth) -> list[tuple[Any, Any, Any]]:
+    table_id, _ = synth.one("AWS::DynamoDB::Table")
+    topic_id, _ = synth.one("AWS::SNS::Topic")
+    key_id, _ = synth.one("AWS::KMS::Key")
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "MetricGuardsDeadLetters")
+    return [
+        (
+            "ObserveStopAndAttributeTrainingJobs",
+            [*job_events.JOB_EVENTS_ACTIONS, "sagemaker:ListTags"],
+            training_jobs_arn(),
+        ),
+        ("TransitionLedger", list(job_events.LEDGER_ACTIONS), getatt(table_id)),
+        ("DeadLetterFailedEvents", "sqs:SendMessage", getatt(dlq_id)),
+        ("PublishNotifications", "sns:Publish", {"Ref": topic_id}),
+        ("UseGuardKey", list(job_events.KEY_ACTIONS), getatt(key_id)),
+    ]
+
+
+def test_alarm_events_role_has_exactly_the_responders_permissions(guarded: Synth) -> None:
+    log_id, _ = guarded.one("AWS::Logs::LogGroup", "AlarmEvents")
+    assert _statements(guarded, "AlarmEvents") == [
+        ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
+        (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
+        *_responder_statements(guarded),
+    ]
+
+
+def test_sweeper_role_adds_only_alarm_upkeep_and_unscoped_reads(guarded: Synth) -> None:
+    log_id, _ = guarded.one("AWS::Logs::LogGroup", "Sweeper")
+    assert _statements(guarded, "Sweeper") == [
+        ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
+        (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
+        *_responder_statements(guarded),
+        (
+            "KeepPerJobAlarms",
+            [
+                "cloudwatch:PutMetricAlarm",
+                "cloudwatch:DeleteAlarms",
+                "cloudwatch:TagResource",
+                "cloudwatch:DescribeAlarms",
+            ],
+            job_alarms_arn(),
+        ),
+        ("ListRunningJobsAndMetrics", ["sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData"], "*"),
+    ]
+
+
+def test_the_shipped_stack_has_no_fleet_alarm_but_keeps_alarm_routing_and_the_sweeper(synth: Synth) -> None:
+    assert synth.resources("AWS::CloudWatch::Alarm") == {}  # cdk.json configures no fleet guard
+    assert synth.one("AWS::Lambda::Function", "AlarmEvents")
+    assert synth.one("AWS::Lambda::Function", "Sweeper")

@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helpers import EVENTS_DIR
+from training_guard import contract
+from training_guard.config import Action, ConfigError, GuardConfig
+from training_guard.events import EventError
+from training_guard.metrics import (
+    fleet_alarm_name,
+    insights_query,
+    job_alarm_name,
+    job_alarm_specs,
+    job_of_host,
+    parse_alarm_event,
+)
+
+JOB = "resnet50-no-debugger-2026-11-30-02-20-00-001"
+
+
+def load_alarm(name: str) -> dict[str, Any]:
+    import json
+
+    data: dict[str, Any] = json.loads((EVENTS_DIR / "alarms" / f"{name}.json").read_text())
+    return data
+
+
+def guards(*specs: dict[str, Any]) -> GuardConfig:
+    return GuardConfig.from_dict({"metric_guards": list(specs)})
+
+
+def test_algorithm_metric_guard_is_one_query_grouped_by_job() -> None:
+    [guard] = guards({"name": "loss-diverging", "metric": "train:loss", "threshold": 5, "action": "stop"}).metric_guards
+    assert fleet_alarm_name(guard) == "training-guard-loss-diverging"
+    assert insights_query(guard) == (
+        'SELECT MAX("train:loss") FROM "/aws/sagemaker/TrainingJobs" GROUP BY TrainingJobName ORDER BY MAX() DESC'
+    )
+
+
+def test_instance_metric_guard_groups_by_host_and_orders_for_a_low_threshold() -> None:
+    [guard] = guards(
+        {"name": "idle-gpu", "metric": "GPUUtilization", "statistic": "avg", "comparison": "<", "threshold": 5}
+    ).metric_guards
+    assert insights_query(guard) == (
+        'SELECT AVG("GPUUtilization") FROM "/aws/sagemaker/TrainingJobs" GROUP BY Host ORDER BY AVG() ASC'
+    )
+
+
+@pytest.mark.parametrize(
+    ("host", "job"), [(f"{JOB}/algo-1", JOB), (f"{JOB}/algo-12", JOB), ("plain", "plain"), ("a/b/algo-3", "a/b")]
+)
+def test_host_dimension_resolves_to_the_job(host: str, job: str) -> None:
+    assert job_of_host(host) == job
+
+
+def test_contributor_event_names_guard_job_and_reason() -> None:
+    alarm = parse_alarm_event(load_alarm("contributor_train_loss"))
+    assert (alarm.guard_name, alarm.job, alarm.state, alarm.contributor) == ("loss-diverging", JOB, "ALARM", True)
+    assert alarm.reason.startswith("Threshold Crossed: 1 datapoint was greater than the threshold (5.0)")
+    assert alarm.time is not None
+
+
+def test_host_contributor_resolves_the_job() -> None:
+    alarm = parse_alarm_event(load_alarm("contributor_gpu_host"))
+    assert (alarm.guard_name, alarm.job) == ("idle-gpu", JOB)
+
+
+def test_single_metric_per_job_alarm_event() -> None:
+    alarm = parse_alarm_event(load_alarm("per_job_train_loss"))
+    assert alarm.guard_name is None
+    assert (alarm.job, alarm.metric, alarm.contributor) == (JOB, "train:loss", False)
+    assert alarm.alarm_name == job_alarm_name(JOB, "train:loss")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda e: {**e, "source": "aws.sagemaker"}, "not an alarm state change"),
+        (lambda e: {**e, "detail-type": "CloudWatch Alarm Configuration Change"}, "not an alarm state change"),
+        (lambda e: {**e, "detail": None}, "no 'detail' object"),
+        (
+            lambda e: {**e, "detail": {**e["detail"], "alarmName": "someone-elses-alarm"}},
+            "not one of the guard's alarms",
+        ),
+        (lambda e: {**e, "detail": {**e["detail"], "state": {}}}, "detail.state.value is missing"),
+        (lambda e: [e], "must be a JSON object"),
+    ],
+)
+def test_broken_alarm_events_are_rejected_with_a_reason(mutate: Any, message: str) -> None:
+    with pytest.raises(EventError, match=message):
+        parse_alarm_event(mutate(load_alarm("contributor_train_loss")))
+
+
+def test_contributor_without_known_dimension_names_no_job() -> None:
+    event = load_alarm("contributor_train_loss")
+    event["detail"]["alarmContributor"]["attributes"] = {"Other": "x"}
+    assert parse_alarm_event(event).job is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("max above 5", ("MAX", ">", 5.0, 3, 3, Action.NOTIFY)),
+        ("MAX above 5 3/5 stop", ("MAX", ">", 5.0, 3, 5, Action.STOP)),
+        ("avg below 0.2 10/10", ("AVG", "<", 0.2, 10, 10, Action.NOTIFY)),
+        ("min at-or-below -1e-3 notify", ("MIN", "<=", -0.001, 3, 3, Action.NOTIFY)),
+        ("sum at-or-above 100 1/1 stop", ("SUM", ">=", 100.0, 1, 1, Action.STOP)),
+    ],
+)
+def test_per_job_tag_grammar(value: str, expected: tuple[Any, ...]) -> None:
+    [spec], problems = job_alarm_specs(JOB, {f"{contract.JOB_ALARM_TAG_PREFIX}train:loss": value})
+    assert problems == []
+    assert (spec.statistic, spec.comparison, spec.threshold, spec.datapoints, spec.periods, spec.action) == expected
+    assert spec.alarm_name == job_alarm_name(JOB, "train:loss")
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "problem"),
+    [
+        ("train:loss", "max > 5", "expected '<avg|min|max|sum>"),
+        ("train:loss", "max above five", "expected '<avg|min|max|sum>"),
+        ("train:loss", "max above 5 6/5", "1 <= M <= N <= 180"),
+        ("train:loss", "max above 5 0/5", "1 <= M <= N <= 180"),
+        ("GPUUtilization", "avg below 5", "instance metrics are per host"),
+        ("", "max above 5", "no metric after the prefix"),
+    ],
+)
+def test_bad_per_job_tags_are_reported_not_alarmed(metric: str, value: str, problem: str) -> None:
+    specs, problems = job_alarm_specs(JOB, {f"{contract.JOB_ALARM_TAG_PREFIX}{metric}": value})
+    assert specs == []
+    assert len(problems) == 1
+    assert problem in problems[0]
+
+
+def test_other_tags_are_not_guards_and_names_are_stable() -> None:
+    assert job_alarm_specs(JOB, {"team": "vision", "training-guard:exempt": "true"}) == ([], [])
+    assert job_alarm_name(JOB, "train:loss") == job_alarm_name(JOB, "train:loss")
+    assert job_alarm_name(JOB, "train:loss") != job_alarm_name(JOB, "validation:loss")
+    assert job_alarm_name(JOB, "train:loss").startswith(f"training-guard-job-{JOB}-")
+
+
+@pytest.mark.parametrize(
+    ("guard", "message"),
+    [
+        ({"name": "x", "metric": "m"}, "metric_guards[0].threshold: must be a number"),
+        ({"name": "job-1", "metric": "m", "threshold": 1}, "reserved for per-job alarms"),
+        (
+            {"name": "x", "metric": "m", "threshold": 1, "statistic": "P99"},
+            "metric_guards[0].statistic: must be one of",
+        ),
+        (
+            {"name": "x", "metric": "m", "threshold": 1, "periods": 181},
+            "metric_guards[0].periods: must be between 1 and 180",
+        ),
+        ({"name": "x", "metric": "m", "threshold": float("nan")}, "metric_guards[0].threshold: must be a number"),
+    ],
+)
+def test_metric_guard_mistakes_name_the_field(guard: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        guards(guard)
+    assert message in str(caught.value)
+
+
+def test_duplicate_guard_names_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"metric_guards\[1\].name: duplicate guard name 'x'"):
+        guards({"name": "x", "metric": "a", "threshold": 1}, {"name": "x", "metric": "b", "threshold": 1})
