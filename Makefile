@@ -43,6 +43,9 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
+demo: install
+	$(VENV)/bin/training-guard demo $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
+
 test: install lint typecheck
 	$(VENV)/bin/pytest
 

@@ -131,9 +131,11 @@ def decide_finding(
     if not job.running:
         reason = f"{setting}, but the job is {job.status}: only a running job is stopped"
         return Decision(key, kind, Plan.NOTIFY, reason, finding)
-    override = _override(job, config)
-    if override:
-        return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but {override}", finding)
+    # The order mirrors the real mode exactly, so that a dry run reports what would really happen:
+    # a job tag rules a stop out; a grace period postpones it; dry_run only replaces the final stop.
+    exempt = _tag_override(job, config)
+    if exempt:
+        return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but {exempt}", finding)
     grace = _grace_remaining(job, config, now)
     if grace is not None:
         reason = (
@@ -141,6 +143,8 @@ def decide_finding(
             f"({grace}); it is stopped on the first event after that"
         )
         return Decision(f"{key}#deferred", kind, Plan.DEFER, reason, finding)
+    if config.dry_run:
+        return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but dry_run is on", finding)
     return Decision(key, kind, Plan.STOP, setting, finding)
 
 
@@ -174,13 +178,11 @@ def _tag_set(job: TrainingJob, key: str) -> bool:
     return value is not None and value.strip().lower() not in _FALSE_TAG_VALUES
 
 
-def _override(job: TrainingJob, config: GuardConfig) -> str | None:
+def _tag_override(job: TrainingJob, config: GuardConfig) -> str | None:
     if _tag_set(job, config.tags.exempt):
         return f"the job carries the exemption tag {config.tags.exempt}"
     if _tag_set(job, config.tags.notify_only):
         return f"the job carries the notify-only tag {config.tags.notify_only}"
-    if config.dry_run:
-        return "dry_run is on"
     return None
 
 
@@ -220,7 +222,8 @@ def _decide_lifecycle(job: TrainingJob, config: GuardConfig, guard_stop: GuardSt
 def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
     """Who stopped a job, in words."""
     if guard_stop is not None:
-        return f"by Training Guard at {guard_stop.at.isoformat()}: rule {guard_stop.rule} ({guard_stop.reason})"
+        at = guard_stop.at.isoformat(timespec="seconds")
+        return f"by Training Guard at {at}: rule {guard_stop.rule} ({guard_stop.reason})"
     cause = _SECONDARY_STOP_CAUSES.get(job.secondary_status or "")
     if cause:
         return cause

@@ -68,6 +68,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     checker.add_argument("--strict", action="store_true", help="exit 1 when any metric has a warning")
     checker.set_defaults(run=_check_metrics)
 
+    demo = commands.add_parser(
+        "demo",
+        help="run the whole guard end to end on an emulated AWS account (no account needed)",
+        description=(
+            "Synthesizes the real stack, installs its event rules on an emulated EventBridge, runs the "
+            "real handlers in-process against moto, delivers Slack messages to a listener on 127.0.0.1, "
+            "plays a scenario and checks its expectations (exit 1 if the outcome differs)."
+        ),
+    )
+    demo.add_argument("--scenario", type=Path, help="a scenario JSON file (default: the seed scenario)")
+    demo.add_argument("--config", type=Path, help="a GuardConfig JSON file replacing the scenario's config")
+    demo.set_defaults(run=_demo)
+
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
@@ -142,6 +155,18 @@ def _slack_preview(args: argparse.Namespace) -> int:
         for channel, body in received:
             print(f"#{channel}\n{render_text(body)}\n")
     return EXIT_OK
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from training_guard_local import scenario as scenarios
+    from training_guard_local.demo import Demo
+
+    override = load_config(args.config) if args.config else None
+    try:
+        scenario = scenarios.load(args.scenario or scenarios.SEED_SCENARIO, config_override=override)
+    except scenarios.ScenarioError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
+    return Demo(scenario).run()
 
 
 def _check_metrics(args: argparse.Namespace) -> int:

@@ -58,6 +58,9 @@ class SlackListener:
                     listener.requests.append(Received(self.path, body, time.monotonic(), reply.status))
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.status == 200 and listener._on_message:
+                    # before answering: the sender waits, so what is shown keeps the order of events
+                    listener._on_message(self.path.strip("/").split("/")[-1], body)
                 try:
                     self.send_response(reply.status)
                     for key, value in reply.headers.items():
@@ -69,8 +72,6 @@ class SlackListener:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     return  # the client gave up (a timeout test)
-                if reply.status == 200 and listener._on_message:
-                    listener._on_message(self.path.strip("/").split("/")[-1], body)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return  # quiet: the URL path is the stand-in for a secret

@@ -161,3 +161,18 @@ def test_stop_cause_says_who_stopped_the_job() -> None:
 def test_rule_findings_and_lifecycle_in_one_event_give_both_decisions() -> None:
     observed = job("Failed", rule("IssuesFound"), failure_reason="x")
     assert [d.kind for d in decide(observed, GuardConfig(), now=NOW)] == [Kind.ISSUES_FOUND, Kind.JOB_FAILED]
+
+
+def test_a_dry_run_defers_within_the_grace_period_exactly_like_the_real_mode() -> None:
+    config = GuardConfig.from_dict({"dry_run": True, "min_training_minutes": 60})
+    [early] = decide(job("InProgress", rule("IssuesFound")), config, now=NOW)
+    assert early.plan is Plan.DEFER
+    [later] = decide(job("InProgress", rule("IssuesFound")), config, now=NOW + timedelta(minutes=31))
+    assert later.plan is Plan.WOULD_STOP
+    assert later.reason.endswith("but dry_run is on")
+
+
+def test_an_exemption_tag_rules_out_a_stop_even_within_the_grace_period() -> None:
+    config = GuardConfig.from_dict({"min_training_minutes": 60})
+    exempt = job("InProgress", rule("IssuesFound"), tags={"training-guard:exempt": "true"})
+    assert decide(exempt, config, now=NOW)[0].plan is Plan.WOULD_STOP

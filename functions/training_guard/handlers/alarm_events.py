@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 
+from training_guard import clock
 from training_guard.events import EventError
 from training_guard.handlers.job_events import account_of, count_outcomes, responder
 from training_guard.metrics import parse_alarm_event
@@ -35,7 +36,7 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
         count_outcomes(metrics, receipt := Receipt(job=alarm.job or "", event_id=alarm.event_id))
         receipt.ignored = f"event from account {alarm.account}"
         return receipt
-    receipt = guard.handle_alarm(alarm, now=now or datetime.now(UTC))
+    receipt = guard.handle_alarm(alarm, now=now or clock.utcnow())
     logger.info("alarm handled", extra={"receipt": receipt.as_dict()})
     count_outcomes(metrics, receipt)
     return receipt

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -10,6 +10,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
+from training_guard import clock
 from training_guard.adapters.clients import client
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
@@ -54,7 +55,7 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
         # The default bus only carries this account's events; anything else is spoofed or misrouted.
         logger.warning("event from another account ignored", extra={"event_account": parsed.account})
         return Receipt(job=parsed.job.name, event_id=parsed.event_id, ignored=f"event from account {parsed.account}")
-    receipt = guard.handle(parsed, now=now or datetime.now(UTC))
+    receipt = guard.handle(parsed, now=now or clock.utcnow())
     logger.info("event handled", extra={"receipt": receipt.as_dict()})
     count_outcomes(metrics, receipt)
     return receipt

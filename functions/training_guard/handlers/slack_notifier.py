@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from training_guard import clock
 from training_guard.adapters.clients import client
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.secrets import CachedSecrets
@@ -58,7 +59,7 @@ def process(
     for record in event.get("Records", []):
         message_id = record.get("messageId", "")
         try:
-            result = chat.deliver(record.get("body", ""), now=now or datetime.now(UTC))
+            result = chat.deliver(record.get("body", ""), now=now or clock.utcnow())
         except Exception:
             logger.exception("delivery failed", extra={"message_id": message_id})
             failures.append({"itemIdentifier": message_id})

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
-from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from training_guard import clock
 from training_guard.adapters.clients import client
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.sagemaker import SageMakerJobs
@@ -30,7 +30,7 @@ def sweeper() -> Sweeper:
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     region = os.environ.get("AWS_REGION")  # set by the Lambda runtime
-    report = sweeper().sweep(now=datetime.now(UTC), account=account_of(context), region=region)
+    report = sweeper().sweep(now=clock.utcnow(), account=account_of(context), region=region)
     logger.info("sweep done", extra={"report": asdict(report)})
     metrics.add_metric(name="RunningJobs", unit=MetricUnit.Count, value=report.running)
     metrics.add_metric(name="OrphanedAlarmsDeleted", unit=MetricUnit.Count, value=len(report.orphaned_alarms_deleted))
