@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.components.alerting import Alerting
@@ -12,6 +14,7 @@ from infra.components.chat import ChatDelivery
 from infra.components.encryption import GuardKey
 from infra.components.job_events import JobEvents
 from infra.components.metric_guards import MetricGuards
+from infra.components.monitoring import Monitoring
 from infra.components.state import GuardState
 from infra.nag import acknowledge_findings
 from training_guard.config import GuardConfig
@@ -43,7 +46,25 @@ class TrainingGuardStack(Stack):
             if config.slack.enabled
             else None
         )
+        functions: dict[str, lambda_.IFunction] = {
+            "JobEvents": self.job_events.handler.function,
+            "AlarmEvents": self.metric_guards.alarm_handler.function,
+            "Sweeper": self.metric_guards.sweeper.function,
+        }
+        queues: dict[str, sqs.IQueue] = {
+            "JobEvents": self.job_events.dead_letters,
+            "MetricGuards": self.metric_guards.dead_letters,
+        }
+        if self.chat:
+            functions["SlackNotifier"] = self.chat.notifier.function
+            queues["Chat"] = self.chat.dead_letters
+            queues["Subscriptions"] = self.alerting.dead_letters
+        self.monitoring = Monitoring(
+            self, "Monitoring", topic=self.alerting.topic, functions=functions, dead_letter_queues=queues
+        )
         CfnOutput(self, "NotificationTopicArn", value=self.alerting.topic.topic_arn)
+        CfnOutput(self, "DashboardName", value=f"{self.stack_name}-activity")
+        CfnOutput(self, "MetricGuardsDeadLetterQueueUrl", value=self.metric_guards.dead_letters.queue_url)
         if self.chat:
             CfnOutput(self, "ChatDeadLetterQueueUrl", value=self.chat.dead_letters.queue_url)
             for name, secret in self.chat.secrets.items():

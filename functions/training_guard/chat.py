@@ -88,15 +88,21 @@ class ChatDelivery:
     def deliver(self, body: str, *, now: datetime) -> MessageResult:
         result = MessageResult()
         try:
-            doc = slack_messages.check_document(json.loads(body))
-            text, blocks = slack_messages.render(doc)
+            payload = json.loads(body)
+            tags: Mapping[str, Any] = {}
+            if slack_messages.is_alarm_notification(payload):
+                text, blocks = slack_messages.render_alarm(payload)
+                severity, transition = slack_messages.alarm_severity(payload), slack_messages.alarm_key(payload)
+            else:
+                doc = slack_messages.check_document(payload)
+                text, blocks = slack_messages.render(doc)
+                severity, tags = str(doc["severity"]), doc["job"].get("tags") or {}
+                transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
         except (ValueError, KeyError, TypeError) as exc:
             result.errors.append(f"unusable message: {exc}")
             self.parker.park(body, f"unusable message: {exc}")
             return result
-        tags = doc["job"].get("tags") or {}
-        targets = self.slack.route(str(doc["severity"]), tags if isinstance(tags, Mapping) else {})
-        transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
+        targets = self.slack.route(severity, tags if isinstance(tags, Mapping) else {})
         for webhook in targets:
             key = f"c#{transition}#{webhook}"
             if not self.ledger.claim(key, now=now, lease_seconds=CLAIM_LEASE_SECONDS):

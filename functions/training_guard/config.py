@@ -185,6 +185,9 @@ class GuardConfig:
     metric_guards: tuple[MetricGuard, ...] = ()
     stall: StallGuard | None = None
     per_job_alarms: bool = True  # honour training-guard:alarm:<metric> tags on jobs
+    # When set, the guard may stop only jobs carrying this tag with the value "true" (enforced by
+    # IAM with an aws:ResourceTag condition, and by the policy, which reports would-have-stopped).
+    stop_requires_tag: str | None = None
     sweep_minutes: int = 5
 
     def metric_guard(self, name: str) -> MetricGuard | None:
@@ -285,6 +288,7 @@ def _read_config(r: _Reader) -> GuardConfig:
         metric_guards=metric_guards,
         stall=stall,
         per_job_alarms=r.flag("per_job_alarms", True),
+        stop_requires_tag=r.optional_text("stop_requires_tag"),
         sweep_minutes=r.integer("sweep_minutes", 5, minimum=1, maximum=60),
     )
     r.done(
@@ -302,6 +306,7 @@ def _read_config(r: _Reader) -> GuardConfig:
             "metric_guards",
             "stall",
             "per_job_alarms",
+            "stop_requires_tag",
             "sweep_minutes",
         )
     )

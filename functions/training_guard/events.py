@@ -40,6 +40,10 @@ class EventError(ValueError):
     """The event cannot be used; the message says why in one line."""
 
 
+class ForeignEvent(EventError):
+    """A well-formed event that is not the guard's to handle (another source or detail-type)."""
+
+
 @dataclass(frozen=True)
 class RuleStatus:
     name: str
@@ -102,7 +106,7 @@ def parse_event(event: Any) -> JobEvent:
     source = _text(event.get("source"))
     detail_type = _text(event.get("detail-type"))
     if source != contract.SAGEMAKER_EVENT_SOURCE or detail_type != contract.TRAINING_JOB_STATE_CHANGE:
-        raise EventError(f"not a training job state change (source={source!r}, detail-type={detail_type!r})")
+        raise ForeignEvent(f"not a training job state change (source={source!r}, detail-type={detail_type!r})")
     detail = event.get("detail")
     if not isinstance(detail, Mapping):
         raise EventError("event has no 'detail' object")

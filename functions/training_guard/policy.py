@@ -179,6 +179,8 @@ def _tag_set(job: TrainingJob, key: str) -> bool:
 
 
 def _tag_override(job: TrainingJob, config: GuardConfig) -> str | None:
+    if config.stop_requires_tag and job.tags.get(config.stop_requires_tag, "").strip().lower() != "true":
+        return f"stop_requires_tag: the job is not tagged {config.stop_requires_tag}=true"
     if _tag_set(job, config.tags.exempt):
         return f"the job carries the exemption tag {config.tags.exempt}"
     if _tag_set(job, config.tags.notify_only):

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from training_guard import contract, messages, metrics, policy
 from training_guard.config import Action, GuardConfig
+from training_guard.errors import GuardError
 from training_guard.events import COMPLETED, FAILED, STOPPED, JobEvent, RuleStatus, TrainingJob
 from training_guard.messages import Notification, Outcome
 from training_guard.metrics import AlarmObservation, JobAlarmSpec
@@ -109,6 +110,8 @@ class Receipt:
     described: bool = False
     alarms_created: list[str] = field(default_factory=list)
     alarms_deleted: list[str] = field(default_factory=list)
+    # Acted on and announced, but the ledger could not record it (see Responder._react).
+    unrecorded: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -122,6 +125,7 @@ class Receipt:
             "described": self.described,
             "alarms_created": self.alarms_created,
             "alarms_deleted": self.alarms_deleted,
+            "unrecorded": self.unrecorded,
         }
 
 
@@ -275,9 +279,15 @@ class Responder:
         except BaseException:
             self.ledger.release(decision.key)
             raise
-        self.ledger.complete(
-            decision.key, now=now, ttl_seconds=self.config.dedup_ttl_days * 86400, outcome=outcome.value
-        )
+        try:
+            self.ledger.complete(
+                decision.key, now=now, ttl_seconds=self.config.dedup_ttl_days * 86400, outcome=outcome.value
+            )
+        except GuardError:
+            # The stop and the notification are done; only the record failed. Raising now would make
+            # Lambda's retry announce it again for certain. The claim keeps its lease instead, so a
+            # repeat needs another delivery after the lease, and Slack delivery de-duplicates it anyway.
+            receipt.unrecorded.append(decision.key)
         receipt.stopped = receipt.stopped or outcome is Outcome.STOPPED
         receipt.notifications.append(decision.kind.value)
         receipt.outcomes.append(outcome.value)

@@ -159,3 +159,46 @@ def _cut_markdown(text: str, limit: int) -> str:
     if amp != -1 and ";" not in cut[amp:]:
         cut = cut[:amp]
     return cut + "…"
+
+
+def is_alarm_notification(payload: Any) -> bool:
+    """A CloudWatch alarm's SNS notification (the guard's own self-monitoring alarms)."""
+    return isinstance(payload, Mapping) and isinstance(payload.get("AlarmName"), str) and "NewStateValue" in payload
+
+
+def alarm_key(payload: Mapping[str, Any]) -> str:
+    """One message per alarm transition, however often SNS or SQS deliver it."""
+    return f"alarm#{payload['AlarmName']}#{payload.get('NewStateValue')}#{payload.get('StateChangeTime')}"
+
+
+def alarm_severity(payload: Mapping[str, Any]) -> str:
+    return "critical" if payload.get("NewStateValue") == "ALARM" else "info"
+
+
+def render_alarm(payload: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """A self-monitoring alarm as a Slack message: which alarm, its new state, why, what to do."""
+    state = str(payload.get("NewStateValue"))
+    marker = "🔴" if state == "ALARM" else "🟢" if state == "OK" else "⚪"
+    title = f"{marker} Training Guard self-monitoring: {payload['AlarmName']} is {state}"
+    description = str(payload.get("AlarmDescription") or "")
+    reason = str(payload.get("NewStateReason") or "")
+    text = (
+        f"*What it means:* {escape(description)}\n*Why:* {escape(reason)}"
+        if description
+        else f"*Why:* {escape(reason)}"
+    )
+    facts = [
+        f"*Alarm*\n`{fit(str(payload['AlarmName']), 200)}`",
+        f"*State*\n{escape(str(payload.get('OldStateValue') or '?'))} → {escape(state)}",
+        f"*Account*\n{escape(str(payload.get('AWSAccountId') or '-'))}",
+        f"*When*\n{escape(str(payload.get('StateChangeTime') or '-'))}",
+    ]
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True)),
+        SectionBlock(text=MarkdownTextObject(text=_cut_markdown(text, SECTION_MAX))),
+        SectionBlock(fields=[MarkdownTextObject(text=f) for f in facts]),
+        ContextBlock(
+            elements=[MarkdownTextObject(text="See README, Operate: alarms and how to redrive dead letters.")]
+        ),
+    ]
+    return fit(f"{title}: {reason}", FALLBACK_MAX), [b.to_dict() for b in blocks]

@@ -70,15 +70,26 @@ def grant_responder(
     topic: sns.ITopic,
     dead_letters: sqs.IQueue,
     read_tags: bool = False,
+    stop_requires_tag: str | None = None,
 ) -> None:
     """What every function that reacts to a job needs: observe, stop and attribute jobs, the ledger,
     the topic, the key, and its dead-letter queue. One grant, three functions."""
     role = function.role
     actions = list(JOB_EVENTS_ACTIONS) + (list(JOB_TAG_READ_ACTIONS) if read_tags else [])
-    role.add_to_policy(
-        iam.PolicyStatement(
-            sid="ObserveStopAndAttributeTrainingJobs", actions=actions, resources=[training_job_arn_pattern(function)]
+    jobs = training_job_arn_pattern(function)
+    if stop_requires_tag:
+        # IAM itself refuses to stop a job without the opt-in tag, whatever the code does.
+        actions.remove("sagemaker:StopTrainingJob")
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="StopOptedInTrainingJobs",
+                actions=["sagemaker:StopTrainingJob"],
+                resources=[jobs],
+                conditions={"StringEquals": {f"aws:ResourceTag/{stop_requires_tag}": "true"}},
+            )
         )
+    role.add_to_policy(
+        iam.PolicyStatement(sid="ObserveStopAndAttributeTrainingJobs", actions=actions, resources=[jobs])
     )
     role.add_to_policy(
         iam.PolicyStatement(sid="TransitionLedger", actions=list(LEDGER_ACTIONS), resources=[table.table_arn])
@@ -144,7 +155,14 @@ class JobEvents(Construct):
             description="Training Guard: reacts to SageMaker training job state changes",
             environment=responder_environment(config, table, topic),
         )
-        grant_responder(self.handler, key=key, table=table, topic=topic, dead_letters=self.dead_letters)
+        grant_responder(
+            self.handler,
+            key=key,
+            table=table,
+            topic=topic,
+            dead_letters=self.dead_letters,
+            stop_requires_tag=config.stop_requires_tag,
+        )
         if config.per_job_alarms:
             self.handler.role.add_to_policy(
                 iam.PolicyStatement(

@@ -70,7 +70,14 @@ class MetricGuards(Construct):
         self.alarms = [FleetAlarm(self, f"Guard-{g.name}", guard=g).alarm for g in config.metric_guards]
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
         environment = responder_environment(config, table, topic)
-        grants = {"key": key, "table": table, "topic": topic, "dead_letters": self.dead_letters, "read_tags": True}
+        grants = {
+            "key": key,
+            "table": table,
+            "topic": topic,
+            "dead_letters": self.dead_letters,
+            "read_tags": True,
+            "stop_requires_tag": config.stop_requires_tag,
+        }
 
         self.alarm_handler = GuardFunction(
             self,

@@ -81,6 +81,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--config", type=Path, help="a GuardConfig JSON file replacing the scenario's config")
     demo.set_defaults(run=_demo)
 
+    redrive = commands.add_parser(
+        "redrive",
+        help="hand a dead-letter queue's messages back to their function or queue (uses your AWS credentials)",
+        description=(
+            "Reads a dead-letter queue, prints why each message failed, and hands each on: events to "
+            "their function (asynchronous invoke), chat messages back to the chat queue. A message is "
+            "deleted only after it was handed on; --dry-run only shows them."
+        ),
+    )
+    redrive.add_argument(
+        "--dead-letters", required=True, metavar="QUEUE_URL", help="the dead-letter queue (stack outputs)"
+    )
+    target = redrive.add_mutually_exclusive_group(required=True)
+    target.add_argument("--function", metavar="NAME", help="the function to re-invoke with each event")
+    target.add_argument("--queue", metavar="QUEUE_URL", help="the queue to send each message back to (chat)")
+    redrive.add_argument("--dry-run", action="store_true", help="show what would be redriven, change nothing")
+    redrive.add_argument("--limit", type=int, default=1000, help="at most this many messages (default 1000)")
+    redrive.set_defaults(run=_redrive)
+
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
@@ -157,6 +176,22 @@ def _slack_preview(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _redrive(args: argparse.Namespace) -> int:
+    import boto3
+
+    from training_guard_local import redrive
+
+    sqs = boto3.client("sqs")
+    hand_on = (
+        redrive.to_function(boto3.client("lambda"), args.function)
+        if args.function
+        else redrive.to_queue(sqs, args.queue)
+    )
+    count = redrive.redrive(sqs, args.dead_letters, hand_on, dry_run=args.dry_run, limit=args.limit)
+    print(f"{'would redrive' if args.dry_run else 'redriven'}: {count}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _demo(args: argparse.Namespace) -> int:
     from training_guard_local import scenario as scenarios
     from training_guard_local.demo import Demo
@@ -206,11 +241,12 @@ def simulate_one(aws: Any, event: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - one bad event must not end the replay; it is reported
         return {"job": job, "stopped": False, "notifications": [], "error": f"{type(exc).__name__}: {exc}"}
     notes = aws.notifications()
+    foreign = receipt["ignored"] if not receipt["job"] else None  # not a training-job event at all
     return {
-        "job": receipt["job"],
+        "job": receipt["job"] or job,
         "stopped": receipt["stopped"],
         "notifications": receipt["notifications"],
-        "error": None,
+        "error": foreign,
         "outcomes": receipt["outcomes"],
         "titles": [n.get("title") for n in notes],
         "duplicates": receipt["duplicates"],

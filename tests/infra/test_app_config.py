@@ -56,3 +56,22 @@ def test_synth_with_a_bad_config_prints_the_field_and_no_traceback(tmp_path: Pat
     assert "min_training_minutes: must be between 0 and" in result.stderr
     assert "dry_rn: unknown setting (did you mean 'dry_run'?)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_opt_in_tag_makes_iam_refuse_to_stop_untagged_jobs(tmp_path: Path) -> None:
+    config_file = tmp_path / "guarded.json"
+    config_file.write_text(json.dumps({"stop_requires_tag": "training-guard:guarded"}))
+    synth = Synth(tmp_path / "out", {"config": str(config_file)})
+    for path in ("JobEventsHandler", "AlarmEvents", "Sweeper"):
+        _, policy = synth.one("AWS::IAM::Policy", path)
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        stops = [s for s in statements if "sagemaker:StopTrainingJob" in s["Action"]]
+        assert stops == [
+            {
+                "Action": "sagemaker:StopTrainingJob",
+                "Condition": {"StringEquals": {"aws:ResourceTag/training-guard:guarded": "true"}},
+                "Effect": "Allow",
+                "Resource": stops[0]["Resource"],
+                "Sid": "StopOptedInTrainingJobs",
+            }
+        ]

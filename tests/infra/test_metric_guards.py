@@ -35,8 +35,11 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 def test_each_guard_is_one_metrics_insights_alarm(guarded: Synth) -> None:
     alarms = {
-        a["Properties"]["AlarmName"]: a["Properties"] for a in guarded.resources("AWS::CloudWatch::Alarm").values()
+        a["Properties"]["AlarmName"]: a["Properties"]
+        for a in guarded.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["AlarmName"].startswith(contract.ALARM_NAME_PREFIX)
     }
+    assert set(alarms) == {"training-guard-loss-diverging", "training-guard-idle-gpu"}
     loss = alarms["training-guard-loss-diverging"]
     assert loss["Metrics"] == [
         {
@@ -135,6 +138,7 @@ def test_sweeper_role_adds_only_alarm_upkeep_and_unscoped_reads(guarded: Synth) 
 
 
 def test_the_shipped_stack_has_no_fleet_alarm_but_keeps_alarm_routing_and_the_sweeper(synth: Synth) -> None:
-    assert synth.resources("AWS::CloudWatch::Alarm") == {}  # cdk.json configures no fleet guard
+    names = [a["Properties"]["AlarmName"] for a in synth.resources("AWS::CloudWatch::Alarm").values()]
+    assert not [n for n in names if n.startswith(contract.ALARM_NAME_PREFIX)]  # cdk.json configures no fleet guard
     assert synth.one("AWS::Lambda::Function", "AlarmEvents")
     assert synth.one("AWS::Lambda::Function", "Sweeper")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -186,3 +187,25 @@ def test_the_notifier_settings_name_a_missing_variable() -> None:
 
     with pytest.raises(SettingsError, match=contract.ENV_WEBHOOK_SECRETS):
         ChatSettings.from_env({contract.ENV_CONFIG: GuardConfig().to_json(), contract.ENV_TABLE: "t"})
+
+
+def test_a_self_monitoring_alarm_reaches_slack_once(slack: SlackListener) -> None:
+    alarm = {
+        "AlarmName": "TrainingGuard-JobEventsErrors",
+        "AlarmDescription": "The job-events function failed; its events are retried, then dead-lettered.",
+        "AWSAccountId": "123456789012",
+        "NewStateValue": "ALARM",
+        "NewStateReason": "Threshold Crossed: 1 datapoint [2.0 (30/11/26 03:00:00)] was greater than or equal to the threshold (1.0).",
+        "StateChangeTime": "2026-11-30T03:01:00.000+0000",
+        "Region": "US East (N. Virginia)",
+        "OldStateValue": "OK",
+    }
+    with emulate(slack) as aws:
+        sns = aws.client("sns")
+        for _ in range(2):  # SNS may deliver twice
+            sns.publish(TopicArn=aws.topic_arn, Message=json.dumps(alarm))
+        aws.pump_chat()
+        assert aws.chat_dead_letters() == []
+    [received] = slack.received("default")
+    assert headers(slack, "default") == ["🔴 Training Guard self-monitoring: TrainingGuard-JobEventsErrors is ALARM"]
+    assert "The job-events function failed" in render_text(received.body)

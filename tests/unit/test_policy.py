@@ -176,3 +176,12 @@ def test_an_exemption_tag_rules_out_a_stop_even_within_the_grace_period() -> Non
     config = GuardConfig.from_dict({"min_training_minutes": 60})
     exempt = job("InProgress", rule("IssuesFound"), tags={"training-guard:exempt": "true"})
     assert decide(exempt, config, now=NOW)[0].plan is Plan.WOULD_STOP
+
+
+def test_an_opt_in_tag_requirement_turns_untagged_stops_into_would_stop() -> None:
+    config = GuardConfig.from_dict({"stop_requires_tag": "training-guard:guarded"})
+    [untagged] = decide(job("InProgress", rule("IssuesFound")), config, now=NOW)
+    assert untagged.plan is Plan.WOULD_STOP
+    assert "not tagged training-guard:guarded=true" in untagged.reason
+    tagged = job("InProgress", rule("IssuesFound"), tags={"training-guard:guarded": "true"})
+    assert decide(tagged, config, now=NOW)[0].plan is Plan.STOP

@@ -12,7 +12,8 @@ from botocore.exceptions import ClientError
 # Standard retry mode: exponential backoff with jitter on throttling and 5xx, bounded attempts,
 # short timeouts so a stuck call fails inside the function's time budget and is retried.
 RETRY_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 5},
+    # total_max_attempts counts the first try too (max_attempts would count retries only)
+    retries={"mode": "standard", "total_max_attempts": 5},
     connect_timeout=3,
     read_timeout=10,
 )

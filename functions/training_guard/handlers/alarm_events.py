@@ -8,14 +8,14 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 
-from training_guard import clock
+from training_guard import clock, contract
 from training_guard.events import EventError
 from training_guard.handlers.job_events import account_of, count_outcomes, responder
 from training_guard.metrics import parse_alarm_event
 from training_guard.responder import Receipt, Responder
 
 logger = Logger()
-metrics = Metrics()
+metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
 @metrics.log_metrics

@@ -10,18 +10,18 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
-from training_guard import clock
+from training_guard import clock, contract
 from training_guard.adapters.clients import client
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.adapters.sns import SnsPublisher
-from training_guard.events import EventError, parse_event
+from training_guard.events import EventError, ForeignEvent, parse_event
 from training_guard.responder import Receipt, Responder
 from training_guard.settings import Settings
 
 logger = Logger()
-metrics = Metrics()
+metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
 @cache
@@ -47,6 +47,12 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
     """Parse, one domain call, a log line and metrics. Unusable events raise `EventError`."""
     try:
         parsed = parse_event(event)
+    except ForeignEvent as exc:
+        # Only the rule's pattern routes events here; anything else was sent by hand: ignore it.
+        logger.warning("foreign event ignored", extra={"reason": str(exc)})
+        receipt = Receipt(job="", event_id=str(event.get("id", "")), ignored=str(exc))
+        count_outcomes(metrics, receipt)
+        return receipt
     except EventError as exc:
         logger.error("unusable event", extra={"reason": str(exc)})
         raise
@@ -63,6 +69,9 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
 
 def count_outcomes(metrics: Metrics, receipt: Receipt) -> None:
     metrics.add_metric(name="EventsHandled", unit=MetricUnit.Count, value=1)
+    if receipt.unrecorded:
+        logger.error("acted on but not recorded in the ledger", extra={"transitions": receipt.unrecorded})
+        metrics.add_metric(name="UnrecordedTransitions", unit=MetricUnit.Count, value=len(receipt.unrecorded))
     for outcome in receipt.outcomes:
         metrics.add_metric(name=f"Outcome_{outcome}", unit=MetricUnit.Count, value=1)
     if receipt.notifications:

@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from training_guard import clock
+from training_guard import clock, contract
 from training_guard.adapters.clients import client
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.secrets import CachedSecrets
@@ -19,7 +19,7 @@ from training_guard.chat import ChatDelivery, MessageResult, check_url
 from training_guard.settings import ChatSettings
 
 logger = Logger()
-metrics = Metrics()
+metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
 class SecretWebhookUrls:

@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from training_guard import clock
+from training_guard import clock, contract
 from training_guard.adapters.clients import client
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.sagemaker import SageMakerJobs
@@ -18,7 +18,7 @@ from training_guard.handlers.job_events import account_of, responder
 from training_guard.sweeper import Sweeper
 
 logger = Logger()
-metrics = Metrics()
+metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
 @cache

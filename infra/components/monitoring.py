@@ -1,0 +1,115 @@
+"""Self-monitoring: the guard alarms on its own failures and shows its activity on a dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from training_guard import contract
+
+PERIOD = Duration.minutes(5)
+SERVICE_DIMENSION = {"service": "training-guard"}  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
+REACTION_METRICS = ("Outcome_stopped", "Outcome_would_stop", "Outcome_deferred", "Outcome_notified")
+DELIVERY_METRICS = ("NotificationsPublished", "DuplicateTransitions", "SlackDelivered", "SlackFailed")
+SWEEP_METRICS = ("RunningJobs", "Reconciled", "StalledJobs", "OrphanedAlarmsDeleted")
+
+
+def guard_metric(name: str) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=contract.GUARD_METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map=SERVICE_DIMENSION,
+        statistic="Sum",
+        period=PERIOD,
+    )
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        topic: sns.ITopic,
+        functions: Mapping[str, lambda_.IFunction],
+        dead_letter_queues: Mapping[str, sqs.IQueue],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self).stack_name
+        notify = actions.SnsAction(topic)
+        self.alarms: list[cloudwatch.Alarm] = []
+
+        def alarm(name: str, metric: cloudwatch.IMetric, description: str) -> None:
+            created = cloudwatch.Alarm(
+                self,
+                name,
+                # Not "training-guard-...": that prefix routes an alarm to the metric-guard handler.
+                alarm_name=f"{stack}-self-{name}",
+                alarm_description=description,
+                metric=metric,
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            created.add_alarm_action(notify)
+            created.add_ok_action(notify)
+            self.alarms.append(created)
+
+        for name, function in functions.items():
+            alarm(
+                f"{name}Errors",
+                function.metric_errors(period=PERIOD, statistic="Sum"),
+                f"The {name} function failed. Lambda retries it; what still fails goes to its dead-letter "
+                "queue. Read the function's log group for the error.",
+            )
+            alarm(
+                f"{name}Throttles",
+                function.metric_throttles(period=PERIOD, statistic="Sum"),
+                f"The {name} function was throttled (account concurrency). Events are retried for up to 2 hours.",
+            )
+        for name, queue in dead_letter_queues.items():
+            alarm(
+                f"{name}DeadLetters",
+                queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                f"The {name} dead-letter queue holds messages the guard could not handle. Read their reason, "
+                "fix the cause, then redrive them (README, Operate).",
+            )
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{stack}-activity")
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Reactions (stops, would-have-stopped, deferred, notified)",
+                left=[guard_metric(m) for m in REACTION_METRICS],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Notifications and de-duplication", left=[guard_metric(m) for m in DELIVERY_METRICS], width=12
+            ),
+            cloudwatch.GraphWidget(
+                title="Function errors",
+                left=[f.metric_errors(period=PERIOD, label=n) for n, f in functions.items()],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Function duration p99 (ms)",
+                left=[f.metric_duration(period=PERIOD, statistic="p99", label=n) for n, f in functions.items()],
+                width=8,
+            ),
+            cloudwatch.SingleValueWidget(
+                title="Dead letters waiting",
+                metrics=[
+                    q.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum", label=n)
+                    for n, q in dead_letter_queues.items()
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(title="Sweeper", left=[guard_metric(m) for m in SWEEP_METRICS], width=24),
+        )

@@ -1,0 +1,194 @@
+"""Campaign: AWS failing. Throttling and 5xx from SageMaker, DynamoDB and SNS, seeded.
+
+Faults are injected in front of moto (a botocore `before-send` hook on the guard's own clients),
+so the SDK's standard retry mode really retries them (its back-off delay set to zero to keep the
+run fast). botocore runs every `before-send` handler and uses the first response, so a faulted
+request also switches moto's stub off for that one request: AWS refused it, nothing happened. An event whose reaction still fails is retried like Lambda does (2 more attempts) and
+then counted as dead-lettered. Invariants: no transition is marked done without its effect, no
+job is stopped twice, every notification that was published is for a transition marked done.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from moto.core.botocore_stubber import MockRawResponse
+from moto.core.models import botocore_stubber
+
+from tests.campaign.streams import deliveries, plan_fleet
+from training_guard.adapters import clients
+from training_guard.config import GuardConfig
+from training_guard.errors import GuardError
+from training_guard_local.emulator import TABLE, Emulation
+
+SEED = 7
+LAMBDA_ATTEMPTS = 3  # the first try and Lambda's 2 async retries
+RATES = {  # share of calls answered with a fault
+    ("sagemaker", "DescribeTrainingJob"): 0.3,
+    ("sagemaker", "StopTrainingJob"): 0.3,
+    ("sagemaker", "AddTags"): 0.3,
+    ("dynamodb", "PutItem"): 0.2,
+    ("dynamodb", "UpdateItem"): 0.2,
+    ("sns", "Publish"): 0.4,
+}
+JSON_FAULTS = (
+    (400, "ThrottlingException", "Rate exceeded"),
+    (500, "InternalFailure", "We encountered an internal error"),
+    (503, "ServiceUnavailable", "Service unavailable"),
+)
+
+
+class Faults:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.injected: Counter[str] = Counter()
+        self.succeeded_stops: Counter[str] = Counter()
+
+    def hook(self, service: str, operation: str, rate: float) -> Any:
+        def before_send(request: Any, **_: Any) -> AWSResponse | None:
+            if self.rng.random() >= rate:
+                return None
+            status, code, message = self.rng.choice(JSON_FAULTS)
+            self.injected[f"{service}:{operation}"] += 1
+            botocore_stubber.enabled = False  # moto runs next in the same emit: it must not act
+            if service == "sns":
+                body = f"<ErrorResponse><Error><Type>Receiver</Type><Code>{code}</Code><Message>{message}</Message></Error></ErrorResponse>"
+                return AWSResponse(request.url, max(status, 500), {}, MockRawResponse(body.encode()))
+            headers = {"x-amzn-errortype": code, "content-type": "application/x-amz-json-1.1"}
+            payload = json.dumps({"__type": code, "message": message}).encode()
+            return AWSResponse(request.url, status, headers, MockRawResponse(payload))
+
+        return before_send
+
+    def count_stop(self, http_response: Any, params: Any = None, **kwargs: Any) -> None:
+        if http_response.status_code == 200:  # a stop SageMaker accepted (refusals are 400s)
+            self.succeeded_stops[kwargs["context"]["job"]] += 1
+
+    @staticmethod
+    def moto_back_on(**_: Any) -> None:
+        botocore_stubber.enabled = True
+
+    @staticmethod
+    def remember_job(params: Any, context: Any, **_: Any) -> None:
+        context["job"] = params["TrainingJobName"]
+
+
+@pytest.fixture
+def faulty(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Emulation, Faults]]:
+    from botocore.retries import standard
+
+    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
+    faults = Faults(SEED)
+    with Emulation(GuardConfig()) as aws:
+        for (service, operation), rate in RATES.items():
+            client = clients.client(service)
+            client.meta.events.register_first(
+                f"before-send.{service}.{operation}", faults.hook(service, operation, rate)
+            )
+            client.meta.events.register_last("before-send", faults.moto_back_on, unique_id=f"moto-back-on-{service}")
+        events = clients.client("sagemaker").meta.events
+        events.register("before-parameter-build.sagemaker.StopTrainingJob", faults.remember_job)
+        events.register("after-call.sagemaker.StopTrainingJob", faults.count_stop)
+        yield aws, faults
+
+
+def test_aws_faults_are_retried_and_nothing_is_half_done(
+    faulty: tuple[Emulation, Faults], figures: dict[str, Any]
+) -> None:
+    aws, faults = faulty
+    plans = plan_fleet(60, SEED)
+    stream = deliveries(plans, seed=SEED, max_copies=2)
+    dead_lettered: list[str] = []
+    unrecorded: set[str] = set()
+    lambda_retries = 0
+    for event in stream:
+        for attempt in range(LAMBDA_ATTEMPTS):
+            try:
+                unrecorded.update(aws.deliver(event)["unrecorded"])
+                break
+            except GuardError:
+                if attempt == LAMBDA_ATTEMPTS - 1:
+                    dead_lettered.append(event["detail"]["TrainingJobName"])
+                else:
+                    lambda_retries += 1
+    published = aws.notifications()
+    items = aws.client("dynamodb").scan(TableName=TABLE)["Items"]
+    done = {i["pk"]["S"] for i in items if i.get("state", {}).get("S") == "done"}
+    in_progress = [i["pk"]["S"] for i in items if i.get("state", {}).get("S") == "in_progress"]
+
+    transitions = Counter(n["transition"] for n in published)
+    # a transition is marked done only with its notification out
+    assert {k for k in done if k.startswith("t#")} <= set(transitions)
+    # a notification without a done record is one the ledger could not record (reported), never a silent one
+    assert set(transitions) - done <= unrecorded
+    # a transition is announced twice only when the ledger failed to record the first announcement
+    assert {t for t, c in transitions.items() if c > 1} <= unrecorded
+    # the only claims left in progress are those unrecorded ones: every other failure released its claim
+    assert set(in_progress) <= unrecorded
+    # no job was stopped twice by the guard
+    assert all(count == 1 for count in faults.succeeded_stops.values()), faults.succeeded_stops
+    # every job that should stop was stopped, unless its events were all dead-lettered
+    for plan in plans:
+        if plan.kind == "stop" and plan.name not in dead_lettered:
+            assert aws.job_status(plan.name) == "Stopping", plan.name
+    figures.update(
+        deliveries=len(stream),
+        faults_injected=sum(faults.injected.values()),
+        lambda_retries=lambda_retries,
+        dead_lettered=len(dead_lettered),
+        transitions_announced=len(transitions),
+        unrecorded=len(unrecorded),
+        duplicate_announcements=sum(c - 1 for c in transitions.values()),
+        stops=sum(faults.succeeded_stops.values()),
+    )
+
+
+def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[str, Any]) -> None:
+    """Two invocations get the same event; the first holds the claim, fails to publish and
+    releases it; the second saw the claim taken (a conditional-check failure) and did nothing;
+    Lambda's retry of the first then completes the transition. One stop, one notification."""
+    from tests.helpers import load_event
+
+    event = load_event("vanishing_gradient_issues_found")
+    with Emulation(GuardConfig()) as aws:
+        sns = clients.client("sns")
+        failures = {"left": 5}  # every attempt of the SDK's standard retry mode (total_max_attempts=5)
+
+        def fail_once(request: Any, **_: Any) -> AWSResponse | None:
+            if failures["left"]:
+                failures["left"] -= 1
+                botocore_stubber.enabled = False
+                body = b"<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error></ErrorResponse>"
+                return AWSResponse(request.url, 500, {}, MockRawResponse(body))
+            return None
+
+        sns.meta.events.register_first("before-send.sns.Publish", fail_once)
+        sns.meta.events.register_last("before-send", Faults.moto_back_on, unique_id="moto-back-on-race")
+        from training_guard.handlers import job_events
+
+        guard = job_events.responder()
+        # invocation A claims, stops the job, and fails to publish (the SDK's 5 attempts all fail)
+        original = guard.publisher.publish
+
+        def publish_then_race(note: Any) -> None:
+            # while A holds the claim, invocation B arrives with the duplicate
+            racing = aws.deliver(event)
+            assert racing["duplicates"] == 1
+            assert racing["notifications"] == []
+            original(note)
+
+        guard.publisher.publish = publish_then_race  # type: ignore[method-assign,assignment]
+        with pytest.raises(GuardError, match="sns:Publish"):
+            aws.deliver(event)
+        assert failures["left"] == 0
+        guard.publisher.publish = original  # type: ignore[method-assign]
+        retried = aws.deliver(event)  # Lambda's retry of A
+        assert retried["stopped"] is True  # our own earlier stop, finished now
+        assert [n["outcome"] for n in aws.notifications()] == ["stopped"]
+    figures.update(invocations=3, stops=1, notifications=1)

@@ -1,0 +1,68 @@
+"""Campaign: duplicated and re-ordered delivery across a fleet. Exactly once, always."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tests.campaign.streams import deliveries, plan_fleet
+from tests.fakes import FakeJobs, FakeLedger, FakePublisher
+from tests.helpers import NOW
+from training_guard.config import GuardConfig
+from training_guard.events import parse_event
+from training_guard.responder import Responder
+from training_guard_local.emulator import Emulation
+
+SEED = 20261130
+
+
+def check_exactly_once(plans: list[Any], stops: Counter[str], notes: Counter[tuple[str, str]]) -> None:
+    for plan in plans:
+        assert stops[plan.name] == (1 if plan.kind == "stop" else 0), plan
+        for kind, count in plan.expected_notifications.items():
+            assert notes[(plan.name, kind)] == count, (plan, kind)
+    expected_total = sum(sum(p.expected_notifications.values()) for p in plans)
+    assert sum(notes.values()) == expected_total
+
+
+def test_1000_jobs_with_every_event_up_to_three_times_shuffled(figures: dict[str, Any]) -> None:
+    plans = plan_fleet(1000, SEED)
+    stream = deliveries(plans, seed=SEED)
+    jobs, ledger, publisher = FakeJobs(), FakeLedger(), FakePublisher()
+    guard = Responder(GuardConfig(), jobs, ledger, publisher)
+    duplicates = 0
+    for event in stream:
+        parsed = parse_event(event)
+        current = jobs.jobs.get(parsed.job.name)
+        # SageMaker's view: follows the events, except that a stop is not undone
+        if current is None or current.status == "InProgress":
+            jobs.jobs[parsed.job.name] = parsed.job
+        duplicates += guard.handle(parsed, now=NOW).duplicates
+    stops = Counter(jobs.stop_calls)
+    notes = Counter((n.job.name, n.kind.value) for n in publisher.published)
+    check_exactly_once(plans, stops, notes)
+    figures.update(
+        jobs=len(plans),
+        deliveries=len(stream),
+        should_stop=sum(p.kind == "stop" for p in plans),
+        stop_calls=sum(stops.values()),
+        notifications=len(publisher.published),
+        duplicate_transitions_ignored=duplicates,
+    )
+
+
+def test_the_same_campaign_against_moto_through_the_real_handler(figures: dict[str, Any]) -> None:
+    plans = plan_fleet(40, SEED + 1)
+    stream = deliveries(plans, seed=SEED + 1)
+    with Emulation(GuardConfig()) as aws:
+        stops: Counter[str] = Counter()
+        for event in stream:
+            receipt = aws.deliver(event)
+            if receipt["stopped"]:
+                stops[receipt["job"]] += 1
+        notes = Counter((n["job"]["name"], n["kind"]) for n in aws.notifications())
+        check_exactly_once(plans, stops, notes)
+        assert all(aws.job_status(p.name) == "Stopping" for p in plans if p.kind == "stop")
+    figures.update(
+        jobs=len(plans), deliveries=len(stream), stop_calls=sum(stops.values()), notifications=sum(notes.values())
+    )

@@ -1,0 +1,75 @@
+"""The guard watches itself: alarms on its functions and dead-letter queues, and a dashboard."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.infra.conftest import Synth
+from training_guard import contract
+
+FUNCTIONS = {
+    "JobEvents": "JobEventsHandler",
+    "AlarmEvents": "AlarmEvents",
+    "Sweeper": "Sweeper",
+    "SlackNotifier": "ChatNotifier",
+}
+QUEUES = {
+    "JobEvents": "JobEventsDeadLetters",
+    "MetricGuards": "MetricGuardsDeadLetters",
+    "Chat": "ChatDeadLetters",
+    "Subscriptions": "AlertingDeadLetters",
+}
+
+
+def self_alarms(synth: Synth) -> dict[str, dict[str, Any]]:
+    return {
+        a["Properties"]["AlarmName"]: a["Properties"]
+        for a in synth.resources("AWS::CloudWatch::Alarm").values()
+        if "-self-" in a["Properties"]["AlarmName"]
+    }
+
+
+def test_every_function_alarms_on_errors_and_throttles_to_the_topic(synth: Synth) -> None:
+    alarms = self_alarms(synth)
+    topic_id, _ = synth.one("AWS::SNS::Topic")
+    for name, path in FUNCTIONS.items():
+        fn_id, _ = synth.one("AWS::Lambda::Function", path)
+        for metric in ("Errors", "Throttles"):
+            alarm = alarms[f"TrainingGuard-self-{name}{metric}"]
+            assert (alarm["MetricName"], alarm["Namespace"]) == (metric, "AWS/Lambda")
+            assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": fn_id}}]
+            assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+            assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+            assert alarm["OKActions"] == [{"Ref": topic_id}]
+
+
+def test_every_dead_letter_queue_alarms_when_it_holds_a_message(synth: Synth) -> None:
+    alarms = self_alarms(synth)
+    for name, path in QUEUES.items():
+        queue_id, _ = synth.one("AWS::SQS::Queue", path)
+        alarm = alarms[f"TrainingGuard-self-{name}DeadLetters"]
+        assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+        assert alarm["Threshold"] == 1
+        assert "redrive" in alarm["AlarmDescription"]
+    assert len(alarms) == 2 * len(FUNCTIONS) + len(QUEUES)
+
+
+def test_self_alarms_are_not_routed_as_metric_guards(synth: Synth) -> None:
+    assert not [n for n in self_alarms(synth) if n.startswith(contract.ALARM_NAME_PREFIX)]
+
+
+def test_the_dashboard_shows_the_guards_own_metrics(synth: Synth) -> None:
+    _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
+    assert dashboard["Properties"]["DashboardName"] == "TrainingGuard-activity"
+    parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+    body = json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in parts))  # tokens: region, names
+    shown = {
+        tuple(m[:4])
+        for w in body["widgets"]
+        for m in w["properties"].get("metrics", [])
+        if m[0] == contract.GUARD_METRICS_NAMESPACE
+    }
+    for metric in ("Outcome_stopped", "Outcome_would_stop", "NotificationsPublished", "SlackFailed", "StalledJobs"):
+        assert (contract.GUARD_METRICS_NAMESPACE, metric, "service", "training-guard") in shown
