@@ -3,6 +3,7 @@
 #   make test    lint, types and the whole test suite
 #   make synth   synthesize the CloudFormation template offline (cdk.out/)
 #   make deploy  deploy to the account and region of your AWS credentials (CONFIG=file optional)
+#   make bench   measure cold start, AWS calls, latency, throughput, asset size, cost (docs/benchmarks.md)
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -20,7 +21,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint typecheck unit synth deploy diff demo clean
+.PHONY: install test lint typecheck unit synth deploy diff demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -37,14 +38,17 @@ node_modules/.installed: package.json package-lock.json
 install: $(VENV)/.installed node_modules/.installed
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check functions infra local tests
-	$(VENV)/bin/ruff format --check functions infra local tests
+	$(VENV)/bin/ruff check functions infra local tests bench
+	$(VENV)/bin/ruff format --check functions infra local tests bench
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 demo: install
 	$(VENV)/bin/training-guard demo $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
+
+bench: install
+	$(PY) -m bench.run
 
 test: install lint typecheck
 	$(VENV)/bin/pytest

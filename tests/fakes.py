@@ -8,7 +8,7 @@ from datetime import datetime
 
 from training_guard.events import TrainingJob
 from training_guard.messages import Notification
-from training_guard.responder import StopClaim, StopRecord
+from training_guard.ports import StopClaim, StopRecord
 
 
 @dataclass

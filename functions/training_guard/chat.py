@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from training_guard import slack_messages
 from training_guard.config import SlackConfig
-from training_guard.responder import LedgerPort
+from training_guard.ports import LedgerPort
 
 CLAIM_LEASE_SECONDS = 180  # longer than the notifier's timeout
 _LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")

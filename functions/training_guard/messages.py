@@ -16,6 +16,7 @@ from urllib.parse import quote
 from training_guard import contract
 from training_guard.events import JobEvent, RuleStatus, TrainingJob
 from training_guard.policy import Decision, Kind
+from training_guard.text import format_duration
 
 SUBJECT_MAX_CHARS = 99  # SNS: subjects must be under 100 characters
 _SMS_MAX_CHARS = 140
@@ -219,16 +220,6 @@ def _log_streams_url(console: str, region: str, group: str, prefix: str) -> str:
         f"{console}/cloudwatch/home?region={region}#logsV2:log-groups/log-group/{esc(group)}"
         f"$3FlogStreamNameFilter$3D{esc(prefix)}"
     )
-
-
-def format_duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
 
 
 _Q_MAX_DESCRIPTION = 3500  # leave room under Q Developer's message size for the rest

@@ -14,18 +14,20 @@ rules finding issues at once cause one `StopTrainingJob` call, not two.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
 
 from training_guard import contract, messages, metrics, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError
 from training_guard.events import COMPLETED, FAILED, STOPPED, JobEvent, RuleStatus, TrainingJob
-from training_guard.messages import Notification, Outcome
+from training_guard.messages import Outcome
 from training_guard.metrics import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
+from training_guard.ports import AlarmsPort, JobsPort, LedgerPort, PublisherPort, StopClaim, StopRecord
+
+__all__ = ["AlarmsPort", "JobsPort", "LedgerPort", "PublisherPort", "Receipt", "Responder", "StopClaim", "StopRecord"]
 
 _ENDED = (COMPLETED, FAILED, STOPPED)
 
@@ -33,67 +35,6 @@ _ENDED = (COMPLETED, FAILED, STOPPED)
 DEFAULT_LEASE_SECONDS = 120
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
 _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
-
-
-class JobsPort(Protocol):
-    def describe(self, name: str) -> TrainingJob | None: ...
-
-    def tags(self, arn: str) -> dict[str, str]: ...
-
-    def running(self) -> list[str]: ...
-
-    def stop(self, name: str) -> bool:
-        """Stop a running job; False when it had already left InProgress (not an error)."""
-        ...
-
-    def tag(self, arn: str, tags: Mapping[str, str]) -> None: ...
-
-
-@dataclass(frozen=True)
-class StopRecord:
-    job: str
-    rule: str
-    reason: str
-    at: datetime
-    event_id: str
-
-
-@dataclass(frozen=True)
-class StopClaim:
-    granted: bool
-    # The record that was there before the claim: our own earlier attempt (granted) or another
-    # rule's stop (not granted); None when the claim created the record.
-    previous: StopRecord | None
-
-
-class LedgerPort(Protocol):
-    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> bool: ...
-
-    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None: ...
-
-    def release(self, key: str) -> None: ...
-
-    def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim: ...
-
-    def get_stop(self, job: str) -> StopRecord | None: ...
-
-    def drop_stop(self, job: str) -> None: ...
-
-
-class PublisherPort(Protocol):
-    def publish(self, notification: Notification) -> None: ...
-
-
-class AlarmsPort(Protocol):
-    def put_job_alarm(self, spec: JobAlarmSpec) -> None: ...
-
-    def job_alarm_names(self, job: str | None = None) -> list[str]: ...
-
-    def delete_alarms(self, names: Sequence[str]) -> None: ...
-
-    def jobs_with_datapoints(
-        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime
-    ) -> set[str]: ...
 
 
 @dataclass

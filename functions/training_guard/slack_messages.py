@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import (
 )
 
 from training_guard import contract
-from training_guard.messages import format_duration
+from training_guard.text import format_duration
 
 HEADER_MAX = 150
 SECTION_MAX = 3000

@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 
 from training_guard import contract, policy
 from training_guard.events import ISSUES_FOUND, JobEvent, RuleStatus, TrainingJob
-from training_guard.responder import AlarmsPort, JobsPort, Receipt, Responder
+from training_guard.ports import AlarmsPort, JobsPort
+from training_guard.responder import Receipt, Responder
 
 SWEEP_SOURCE = "training-guard.sweeper"
 

@@ -12,15 +12,15 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.bundling import function_code
+from infra.bundling import RUNTIME_PYTHON, function_code
 from training_guard import contract
 
-RUNTIME = lambda_.Runtime.PYTHON_3_14
+RUNTIME = lambda_.Runtime.PYTHON_3_13  # matches infra.bundling.RUNTIME_PYTHON (bytecode in the asset)
 ARCHITECTURE = lambda_.Architecture.ARM_64
 # The public Powertools layer, resolved at deploy time from its SSM parameter (no synth lookup).
 # Pinned to the version in pyproject.toml so local runs and Lambda use the same Powertools.
 POWERTOOLS_VERSION = "3.37.0"
-POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.14/{POWERTOOLS_VERSION}"
+POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python{RUNTIME_PYTHON}/{POWERTOOLS_VERSION}"
 DEFAULT_TIMEOUT = Duration.seconds(30)
 LAMBDA_ENV_MAX_BYTES = 4096  # Lambda's limit on all environment variables of a function
 

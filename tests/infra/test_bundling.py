@@ -22,7 +22,7 @@ def zipped_size(folder: Path) -> int:
 
 
 def test_asset_holds_the_runtime_package_and_its_pinned_dependencies_only(tmp_path: Path) -> None:
-    bundling.bundle(tmp_path)
+    bundling.bundle(tmp_path, bytecode=False)
     top = sorted(p.name for p in tmp_path.iterdir())
     assert top == ["slack_sdk", "training_guard"]  # no CDK, moto, boto3, Powertools or the `slack` alias
     files = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
@@ -31,6 +31,29 @@ def test_asset_holds_the_runtime_package_and_its_pinned_dependencies_only(tmp_pa
     assert "slack_sdk/webhook/client.py" in files
     assert not any("__pycache__" in f or f.endswith((".pyc", ".pyi")) for f in files)
     assert zipped_size(tmp_path) < 2 * 1024 * 1024
+
+
+def test_the_asset_ships_bytecode_for_the_runtime_when_a_matching_python_exists(tmp_path: Path) -> None:
+    compiler = bundling.bytecode_compiler()
+    shipped = bundling.bundle(tmp_path, compiler=compiler)
+    compiled = (
+        sorted(p.name for p in (tmp_path / "training_guard" / "handlers" / "__pycache__").glob("*.pyc"))
+        if shipped
+        else []
+    )
+    if compiler is None:  # a machine without Python 3.13: source only, and the bundler says so
+        assert shipped is False
+    else:
+        assert shipped is True
+        assert "job_events.cpython-313.pyc" in compiled
+        assert (tmp_path / "slack_sdk" / "webhook" / "__pycache__" / "client.cpython-313.pyc").is_file()
+
+
+def test_without_a_matching_python_the_asset_is_source_only_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert bundling.compile_bytecode(tmp_path, None) is False
+    assert "no Python 3.13 on this machine" in capsys.readouterr().err
 
 
 def test_pure_python_dependencies_are_copied_from_the_installed_pinned_version(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ from training_guard import contract
 from training_guard.adapters.sns import message_attributes, sns_message
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
-from training_guard.messages import Notification, Outcome, build, format_duration, links
+from training_guard.messages import Notification, Outcome, build, links
 from training_guard.policy import Kind, decide
+from training_guard.text import format_duration
 
 
 def notification(event_name: str, outcome: Outcome, index: int = 0) -> Notification:

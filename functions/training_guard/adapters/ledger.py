@@ -18,7 +18,7 @@ from training_guard import contract
 from training_guard.adapters.clients import error_code
 from training_guard.errors import ActionFailed
 from training_guard.events import parse_time
-from training_guard.responder import StopClaim, StopRecord
+from training_guard.ports import StopClaim, StopRecord
 
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE

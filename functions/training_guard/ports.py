@@ -1,0 +1,77 @@
+"""The responder's ports: what the domain needs from the outside world, and the records it keeps.
+
+Light on purpose: adapters and the Slack notifier import these without pulling in the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from training_guard.events import TrainingJob
+    from training_guard.messages import Notification
+    from training_guard.metrics import JobAlarmSpec
+
+
+class JobsPort(Protocol):
+    def describe(self, name: str) -> TrainingJob | None: ...
+
+    def tags(self, arn: str) -> dict[str, str]: ...
+
+    def running(self) -> list[str]: ...
+
+    def stop(self, name: str) -> bool:
+        """Stop a running job; False when it had already left InProgress (not an error)."""
+        ...
+
+    def tag(self, arn: str, tags: Mapping[str, str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    job: str
+    rule: str
+    reason: str
+    at: datetime
+    event_id: str
+
+
+@dataclass(frozen=True)
+class StopClaim:
+    granted: bool
+    # The record that was there before the claim: our own earlier attempt (granted) or another
+    # rule's stop (not granted); None when the claim created the record.
+    previous: StopRecord | None
+
+
+class LedgerPort(Protocol):
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> bool: ...
+
+    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None: ...
+
+    def release(self, key: str) -> None: ...
+
+    def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim: ...
+
+    def get_stop(self, job: str) -> StopRecord | None: ...
+
+    def drop_stop(self, job: str) -> None: ...
+
+
+class PublisherPort(Protocol):
+    def publish(self, notification: Notification) -> None: ...
+
+
+class AlarmsPort(Protocol):
+    def put_job_alarm(self, spec: JobAlarmSpec) -> None: ...
+
+    def job_alarm_names(self, job: str | None = None) -> list[str]: ...
+
+    def delete_alarms(self, names: Sequence[str]) -> None: ...
+
+    def jobs_with_datapoints(
+        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime
+    ) -> set[str]: ...
