@@ -24,15 +24,23 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        missing = [k for k in (contract.ENV_CONFIG, contract.ENV_TABLE, contract.ENV_TOPIC_ARN) if not env.get(k)]
-        if missing:
-            raise SettingsError(f"missing environment variable(s): {', '.join(missing)}")
-        try:
-            config = GuardConfig.from_json(env[contract.ENV_CONFIG], source=f"${contract.ENV_CONFIG}")
-        except ConfigError as exc:
-            raise SettingsError(str(exc)) from None
-        return cls(config=config, table=env[contract.ENV_TABLE], topic_arn=env[contract.ENV_TOPIC_ARN])
+        env = _required(os.environ if env is None else env, contract.ENV_TABLE, contract.ENV_TOPIC_ARN)
+        return cls(config=_config(env), table=env[contract.ENV_TABLE], topic_arn=env[contract.ENV_TOPIC_ARN])
+
+
+def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:
+    """The environment, once every named variable (and the configuration) is known to be set."""
+    missing = [k for k in (contract.ENV_CONFIG, *keys) if not env.get(k)]
+    if missing:
+        raise SettingsError(f"missing environment variable(s): {', '.join(missing)}")
+    return env
+
+
+def _config(env: Mapping[str, str]) -> GuardConfig:
+    try:
+        return GuardConfig.from_json(env[contract.ENV_CONFIG], source=f"${contract.ENV_CONFIG}")
+    except ConfigError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -45,20 +53,13 @@ class ChatSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ChatSettings:
-        env = os.environ if env is None else env
-        keys = (
-            contract.ENV_CONFIG,
+        env = _required(
+            os.environ if env is None else env,
             contract.ENV_TABLE,
             contract.ENV_WEBHOOK_SECRETS,
             contract.ENV_DEAD_LETTER_QUEUE_URL,
         )
-        missing = [k for k in keys if not env.get(k)]
-        if missing:
-            raise SettingsError(f"missing environment variable(s): {', '.join(missing)}")
-        try:
-            config = GuardConfig.from_json(env[contract.ENV_CONFIG], source=f"${contract.ENV_CONFIG}")
-        except ConfigError as exc:
-            raise SettingsError(str(exc)) from None
+        config = _config(env)
         try:
             secrets = json.loads(env[contract.ENV_WEBHOOK_SECRETS])
         except json.JSONDecodeError as exc:

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra.components.functions import GuardFunction
 from infra.components.job_events import KEY_ACTIONS, LEDGER_ACTIONS, training_job_arn_pattern
-from infra.components.queues import DeadLetterQueue
+from infra.components.queues import DeadLetterQueue, encrypted_queue
 from training_guard import contract
 from training_guard.config import GuardConfig, QDeveloperConfig
 
@@ -50,12 +50,10 @@ class ChatDelivery(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
-        self.queue = sqs.Queue(
+        self.queue = encrypted_queue(
             self,
             "Queue",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
+            key=key,
             visibility_timeout=CHAT_VISIBILITY,
             retention_period=Duration.days(4),
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=CHAT_MAX_RECEIVES),

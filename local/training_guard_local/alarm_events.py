@@ -21,6 +21,22 @@ def _stamp(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}+0000"
 
 
+def _envelope(
+    detail_type: str, alarm_name: str, detail: dict[str, Any], *, at: datetime, account: str, region: str
+) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": detail_type,
+        "source": contract.CLOUDWATCH_EVENT_SOURCE,
+        "account": account,
+        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [f"arn:aws:cloudwatch:{region}:{account}:alarm:{alarm_name}"],
+        "detail": {"alarmName": alarm_name, **detail},
+    }
+
+
 def contributor_event(
     alarm_name: str,
     expression: str,
@@ -34,25 +50,15 @@ def contributor_event(
 ) -> dict[str, Any]:
     """A Metrics Insights (multi-time-series) alarm contributor changed state."""
     at = at or datetime.now(UTC)
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": contract.ALARM_CONTRIBUTOR_STATE_CHANGE,
-        "source": contract.CLOUDWATCH_EVENT_SOURCE,
-        "account": account,
-        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": region,
-        "resources": [f"arn:aws:cloudwatch:{region}:{account}:alarm:{alarm_name}"],
-        "detail": {
-            "alarmName": alarm_name,
-            "alarmContributor": {"id": uuid.uuid4().hex[:16], "attributes": attributes},
-            "state": {"value": state, "reason": reason, "timestamp": _stamp(at)},
-            "configuration": {
-                "metrics": [{"id": "q", "expression": expression, "returnData": True, "period": 60}],
-                "description": "Training Guard metric guard",
-            },
+    detail = {
+        "alarmContributor": {"id": uuid.uuid4().hex[:16], "attributes": attributes},
+        "state": {"value": state, "reason": reason, "timestamp": _stamp(at)},
+        "configuration": {
+            "metrics": [{"id": "q", "expression": expression, "returnData": True, "period": 60}],
+            "description": "Training Guard metric guard",
         },
     }
+    return _envelope(contract.ALARM_CONTRIBUTOR_STATE_CHANGE, alarm_name, detail, at=at, account=account, region=region)
 
 
 def metric_alarm_event(
@@ -70,39 +76,29 @@ def metric_alarm_event(
 ) -> dict[str, Any]:
     """A single-metric alarm (a per-job guard) changed state."""
     at = at or datetime.now(UTC)
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": contract.ALARM_STATE_CHANGE,
-        "source": contract.CLOUDWATCH_EVENT_SOURCE,
-        "account": account,
-        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": region,
-        "resources": [f"arn:aws:cloudwatch:{region}:{account}:alarm:{alarm_name}"],
-        "detail": {
-            "alarmName": alarm_name,
-            "configuration": {
-                "metrics": [
-                    {
-                        "id": str(uuid.uuid4()),
-                        "metricStat": {
-                            "metric": {
-                                "dimensions": dimensions,
-                                "name": metric,
-                                "namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
-                            },
-                            "period": 60,
-                            "stat": stat,
+    detail = {
+        "configuration": {
+            "metrics": [
+                {
+                    "id": str(uuid.uuid4()),
+                    "metricStat": {
+                        "metric": {
+                            "dimensions": dimensions,
+                            "name": metric,
+                            "namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
                         },
-                        "returnData": True,
-                    }
-                ]
-            },
-            "previousState": {
-                "reason": "Threshold Crossed: back under the threshold",
-                "timestamp": _stamp(at),
-                "value": previous,
-            },
-            "state": {"reason": reason, "timestamp": _stamp(at), "value": state},
+                        "period": 60,
+                        "stat": stat,
+                    },
+                    "returnData": True,
+                }
+            ]
         },
+        "previousState": {
+            "reason": "Threshold Crossed: back under the threshold",
+            "timestamp": _stamp(at),
+            "value": previous,
+        },
+        "state": {"reason": reason, "timestamp": _stamp(at), "value": state},
     }
+    return _envelope(contract.ALARM_STATE_CHANGE, alarm_name, detail, at=at, account=account, region=region)

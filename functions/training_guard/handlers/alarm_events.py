@@ -10,7 +10,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from training_guard import clock, contract
 from training_guard.events import EventError
-from training_guard.handlers.job_events import account_of, count_outcomes, responder
+from training_guard.handlers.job_events import account_of, count_outcomes, ignore_other_account, responder
 from training_guard.metrics import parse_alarm_event
 from training_guard.responder import Receipt, Responder
 
@@ -32,10 +32,7 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
         raise
     logger.append_keys(alarm=alarm.alarm_name, training_job=alarm.job, alarm_state=alarm.state)
     if account and alarm.account != account:
-        logger.warning("alarm event from another account ignored", extra={"event_account": alarm.account})
-        count_outcomes(metrics, receipt := Receipt(job=alarm.job or "", event_id=alarm.event_id))
-        receipt.ignored = f"event from account {alarm.account}"
-        return receipt
+        return ignore_other_account(alarm.job or "", alarm.event_id, alarm.account)
     receipt = guard.handle_alarm(alarm, now=now or clock.utcnow())
     logger.info("alarm handled", extra={"receipt": receipt.as_dict()})
     count_outcomes(metrics, receipt)

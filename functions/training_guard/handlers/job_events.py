@@ -58,11 +58,17 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
         raise
     logger.append_keys(training_job=parsed.job.name, job_status=parsed.job.status)
     if account and parsed.account != account:
-        # The default bus only carries this account's events; anything else is spoofed or misrouted.
-        logger.warning("event from another account ignored", extra={"event_account": parsed.account})
-        return Receipt(job=parsed.job.name, event_id=parsed.event_id, ignored=f"event from account {parsed.account}")
+        return ignore_other_account(parsed.job.name, parsed.event_id, parsed.account)
     receipt = guard.handle(parsed, now=now or clock.utcnow())
     logger.info("event handled", extra={"receipt": receipt.as_dict()})
+    count_outcomes(metrics, receipt)
+    return receipt
+
+
+def ignore_other_account(job: str, event_id: str, event_account: str | None) -> Receipt:
+    """The default bus only carries this account's events: anything else is spoofed or misrouted."""
+    logger.warning("event from another account ignored", extra={"event_account": event_account})
+    receipt = Receipt(job=job, event_id=event_id, ignored=f"event from account {event_account}")
     count_outcomes(metrics, receipt)
     return receipt
 
