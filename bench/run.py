@@ -203,7 +203,7 @@ def warm_latency() -> dict[str, Any]:
     from tests.helpers import load_event
     from training_guard.adapters.clients import RETRY_CONFIG
     from training_guard.config import GuardConfig
-    from training_guard_local.emulator import Emulation, LambdaContext, _stdout_to_stderr
+    from training_guard_local.emulator import Emulation, LambdaContext, handler_output_to_stderr
 
     template = load_event("vanishing_gradient_issues_found")
 
@@ -228,7 +228,7 @@ def warm_latency() -> dict[str, Any]:
             if any(r["RuleEvaluationStatus"] == "IssuesFound" for r in detail.get("DebugRuleEvaluationStatuses", [])):
                 sagemaker.stop_training_job(TrainingJobName=detail["TrainingJobName"])
 
-        with _stdout_to_stderr():
+        with handler_output_to_stderr():
             from training_guard.handlers import job_events
 
             base_events, guard_events = events("baseline"), events("guard")

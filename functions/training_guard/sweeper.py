@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from training_guard import contract, policy
+from training_guard.config import GuardConfig
 from training_guard.events import ISSUES_FOUND, JobEvent, RuleStatus, TrainingJob
 from training_guard.ports import AlarmsPort, JobsPort
 from training_guard.responder import Receipt, Responder
@@ -44,7 +45,7 @@ class Sweeper:
         self.alarms = alarms
 
     @property
-    def config(self):  # type: ignore[no-untyped-def]
+    def config(self) -> GuardConfig:
         return self.responder.config
 
     def sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:

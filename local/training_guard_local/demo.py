@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from training_guard import clock, contract
 from training_guard.metrics import fleet_alarm_name, insights_query
 from training_guard_local import alarm_events
-from training_guard_local.emulator import ACCOUNT, REGION, Emulation, LambdaContext, _stdout_to_stderr
+from training_guard_local.emulator import ACCOUNT, REGION, Emulation, LambdaContext, handler_output_to_stderr
 from training_guard_local.scenario import Job, Scenario, Step
 from training_guard_local.slack_listener import SlackListener, render_text
 
@@ -316,7 +316,7 @@ class Demo:
     def _handler(self, path: str) -> Callable[..., Any]:
         if path not in self._handlers:
             module, function = path.rsplit(".", 1)
-            with _stdout_to_stderr():
+            with handler_output_to_stderr():
                 self._handlers[path] = getattr(importlib.import_module(module), function)
         return self._handlers[path]
 
@@ -331,7 +331,7 @@ class Demo:
                 for message in messages:
                     event = json.loads(message["Body"])
                     event.setdefault("account", ACCOUNT)  # moto omits it; EventBridge always sets it
-                    with _stdout_to_stderr():
+                    with handler_output_to_stderr():
                         receipt = self._handler(route.handler)(event, LambdaContext(function_name=route.rule))
                     self._react(receipt)
                     sqs.delete_message(QueueUrl=route.queue_url, ReceiptHandle=message["ReceiptHandle"])

@@ -183,7 +183,7 @@ class Emulation:
         next round (as after their visibility timeout); after CHAT_MAX_RECEIVES receives SQS's
         redrive policy moves them to the dead-letter queue. Returns each batch's response.
         """
-        with _stdout_to_stderr():
+        with handler_output_to_stderr():
             from training_guard.handlers import slack_notifier
         sqs = self.client("sqs")
         responses: list[dict[str, Any]] = []
@@ -200,7 +200,7 @@ class Emulation:
                         for m in batch
                     ]
                 }
-                with _stdout_to_stderr():
+                with handler_output_to_stderr():
                     response = dict(slack_notifier.handler(event, LambdaContext(function_name="slack-notifier")))
                 responses.append(response)
                 failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
@@ -235,21 +235,21 @@ class Emulation:
             and detail.get("TrainingJobStatus")
         ):
             self.put_job(detail)
-        with _stdout_to_stderr():
+        with handler_output_to_stderr():
             from training_guard.handlers import job_events
 
             return dict(job_events.handler(event, LambdaContext()))
 
     def deliver_alarm(self, event: Any) -> dict[str, Any]:
         """Run the real alarm-events handler on a CloudWatch alarm state-change event."""
-        with _stdout_to_stderr():
+        with handler_output_to_stderr():
             from training_guard.handlers import alarm_events
 
             return dict(alarm_events.handler(event, LambdaContext(function_name="alarm-events")))
 
     def sweep(self) -> dict[str, Any]:
         """Run the real sweeper handler once (as its schedule would)."""
-        with _stdout_to_stderr():
+        with handler_output_to_stderr():
             from training_guard.handlers import sweeper
 
             return dict(sweeper.handler({}, LambdaContext(function_name="sweeper")))
@@ -299,7 +299,7 @@ class Emulation:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
+def handler_output_to_stderr() -> Iterator[None]:
     """Powertools writes logs and metrics to stdout; the CLI's stdout is for its own results.
 
     The handler module binds its Logger to `sys.stdout` when first imported, so the first import
@@ -312,7 +312,7 @@ def _stdout_to_stderr() -> Iterator[None]:
 def _reset_handler_caches() -> None:
     from training_guard.adapters import clients
 
-    with _stdout_to_stderr():
+    with handler_output_to_stderr():
         from training_guard.handlers import job_events, slack_notifier, sweeper
 
     clients.client.cache_clear()
