@@ -37,6 +37,7 @@ ENV_TABLE: Final = "TRAINING_GUARD_TABLE"  # DynamoDB table: transition ledger a
 ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"  # SNS topic that receives every notification
 ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"  # JSON: webhook name -> secret id
 ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"  # where undeliverables wait
+ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"  # unusable events, parked
 ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
 
 # --- Tags -----------------------------------------------------------------------------------------

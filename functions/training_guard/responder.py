@@ -48,6 +48,7 @@ class Receipt:
     outcomes: list[str] = field(default_factory=list)
     duplicates: int = 0
     ignored: str | None = None
+    rejected: str | None = None  # why the event could not be used (it was parked in the dead-letter queue)
     described: bool = False
     alarms_created: list[str] = field(default_factory=list)
     alarms_deleted: list[str] = field(default_factory=list)
@@ -63,6 +64,7 @@ class Receipt:
             "outcomes": self.outcomes,
             "duplicates": self.duplicates,
             "ignored": self.ignored,
+            "rejected": self.rejected,
             "described": self.described,
             "alarms_created": self.alarms_created,
             "alarms_deleted": self.alarms_deleted,

@@ -21,11 +21,19 @@ class Settings:
     config: GuardConfig
     table: str
     topic_arn: str
+    # Where an unusable event is parked at once, with its reason (unset: it raises, and Lambda's
+    # retries and on-failure destination take it there).
+    dead_letter_queue_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = _required(os.environ if env is None else env, contract.ENV_TABLE, contract.ENV_TOPIC_ARN)
-        return cls(config=_config(env), table=env[contract.ENV_TABLE], topic_arn=env[contract.ENV_TOPIC_ARN])
+        return cls(
+            config=_config(env),
+            table=env[contract.ENV_TABLE],
+            topic_arn=env[contract.ENV_TOPIC_ARN],
+            dead_letter_queue_url=env.get(contract.ENV_REJECTED_EVENTS_QUEUE_URL) or None,
+        )
 
 
 def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:

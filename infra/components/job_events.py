@@ -127,11 +127,14 @@ def event_target(function: GuardFunction, dead_letters: sqs.IQueue) -> targets.L
     )
 
 
-def responder_environment(config: GuardConfig, table: dynamodb.ITable, topic: sns.ITopic) -> dict[str, str]:
+def responder_environment(
+    config: GuardConfig, table: dynamodb.ITable, topic: sns.ITopic, dead_letters: sqs.IQueue
+) -> dict[str, str]:
     return {
         contract.ENV_CONFIG: config.to_json(),
         contract.ENV_TABLE: table.table_name,
         contract.ENV_TOPIC_ARN: topic.topic_arn,
+        contract.ENV_REJECTED_EVENTS_QUEUE_URL: dead_letters.queue_url,
     }
 
 
@@ -153,7 +156,7 @@ class JobEvents(Construct):
             "Handler",
             handler="training_guard.handlers.job_events.handler",
             description="Training Guard: reacts to SageMaker training job state changes",
-            environment=responder_environment(config, table, topic),
+            environment=responder_environment(config, table, topic, self.dead_letters),
         )
         grant_responder(
             self.handler,

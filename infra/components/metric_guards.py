@@ -69,7 +69,7 @@ class MetricGuards(Construct):
         super().__init__(scope, construct_id)
         self.alarms = [FleetAlarm(self, f"Guard-{g.name}", guard=g).alarm for g in config.metric_guards]
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
-        environment = responder_environment(config, table, topic)
+        environment = responder_environment(config, table, topic, self.dead_letters)
         grants = {
             "key": key,
             "table": table,

@@ -241,7 +241,8 @@ def simulate_one(aws: Any, event: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - one bad event must not end the replay; it is reported
         return {"job": job, "stopped": False, "notifications": [], "error": f"{type(exc).__name__}: {exc}"}
     notes = aws.notifications()
-    foreign = receipt["ignored"] if not receipt["job"] else None  # not a training-job event at all
+    # not a training-job event at all: rejected (parked in the dead-letter queue) or foreign (ignored)
+    foreign = receipt.get("rejected") or (receipt["ignored"] if not receipt["job"] else None)
     return {
         "job": receipt["job"] or job,
         "stopped": receipt["stopped"],

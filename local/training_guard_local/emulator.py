@@ -28,6 +28,7 @@ TABLE = "training-guard-state"
 TOPIC = "training-guard-notifications"
 CAPTURE_QUEUE = "training-guard-capture"
 CHAT_QUEUE = "training-guard-chat"
+EVENTS_DEAD_LETTERS = "training-guard-events-dead-letters"
 CHAT_DEAD_LETTERS = "training-guard-chat-dead-letters"
 CHAT_MAX_RECEIVES = 5  # as the stack's redrive policy
 FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-events"
@@ -79,6 +80,7 @@ class Emulation:
         self.queue_url = ""
         self.chat_queue_url = ""
         self.chat_dead_letters_url = ""
+        self.events_dead_letters_url = ""
 
     def __enter__(self) -> Emulation:
         env = dict(_ENV)
@@ -94,6 +96,8 @@ class Emulation:
         sagemaker_ext.install()
         self._create_resources()
         self._set_env(contract.ENV_TOPIC_ARN, self.topic_arn)
+        self.events_dead_letters_url = self.client("sqs").create_queue(QueueName=EVENTS_DEAD_LETTERS)["QueueUrl"]
+        self._set_env(contract.ENV_REJECTED_EVENTS_QUEUE_URL, self.events_dead_letters_url)
         if self.config.slack.enabled:
             self._create_chat()
         _reset_handler_caches()
@@ -213,11 +217,18 @@ class Emulation:
 
     def chat_dead_letters(self) -> list[dict[str, Any]]:
         """Messages in the chat dead-letter queue: body and the reason attribute (if parked)."""
+        return self._dead_letters(self.chat_dead_letters_url)
+
+    def events_dead_letters(self) -> list[dict[str, Any]]:
+        """Unusable events the job-events and alarm-events handlers parked, with their reason."""
+        return self._dead_letters(self.events_dead_letters_url)
+
+    def _dead_letters(self, url: str) -> list[dict[str, Any]]:
         sqs = self.client("sqs")
         out: list[dict[str, Any]] = []
-        for m in sqs.receive_message(
-            QueueUrl=self.chat_dead_letters_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
-        ).get("Messages", []):
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]).get(
+            "Messages", []
+        ):
             reason = m.get("MessageAttributes", {}).get("reason", {}).get("StringValue")
             out.append({"body": m["Body"], "reason": reason})
         return out
@@ -316,6 +327,8 @@ def _reset_handler_caches() -> None:
         from training_guard.handlers import job_events, slack_notifier, sweeper
 
     clients.client.cache_clear()
+    job_events.settings.cache_clear()
+    job_events.parker.cache_clear()
     job_events.responder.cache_clear()
     sweeper.sweeper.cache_clear()
     slack_notifier.delivery.cache_clear()

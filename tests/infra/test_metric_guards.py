@@ -74,6 +74,13 @@ def test_alarm_events_rule_matches_exactly_the_guards_alarms(guarded: Synth) -> 
     assert target["RetryPolicy"] == {"MaximumRetryAttempts": 8, "MaximumEventAgeInSeconds": 7200}
 
 
+def test_alarm_events_and_sweeper_park_unusable_events_in_their_own_dead_letter_queue(guarded: Synth) -> None:
+    dlq_id, _ = guarded.one("AWS::SQS::Queue", "MetricGuardsDeadLetters")
+    for path in ("AlarmEvents", "Sweeper"):
+        _, fn = guarded.one("AWS::Lambda::Function", path)
+        assert fn["Properties"]["Environment"]["Variables"][contract.ENV_REJECTED_EVENTS_QUEUE_URL] == {"Ref": dlq_id}
+
+
 def test_sweeper_runs_on_the_configured_schedule_one_at_a_time(guarded: Synth) -> None:
     _, schedule = guarded.one("AWS::Events::Rule", "Schedule")
     fn_id, fn = guarded.one("AWS::Lambda::Function", "Sweeper")

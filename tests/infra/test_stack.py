@@ -147,6 +147,8 @@ def test_function_runtime_architecture_layer_and_configuration(synth: Synth) -> 
     env = props["Environment"]["Variables"]
     shipped = GuardConfig.from_dict(shipped_context()["training-guard"])
     assert env[contract.ENV_CONFIG] == shipped.to_json()
+    dlq_id, _ = synth.one("AWS::SQS::Queue", "JobEventsDeadLetters")
+    assert env[contract.ENV_REJECTED_EVENTS_QUEUE_URL] == {"Ref": dlq_id}  # unusable events are parked there
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == contract.GUARD_METRICS_NAMESPACE
     [layer] = props["Layers"]
     parameter = synth.json["Parameters"][layer["Ref"]]

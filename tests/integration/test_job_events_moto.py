@@ -107,9 +107,24 @@ def test_exempt_job_is_not_stopped(aws: Emulation) -> None:
     assert "exemption tag" in note["reason"]
 
 
-def test_unusable_event_raises_so_it_reaches_the_dead_letter_queue(aws: Emulation) -> None:
+def test_an_unusable_event_is_parked_in_the_dead_letter_queue_at_once_with_its_reason(aws: Emulation) -> None:
+    broken = with_detail(load_event("failed"), TrainingJobName=None)
+    receipt = aws.deliver(broken)  # no exception: retrying cannot help, so Lambda does not retry it
+    assert receipt["rejected"] == "detail.TrainingJobName is missing or empty"
+    [parked] = aws.events_dead_letters()
+    assert parked["reason"] == "unusable event: detail.TrainingJobName is missing or empty"
+    assert json.loads(parked["body"]) == broken
+    assert aws.notifications() == []
+
+
+def test_without_a_dead_letter_queue_an_unusable_event_raises_for_lambdas_retries() -> None:
+    from tests.fakes import FakeJobs, FakeLedger, FakePublisher
+    from training_guard.handlers.job_events import process
+    from training_guard.responder import Responder
+
+    guard = Responder(GuardConfig(), FakeJobs(), FakeLedger(), FakePublisher())
     with pytest.raises(EventError, match="TrainingJobName is missing"):
-        aws.deliver(with_detail(load_event("failed"), TrainingJobName=None))
+        process(with_detail(load_event("failed"), TrainingJobName=None), guard, account=None)
 
 
 def test_event_from_another_account_is_ignored(aws: Emulation) -> None:

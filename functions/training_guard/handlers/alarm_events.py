@@ -9,8 +9,16 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 
 from training_guard import clock, contract
+from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.events import EventError
-from training_guard.handlers.job_events import account_of, count_outcomes, ignore_other_account, responder
+from training_guard.handlers.job_events import (
+    account_of,
+    count_outcomes,
+    ignore_other_account,
+    parker,
+    reject,
+    responder,
+)
 from training_guard.metrics import parse_alarm_event
 from training_guard.responder import Receipt, Responder
 
@@ -21,15 +29,21 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    return process(event, responder(), account=account_of(context)).as_dict()
+    return process(event, responder(), account=account_of(context), dead_letters=parker()).as_dict()
 
 
-def process(event: Any, guard: Responder, *, account: str | None, now: datetime | None = None) -> Receipt:
+def process(
+    event: Any,
+    guard: Responder,
+    *,
+    account: str | None,
+    now: datetime | None = None,
+    dead_letters: DeadLetterParker | None = None,
+) -> Receipt:
     try:
         alarm = parse_alarm_event(event)
     except EventError as exc:
-        logger.error("unusable alarm event", extra={"reason": str(exc)})
-        raise
+        return reject(event, exc, dead_letters)
     logger.append_keys(alarm=alarm.alarm_name, training_job=alarm.job, alarm_state=alarm.state)
     if account and alarm.account != account:
         return ignore_other_account(alarm.job or "", alarm.event_id, alarm.account)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -16,6 +17,7 @@ from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.adapters.sns import SnsPublisher
+from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.events import EventError, ForeignEvent, parse_event
 from training_guard.responder import Receipt, Responder
 from training_guard.settings import Settings
@@ -25,14 +27,25 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
 @cache
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@cache
+def parker() -> DeadLetterParker | None:
+    url = settings().dead_letter_queue_url
+    return DeadLetterParker(client("sqs"), url) if url else None
+
+
+@cache
 def responder() -> Responder:
     """The composition root: real adapters from typed settings, built once per environment."""
-    settings = Settings.from_env()
+    settings_ = settings()
     return Responder(
-        settings.config,
+        settings_.config,
         jobs=SageMakerJobs(client("sagemaker")),
-        ledger=DynamoLedger(client("dynamodb"), settings.table),
-        publisher=SnsPublisher(client("sns"), settings.topic_arn),
+        ledger=DynamoLedger(client("dynamodb"), settings_.table),
+        publisher=SnsPublisher(client("sns"), settings_.topic_arn),
         alarms=CloudWatchAlarms(client("cloudwatch")),
     )
 
@@ -40,11 +53,19 @@ def responder() -> Responder:
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    return process(event, responder(), account=account_of(context)).as_dict()
+    return process(event, responder(), account=account_of(context), dead_letters=parker()).as_dict()
 
 
-def process(event: Any, guard: Responder, *, account: str | None, now: datetime | None = None) -> Receipt:
-    """Parse, one domain call, a log line and metrics. Unusable events raise `EventError`."""
+def process(
+    event: Any,
+    guard: Responder,
+    *,
+    account: str | None,
+    now: datetime | None = None,
+    dead_letters: DeadLetterParker | None = None,
+) -> Receipt:
+    """Parse, one domain call, a log line and metrics. An unusable event is parked in the
+    dead-letter queue with its reason (or raises `EventError` when there is none)."""
     try:
         parsed = parse_event(event)
     except ForeignEvent as exc:
@@ -54,14 +75,27 @@ def process(event: Any, guard: Responder, *, account: str | None, now: datetime 
         count_outcomes(metrics, receipt)
         return receipt
     except EventError as exc:
-        logger.error("unusable event", extra={"reason": str(exc)})
-        raise
+        return reject(event, exc, dead_letters)
     logger.append_keys(training_job=parsed.job.name, job_status=parsed.job.status)
     if account and parsed.account != account:
         return ignore_other_account(parsed.job.name, parsed.event_id, parsed.account)
     receipt = guard.handle(parsed, now=now or clock.utcnow())
     logger.info("event handled", extra={"receipt": receipt.as_dict()})
     count_outcomes(metrics, receipt)
+    return receipt
+
+
+def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None) -> Receipt:
+    """An unusable event: logged with its reason and parked at once (retrying cannot help)."""
+    logger.error("unusable event", extra={"reason": str(error)})
+    if dead_letters is None:
+        raise error
+    body = json.dumps(event, default=str)
+    dead_letters.park(body, f"unusable event: {error}")
+    event_id = event.get("id") if isinstance(event, dict) else None
+    receipt = Receipt(job="", event_id=str(event_id or ""), rejected=str(error))
+    count_outcomes(metrics, receipt)
+    metrics.add_metric(name="EventsRejected", unit=MetricUnit.Count, value=1)
     return receipt
 
 
