@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from training_guard import contract, policy
 from training_guard.config import GuardConfig
+from training_guard.errors import GuardError
 from training_guard.events import ISSUES_FOUND, JobEvent, RuleStatus, TrainingJob
 from training_guard.ports import AlarmsPort, JobsPort
 from training_guard.responder import Receipt, Responder
@@ -31,6 +32,16 @@ class SweepReport:
     orphaned_alarms_deleted: list[str] = field(default_factory=list)
     reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something
     stalled: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
+
+
+class SweepIncomplete(GuardError):
+    """Some jobs could not be swept; the others were. Raised after the sweep so the error alarm fires."""
+
+    def __init__(self, report: SweepReport) -> None:
+        self.report = report
+        shown = "; ".join(f"{job}: {why}" for job, why in list(report.failed.items())[:5])
+        super().__init__(f"{len(report.failed)} of {report.running} running job(s) not swept ({shown})")
 
 
 def job_of_alarm(name: str) -> str:
@@ -57,16 +68,25 @@ class Sweeper:
         if orphans:
             self.alarms.delete_alarms(orphans)
             report.orphaned_alarms_deleted = orphans
-        described = [job for name in running if (job := self.jobs.describe(name)) is not None]
         still_running: list[TrainingJob] = []
-        for job in described:
-            receipt = self._reconcile(job, now=now, account=account, region=region)
+        for name in running:
+            # one job's failure (a throttled call, a bad record) must not keep the others unswept
+            try:
+                job = self.jobs.describe(name)
+                if job is None:
+                    continue
+                receipt = self._reconcile(job, now=now, account=account, region=region)
+            except GuardError as exc:
+                report.failed[name] = str(exc)
+                continue
             if receipt.notifications or receipt.alarms_created:
                 report.reconciled.append(receipt.as_dict())
             if not receipt.stopped:
                 still_running.append(job)
         if self.config.stall is not None:
             report.stalled = self._stalls(still_running, now=now, account=account, region=region)
+        if report.failed:
+            raise SweepIncomplete(report)
         return report
 
     def _event(self, job: TrainingJob, now: datetime, account: str | None, region: str | None) -> JobEvent:

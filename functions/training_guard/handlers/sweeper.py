@@ -15,7 +15,7 @@ from training_guard.adapters.clients import client
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.handlers.job_events import account_of, responder
-from training_guard.sweeper import Sweeper
+from training_guard.sweeper import Sweeper, SweepIncomplete
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
@@ -30,7 +30,12 @@ def sweeper() -> Sweeper:
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     region = os.environ.get("AWS_REGION")  # set by the Lambda runtime
-    report = sweeper().sweep(now=clock.utcnow(), account=account_of(context), region=region)
+    try:
+        report = sweeper().sweep(now=clock.utcnow(), account=account_of(context), region=region)
+    except SweepIncomplete as incomplete:
+        logger.error("sweep incomplete", extra={"report": asdict(incomplete.report)})
+        metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=len(incomplete.report.failed))
+        raise
     logger.info("sweep done", extra={"report": asdict(report)})
     metrics.add_metric(name="RunningJobs", unit=MetricUnit.Count, value=report.running)
     metrics.add_metric(name="OrphanedAlarmsDeleted", unit=MetricUnit.Count, value=len(report.orphaned_alarms_deleted))
