@@ -65,7 +65,7 @@ def classify(exc: EventError) -> str:
     return str(exc).split(" (", 1)[0].split(":", 1)[0][:50]
 
 
-@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow], deadline=None, derandomize=True)
 @given(st.one_of(JSON, mutated(FIXTURES)))
 def test_the_event_parser_accepts_or_explains(event: Any) -> None:
     try:
@@ -80,7 +80,7 @@ def test_the_event_parser_accepts_or_explains(event: Any) -> None:
     REASONS["event: accepted"] += 1
 
 
-@settings(max_examples=EXAMPLES // 3, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=EXAMPLES // 3, suppress_health_check=[HealthCheck.too_slow], deadline=None, derandomize=True)
 @given(st.one_of(JSON, mutated(ALARMS)))
 def test_the_alarm_parser_accepts_or_explains(event: Any) -> None:
     try:
@@ -91,7 +91,7 @@ def test_the_alarm_parser_accepts_or_explains(event: Any) -> None:
     REASONS["alarm: accepted"] += 1
 
 
-@settings(max_examples=EXAMPLES // 3, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=EXAMPLES // 3, suppress_health_check=[HealthCheck.too_slow], deadline=None, derandomize=True)
 @given(mutated(FIXTURES))
 def test_the_handler_only_ever_raises_event_error_for_bad_input(event: Any) -> None:
     guard = Responder(GuardConfig(), FakeJobs(), FakeLedger(), FakePublisher())
@@ -120,7 +120,7 @@ CONFIG_KEYS = st.sampled_from(
 )
 
 
-@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow], deadline=None, derandomize=True)
 @given(st.one_of(JSON, st.dictionaries(CONFIG_KEYS, JSON, max_size=6)))
 def test_the_config_loader_accepts_or_names_the_field(data: Any) -> None:
     try:
