@@ -33,6 +33,3 @@ class CachedSecrets:
             raise ActionFailed(f"read secret {secret_id}", exc) from exc  # names the secret, never its value
         self._cache[secret_id] = (now, value)
         return value
-
-    def forget(self, secret_id: str) -> None:
-        self._cache.pop(secret_id, None)
