@@ -50,6 +50,18 @@ STOPPED_BY_VALUE: Final = "training-guard"
 # Default per-job override tags (their keys are configurable in GuardConfig).
 DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
 DEFAULT_NOTIFY_ONLY_TAG: Final = "training-guard:notify-only"
+# Opt-in stopping (`stop_requires_tag`): the policy and the IAM condition on StopTrainingJob use this
+# one definition. IAM's StringEquals is case-sensitive, so the policy compares exactly too: a job
+# tagged "True" is not opted in (deciding "stop" there would only meet AccessDenied).
+STOP_OPT_IN_VALUE: Final = "true"
+STOP_OPT_IN_OPERATOR: Final = "StringEquals"
+
+
+def stop_opted_in(tags: dict[str, str] | None, key: str) -> bool:
+    """Whether a job's tags opt it in to stopping, exactly as the IAM condition will decide."""
+    return (tags or {}).get(key) == STOP_OPT_IN_VALUE
+
+
 # SageMaker tag values are at most 256 characters.
 TAG_VALUE_MAX_CHARS: Final = 256
 

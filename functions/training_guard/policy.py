@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from training_guard import contract
 from training_guard.config import Action, GuardConfig
 from training_guard.events import (
     COMPLETED,
@@ -179,8 +180,8 @@ def _tag_set(job: TrainingJob, key: str) -> bool:
 
 
 def _tag_override(job: TrainingJob, config: GuardConfig) -> str | None:
-    if config.stop_requires_tag and job.tags.get(config.stop_requires_tag, "").strip().lower() != "true":
-        return f"stop_requires_tag: the job is not tagged {config.stop_requires_tag}=true"
+    if config.stop_requires_tag and not contract.stop_opted_in(dict(job.tags), config.stop_requires_tag):
+        return f"stop_requires_tag: the job is not tagged {config.stop_requires_tag}={contract.STOP_OPT_IN_VALUE}"
     if _tag_set(job, config.tags.exempt):
         return f"the job carries the exemption tag {config.tags.exempt}"
     if _tag_set(job, config.tags.notify_only):

@@ -85,7 +85,9 @@ def grant_responder(
                 sid="StopOptedInTrainingJobs",
                 actions=["sagemaker:StopTrainingJob"],
                 resources=[jobs],
-                conditions={"StringEquals": {f"aws:ResourceTag/{stop_requires_tag}": "true"}},
+                conditions={
+                    contract.STOP_OPT_IN_OPERATOR: {f"aws:ResourceTag/{stop_requires_tag}": contract.STOP_OPT_IN_VALUE}
+                },
             )
         )
     role.add_to_policy(
