@@ -39,6 +39,9 @@ ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"  # JSON: webhook n
 ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"  # where undeliverables wait
 ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"  # unusable events, parked
 ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
+# Path of the GuardConfig as a JSON file (the stack ships it in a layer: Lambda allows only 4 KB of
+# environment). When unset, the functions read ENV_CONFIG, inline JSON (unit tests).
+ENV_CONFIG_FILE: Final = "TRAINING_GUARD_CONFIG_FILE"
 
 # --- Tags -----------------------------------------------------------------------------------------
 # Attribution written onto a job the guard stopped (SageMaker tag keys allow ':' and '-').

@@ -38,15 +38,29 @@ class Settings:
 
 def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:
     """The environment, once every named variable (and the configuration) is known to be set."""
-    missing = [k for k in (contract.ENV_CONFIG, *keys) if not env.get(k)]
+    missing = [k for k in keys if not env.get(k)]
+    if not env.get(contract.ENV_CONFIG_FILE) and not env.get(contract.ENV_CONFIG):
+        missing.insert(0, f"{contract.ENV_CONFIG_FILE} (or {contract.ENV_CONFIG})")
     if missing:
         raise SettingsError(f"missing environment variable(s): {', '.join(missing)}")
     return env
 
 
 def _config(env: Mapping[str, str]) -> GuardConfig:
+    """The configuration: the file named by ENV_CONFIG_FILE (deployed functions: the stack ships it
+    in a layer, since Lambda allows only 4 KB of environment), else ENV_CONFIG's inline JSON."""
+    path = env.get(contract.ENV_CONFIG_FILE)
+    if path:
+        source = f"${contract.ENV_CONFIG_FILE} ({path})"
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+        except OSError as exc:
+            raise SettingsError(f"{source}: cannot read the configuration file: {exc.strerror or exc}") from None
+    else:
+        source, text = f"${contract.ENV_CONFIG}", env[contract.ENV_CONFIG]
     try:
-        return GuardConfig.from_json(env[contract.ENV_CONFIG], source=f"${contract.ENV_CONFIG}")
+        return GuardConfig.from_json(text, source=source)
     except ConfigError as exc:
         raise SettingsError(str(exc)) from None
 
