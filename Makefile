@@ -4,6 +4,7 @@
 #   make synth   synthesize the CloudFormation template offline (cdk.out/)
 #   make deploy  deploy to the account and region of your AWS credentials (CONFIG=file optional)
 #   make bench   measure cold start, AWS calls, latency, throughput, asset size, cost (docs/benchmarks.md)
+#   make mutation  mutation testing of the core, one module at a time (docs/mutation.md; MODULES=policy for one)
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -21,7 +22,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint typecheck unit synth deploy diff demo bench clean
+.PHONY: install test lint typecheck unit synth deploy diff demo bench mutation clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -49,6 +50,17 @@ demo: install
 
 bench: install
 	$(PY) -m bench.run
+
+# Mutation testing (minutes per module; not part of `make test`). mutmut is installed here only, at an exact
+# version, so that the project's dependencies stay as they are; bench/mutation.py holds the module table.
+MUTMUT_VERSION := 3.8.1
+$(VENV)/.mutmut-$(MUTMUT_VERSION): $(VENV)/.installed
+	@echo "==> installing mutmut $(MUTMUT_VERSION) into $(VENV)"
+	$(PY) -m pip install --quiet --disable-pip-version-check mutmut==$(MUTMUT_VERSION)
+	@touch $@
+
+mutation: $(VENV)/.mutmut-$(MUTMUT_VERSION)
+	$(PY) -m bench.mutation $(if $(MODULES),--modules "$(MODULES)")
 
 test: install lint typecheck
 	$(VENV)/bin/pytest

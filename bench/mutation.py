@@ -1,0 +1,345 @@
+"""`make mutation`: mutation testing of the guard's core with mutmut 3, one module at a time.
+
+    python -m bench.mutation                      # every module of MODULES
+    python -m bench.mutation --modules policy     # only these (comma- or space-separated)
+
+For each module mutmut mutates that one file and runs, for every mutant, those tests of the module's row
+that reach the mutated function (mutmut records which in a first clean run). The results go to
+docs/mutation.md: the score of each module, every surviving mutant as a one-line diff, and for each
+survivor left on purpose the reason it does not matter (EXPLAINED). Modules not run this time keep their
+last results; the first result of a module stays as its baseline.
+
+Why a driver rather than a bare `mutmut run`: mutmut reads one `[mutmut]` section (setup.cfg), so one run
+would mutate every module against every test file, hours on 2 cores. Here each module runs in a fresh
+process with its own file and test files set on mutmut's configuration, from an empty mutants/, so no
+verdict cached for another module or for older code leaks into the figures.
+
+Why `src`: mutmut names a mutant's module after its file path and strips only a leading `src.`; the tests
+import `training_guard.policy`, so the code must be reached as src/training_guard/... The driver links
+src -> functions (git-ignored) and leaves it, so that `mutmut show NAME` / `mutmut browse` work after a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "docs" / "mutation.md"
+LINK = ROOT / "src"
+_DATA = re.compile(r"<!-- mutation-data (?P<json>\{.*\}) -->", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Target:
+    source: str  # as mutmut sees it, through the src link
+    tests: tuple[str, ...]  # the test files that cover the module, fast enough to run per mutant
+
+
+MODULES: dict[str, Target] = {
+    "policy": Target("src/training_guard/policy.py", ("tests/unit/test_policy.py",)),
+    "metrics": Target("src/training_guard/metrics.py", ("tests/unit/test_metrics.py",)),
+    "adapters/ledger": Target(
+        "src/training_guard/adapters/ledger.py",
+        ("tests/integration/test_job_events_moto.py", "tests/campaign/test_aws_failing.py"),
+    ),
+    "responder": Target(
+        "src/training_guard/responder.py", ("tests/unit/test_responder.py", "tests/campaign/test_duplicates.py")
+    ),
+    "sweeper": Target("src/training_guard/sweeper.py", ("tests/integration/test_metric_guards.py",)),
+}
+
+
+@dataclass(frozen=True)
+class Explained:
+    """A survivor left on purpose: the mutated function, text in the removed and added lines, and why."""
+
+    function: str
+    removed: str
+    added: str
+    reason: str
+
+
+# Each entry matches survivors whose one-line diff contains `removed` and `added` in `function`.
+EXPLAINED: dict[str, tuple[Explained, ...]] = {
+    "policy": (),
+    "metrics": (),
+}
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+# --- the worker: one module, inside one process ----------------------------------------------------------
+def _one_line(lines: list[str]) -> str:
+    return " ".join(" ".join(line.split()) for line in lines if line.strip())
+
+
+def _diff_of(diff: str) -> tuple[str, str]:
+    body = [line for line in diff.splitlines() if not line.startswith(("---", "+++", "@@"))]
+    removed = _one_line([line[1:] for line in body if line.startswith("-")])
+    added = _one_line([line[1:] for line in body if line.startswith("+")])
+    return removed, added
+
+
+def worker(name: str, out: Path) -> int:
+    """Runs mutmut on one module (in this process) and writes what it found to `out` as JSON."""
+    target = MODULES[name]
+    # Imported by name: mutmut is heavy (pytest, libcst), lives only in the worker process and is installed
+    # by `make mutation` alone, so the type checker of `make test` must not need it.
+    mutmut_main = importlib.import_module("mutmut.__main__")
+    config = importlib.import_module("mutmut.configuration").config
+    source_data = importlib.import_module("mutmut.mutation.data").SourceFileMutationData
+    diff_of_mutant = importlib.import_module("mutmut.mutation.diff_apply").get_diff_for_mutant
+    status_by_exit_code = importlib.import_module("mutmut.stats").status_by_exit_code
+    names_of = importlib.import_module("mutmut.utils.format_utils").orig_function_and_class_names_from_key
+
+    settings = config()
+    settings.only_mutate = [target.source]
+    settings.pytest_add_cli_args_test_selection = list(target.tests)
+    started = time.monotonic()
+    try:
+        mutmut_main._run((), None)  # the body of `mutmut run`; it exits early with a message on a broken setup
+    except SystemExit as stop:
+        if stop.code:
+            return stop.code if isinstance(stop.code, int) else 1
+    seconds = time.monotonic() - started
+    data = source_data(path=target.source)
+    data.load()
+    counts: dict[str, int] = {}
+    survivors = []
+    for key, code in sorted(data.exit_code_by_key.items(), key=lambda kv: _mutant_order(kv[0])):
+        status = status_by_exit_code[code]
+        counts[status] = counts.get(status, 0) + 1
+        if status in KILLED or status == "skipped":
+            continue
+        removed, added = _diff_of(diff_of_mutant(key, path=target.source))
+        function, class_name = names_of(key)
+        survivors.append(
+            {
+                "mutant": key,
+                "status": status,
+                "function": f"{class_name}.{function}" if class_name else function,
+                "removed": removed,
+                "added": added,
+            }
+        )
+    version = metadata.version("mutmut")
+    out.write_text(
+        json.dumps({"seconds": round(seconds, 1), "counts": counts, "survivors": survivors, "mutmut": version})
+    )
+    return 0
+
+
+KILLED = frozenset({"killed", "timeout", "caught by type check"})  # a timeout is a mutant the tests stopped
+
+
+def _mutant_order(key: str) -> tuple[str, int]:
+    head, _, number = key.rpartition("__mutmut_")
+    return head, int(number) if number.isdigit() else 0
+
+
+# --- the driver --------------------------------------------------------------------------------------------
+def ensure_link() -> None:
+    if LINK.is_symlink() and LINK.resolve() == (ROOT / "functions").resolve():
+        return
+    if LINK.exists() or LINK.is_symlink():
+        raise SystemExit(f"{LINK.name} exists and is not a link to functions/: move it away to run mutmut")
+    LINK.symlink_to("functions", target_is_directory=True)
+
+
+def score(result: dict[str, Any]) -> tuple[int, int]:
+    """(killed, mutants): skipped mutants (pragma no mutate) are not counted; 'no tests' counts as surviving."""
+    counts: dict[str, int] = result["counts"]
+    killed = sum(n for status, n in counts.items() if status in KILLED)
+    total = sum(n for status, n in counts.items() if status != "skipped")
+    return killed, total
+
+
+def percent(killed: int, total: int) -> str:
+    return f"{100 * killed / total:.1f} %" if total else "n/a"
+
+
+def explain(module: str, survivor: dict[str, Any]) -> str | None:
+    for known in EXPLAINED.get(module, ()):
+        if (
+            survivor["function"] == known.function
+            and known.removed in survivor["removed"]
+            and known.added in survivor["added"]
+        ):
+            return known.reason
+    return None
+
+
+def read_results(path: Path = REPORT) -> dict[str, Any]:
+    """The results embedded in docs/mutation.md (module -> {latest, baseline}); empty if there are none."""
+    try:
+        match = _DATA.search(path.read_text(encoding="utf-8"))
+    except OSError:
+        return {}
+    if not match:
+        return {}
+    data: dict[str, Any] = json.loads(match.group("json"))
+    return data
+
+
+def scores(path: Path = REPORT) -> list[dict[str, str]]:
+    """One row per module of docs/mutation.md: module, score now, score at the first measurement."""
+    rows = []
+    results = read_results(path)
+    for module in ordered(results):
+        latest, baseline = results[module]["latest"], results[module]["baseline"]
+        rows.append(
+            {
+                "module": module,
+                "killed / mutants": "{} / {}".format(*score(latest)),
+                "score": percent(*score(latest)),
+                "first measured": f"{percent(*score(baseline))} ({baseline['date'][:10]})",
+            }
+        )
+    return rows
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)  # noqa: S603, S607 - git on our own tree
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return out.stdout.strip()
+
+
+def run_module(name: str, index: int, count: int) -> dict[str, Any] | None:
+    target = MODULES[name]
+    say(
+        f"==> [{index}/{count}] {name}: mutating {target.source.removeprefix('src/')} against {', '.join(target.tests)}"
+    )
+    shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        code = subprocess.call(  # noqa: S603 - this interpreter, this module
+            [sys.executable, "-m", "bench.mutation", "--worker", name, "--out", str(out)], cwd=ROOT
+        )
+        if code != 0 or not out.exists():
+            say(f"    {name}: mutmut stopped (exit {code}); its last results are kept")
+            return None
+        result: dict[str, Any] = json.loads(out.read_text())
+    dirty = _git("status", "--porcelain", "--", "functions/" + target.source.removeprefix("src/"), *target.tests)
+    result.update(
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        commit=_git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if dirty else ""),
+        tests=list(target.tests),
+    )
+    killed, total = score(result)
+    say(f"    {name}: {killed} / {total} killed ({percent(killed, total)}) in {result['seconds']:.0f} s")
+    return result
+
+
+def ordered(results: dict[str, Any]) -> list[str]:
+    return [m for m in MODULES if m in results] + [m for m in results if m not in MODULES]
+
+
+def render(results: dict[str, Any]) -> str:
+    machine = f"{platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}"
+    versions = ", ".join(sorted({str(results[m]["latest"].get("mutmut", "unknown")) for m in results}))
+    lines = [
+        "# Mutation testing",
+        "",
+        f"Written by `make mutation` (mutmut {versions}; {machine}); `make mutation MODULES=policy` reruns one "
+        "module and keeps the others' last results. Each module is mutated alone, and each mutant is run against "
+        "those tests of the module's row that reach the mutated function. Score = killed / mutants; a timeout "
+        "counts as killed, a mutant that no test reaches (`no tests`) as surviving. The tests are a module's "
+        "fast covering files, not the whole suite: a survivor here may still be caught by a slower layer.",
+        "",
+        "| module | tests | killed / mutants | score | first measured | run time | measured |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for module in ordered(results):
+        latest, baseline = results[module]["latest"], results[module]["baseline"]
+        killed, total = score(latest)
+        was = score(baseline)
+        first = f"{percent(*was)} ({was[0]} / {was[1]}, {baseline['date'][:10]}, {baseline['commit']})"
+        lines.append(
+            f"| {module} | {', '.join(f'`{t}`' for t in latest['tests'])} | {killed} / {total} | "
+            f"{percent(killed, total)} | {first} | {latest['seconds']:.0f} s | {latest['date']}, {latest['commit']} |"
+        )
+    for module in ordered(results):
+        latest = results[module]["latest"]
+        survivors = latest["survivors"]
+        unexplained = sum(1 for s in survivors if explain(module, s) is None)
+        lines += [
+            "",
+            f"## {module}",
+            "",
+            f"{len(survivors)} surviving mutant(s), {unexplained} without a reason given"
+            + (
+                ": each is a gap in the tests until it is killed or explained in `bench/mutation.py`."
+                if unexplained
+                else "."
+            ),
+        ]
+        if survivors:
+            lines.append("")
+        for s in survivors:
+            why = explain(module, s)
+            status = "" if s["status"] == "survived" else f" ({s['status']})"
+            diff = f"`- {_clip(s['removed'])}` -> `+ {_clip(s['added'])}`"
+            lines.append(f"- `{s['function']}`{status}: {diff}: {why or '**not explained**'}")
+    lines += ["", f"<!-- mutation-data {json.dumps(results, sort_keys=True)} -->", ""]
+    return "\n".join(lines)
+
+
+def _clip(text: str, limit: int = 110) -> str:
+    text = text.replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--modules", default="", help=f"comma- or space-separated subset of: {', '.join(MODULES)}")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker, args.out)
+    chosen = [m for m in re.split(r"[,\s]+", args.modules) if m] or list(MODULES)
+    unknown = [m for m in chosen if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(MODULES)}")
+    ensure_link()
+    results = read_results()
+    failed = []
+    started = time.monotonic()
+    for index, name in enumerate(chosen, start=1):
+        result = run_module(name, index, len(chosen))
+        if result is None:
+            failed.append(name)
+            continue
+        entry = results.setdefault(name, {"baseline": result})
+        entry["latest"] = result
+        REPORT.write_text(render(results), encoding="utf-8")  # after each module: a stopped run keeps what it did
+    say(f"written to {REPORT.relative_to(ROOT)} in {time.monotonic() - started:.0f} s")
+    for row in scores():
+        say(f"  {row['module']:<16} {row['killed / mutants']:>11}  {row['score']:>7}  (first: {row['first measured']})")
+    if failed:
+        say(f"mutmut could not run: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
