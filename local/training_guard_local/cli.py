@@ -100,6 +100,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     redrive.add_argument("--limit", type=int, default=1000, help="at most this many messages (default 1000)")
     redrive.set_defaults(run=_redrive)
 
+    preflight = commands.add_parser(
+        "preflight",
+        help="check the account, region and workstation before a deploy (uses your AWS credentials)",
+        description=(
+            "Reads the configuration the CDK app will deploy and checks, one line each: credentials and a "
+            "region, the Powertools layer parameter in that region, the account's Lambda concurrency, each "
+            "Slack webhook secret (never its value), the AWS CLI and Node.js. Exit 1 if any check fails."
+        ),
+    )
+    preflight.add_argument(
+        "--config", metavar="FILE", help="the per-account configuration file the deploy uses (make deploy CONFIG=FILE)"
+    )
+    preflight.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    preflight.set_defaults(run=_preflight)
+
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
@@ -190,6 +205,12 @@ def _redrive(args: argparse.Namespace) -> int:
     count = redrive.redrive(sqs, args.dead_letters, hand_on, dry_run=args.dry_run, limit=args.limit)
     print(f"{'would redrive' if args.dry_run else 'redriven'}: {count}", file=sys.stderr)
     return EXIT_OK
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    from training_guard_local import preflight
+
+    return preflight.main(args.config, json_output=args.json)
 
 
 def _demo(args: argparse.Namespace) -> int:

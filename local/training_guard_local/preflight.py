@@ -1,0 +1,424 @@
+"""`training-guard preflight`: what `make deploy` checks in the account before `cdk deploy` runs.
+
+moto checks none of this, and a real deploy either fails with an opaque CloudFormation error or
+leaves a guard that silently does nothing. Each check is a function over an injected boto3 client
+(or an injected `which` / version reader) and returns one `Check`; `run_checks` puts them in
+order; `gather` is the only code that builds real clients and reads the CDK app's configuration.
+A secret's value is read only to compare it, and never leaves `check_slack_secret`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+from training_guard import contract
+from training_guard.chat import NotConfigured, check_url
+from training_guard.config import ConfigError
+
+Status = Literal["ok", "warn", "fail"]
+OK: Final = "ok"
+WARN: Final = "warn"
+FAIL: Final = "fail"
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+# The CDK CLI takes the region from these variables, in this order, then from the profile; with
+# none it deploys to us-east-1 without saying so (AwsCliCompatible.region()):
+# https://github.com/aws/aws-cdk-cli/blob/main/packages/@aws-cdk/toolkit-lib/lib/api/aws-auth/awscli-compatible.ts
+REGION_VARIABLES: Final = ("AWS_REGION", "AMAZON_REGION", "AWS_DEFAULT_REGION", "AMAZON_DEFAULT_REGION")
+
+# Powertools publishes its layer, and the SSM parameters naming it, region by region; the regions
+# and parameter names are listed at
+# https://docs.aws.amazon.com/powertools/python/latest/getting-started/install/
+POWERTOOLS_LAYERS_PAGE: Final = "https://docs.aws.amazon.com/powertools/python/latest/getting-started/install/"
+
+# Lambda keeps at least 100 executions unreserved for functions without reserved concurrency
+# ("reserve up to the Unreserved account concurrency value ... minus 100"):
+# https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html
+# Below that the account runs on a reduced quota (default 1,000; "New AWS accounts have reduced
+# concurrency ... quotas"): https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
+MIN_UNRESERVED_CONCURRENCY: Final = 100
+DEFAULT_ACCOUNT_CONCURRENCY: Final = 1000
+# Service Quotas code of Lambda "Concurrent executions" (as used with `aws service-quotas
+# request-service-quota-increase --service-code lambda --quota-code L-B99A9384`:
+# https://briankeating.net/blog/2025-03-07-understanding-aws-lambda-concurrent-execution-quota)
+LAMBDA_CONCURRENCY_QUOTA_CODE: Final = "L-B99A9384"
+
+# The AWS CDK supports Node.js 22.x and 24.x; its support for 20.x ended 2026-10-30:
+# https://docs.aws.amazon.com/cdk/v2/guide/node-versions.html
+MIN_NODE_MAJOR: Final = 22
+NODE_VERSIONS_PAGE: Final = "https://docs.aws.amazon.com/cdk/v2/guide/node-versions.html"
+AWS_CLI_INSTALL_PAGE: Final = "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
+
+WEBHOOK_URL_EXAMPLE: Final = "https://hooks.slack.com/services/..."
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    message: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class WebhookSecret:
+    webhook: str
+    secret_id: str
+    created_by_stack: bool  # False: the configuration names a secret the operator manages
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `cdk deploy` will deploy, as far as the checks need it."""
+
+    source: str
+    layer_parameter: str
+    secrets: tuple[WebhookSecret, ...]
+
+
+@dataclass(frozen=True)
+class Aws:
+    """Access to the account: the region the CDK CLI would use and a client factory for it."""
+
+    region: str | None
+    region_source: str
+    client: Callable[[str], Any]
+    problem: str = ""  # e.g. the named profile does not exist
+
+
+def resolve_region(environ: Mapping[str, str], profile_region: str | None) -> tuple[str | None, str]:
+    """The region `cdk deploy` would use, and where it came from (None: the CDK would pick us-east-1)."""
+    for variable in REGION_VARIABLES:
+        if environ.get(variable):
+            return environ[variable], variable
+    if profile_region:
+        profile = environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
+        return profile_region, f"profile {profile}"
+    return None, ""
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+_CREDENTIALS_FIX = (
+    "`cdk deploy` would stop with 'Unable to resolve AWS account to use': choose credentials with "
+    "AWS_PROFILE=NAME (set one up with `aws configure --profile NAME`, or `aws sso login --profile NAME`)"
+)
+
+
+def check_credentials(aws: Aws) -> Check:
+    """STS GetCallerIdentity (needs no permission): the account the deploy would go to."""
+    # https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html
+    name = "credentials"
+    if aws.problem:
+        return Check(name, FAIL, aws.problem, _CREDENTIALS_FIX)
+    if not aws.region:
+        return Check(
+            name,
+            FAIL,
+            "no AWS region set: `cdk deploy` would quietly deploy to us-east-1",
+            "set the region the guard belongs in: export AWS_REGION=<region> (or `region = <region>` in "
+            "the profile: `aws configure set region <region> --profile NAME`)",
+        )
+    try:
+        identity = aws.client("sts").get_caller_identity()
+    except (NoCredentialsError, PartialCredentialsError):
+        return Check(name, FAIL, f"no AWS credentials found (region {aws.region})", _CREDENTIALS_FIX)
+    except ClientError as exc:
+        return Check(name, FAIL, f"the credentials were refused: {_error_code(exc)}", _CREDENTIALS_FIX)
+    except BotoCoreError as exc:  # expired SSO token, no network, a broken profile, ...
+        return Check(name, FAIL, f"cannot use the credentials: {exc}", _CREDENTIALS_FIX)
+    return Check(
+        name,
+        OK,
+        f"account {identity['Account']} as {identity['Arn']}, region {aws.region} (from {aws.region_source})",
+    )
+
+
+def check_powertools_layer(ssm: Any, region: str, parameter: str) -> Check:
+    """SSM GetParameter on the exact name the stack resolves at deploy time."""
+    name = "powertools-layer"
+    try:
+        value = ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
+    except ClientError as exc:
+        # https://docs.aws.amazon.com/botocore/latest/reference/services/ssm/client/exceptions/ParameterNotFound.html
+        if _error_code(exc) == "ParameterNotFound":
+            return Check(
+                name,
+                FAIL,
+                f"{parameter} does not exist in {region}: Powertools does not publish this layer version "
+                "there, and CloudFormation would fail the deploy when it resolves the parameter",
+                f"deploy to a region Powertools publishes to ({POWERTOOLS_LAYERS_PAGE}), or pin a version "
+                f"present in {region} (POWERTOOLS_VERSION in infra/components/functions.py)",
+            )
+        return Check(name, WARN, f"could not read {parameter} in {region}: {_error_code(exc)}")
+    return Check(name, OK, f"{parameter} in {region} -> {value}")
+
+
+def check_concurrency(lambda_client: Any, region: str) -> Check:
+    """Lambda GetAccountSettings: the guard's functions share the account's unreserved executions."""
+    # https://docs.aws.amazon.com/lambda/latest/api/API_GetAccountSettings.html
+    name = "lambda-concurrency"
+    try:
+        limit = lambda_client.get_account_settings()["AccountLimit"]
+    except ClientError as exc:
+        return Check(name, WARN, f"could not read the account's Lambda settings in {region}: {_error_code(exc)}")
+    total = int(limit["ConcurrentExecutions"])
+    unreserved = int(limit["UnreservedConcurrentExecutions"])
+    summary = f"account quota {total} concurrent executions, {unreserved} unreserved, in {region}"
+    if unreserved >= MIN_UNRESERVED_CONCURRENCY:
+        return Check(name, OK, summary)
+    return Check(
+        name,
+        WARN,
+        f"{summary}: the guard's functions share these with every other function, so a burst of job "
+        f"events or a sweep can be throttled (the default quota is {DEFAULT_ACCOUNT_CONCURRENCY:,}; new "
+        "accounts start lower and AWS raises it with use)",
+        "request a higher 'Concurrent executions' quota: "
+        f"https://{region}.console.aws.amazon.com/servicequotas/home/services/lambda/quotas/"
+        f"{LAMBDA_CONCURRENCY_QUOTA_CODE}",
+    )
+
+
+def check_slack_secret(secrets: Any, region: str, secret: WebhookSecret) -> Check:
+    """Secrets Manager GetSecretValue: does the webhook's secret hold a URL yet? Never reports the value."""
+    # https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html
+    name = f"slack-secret:{secret.webhook}"
+    sid = secret.secret_id
+    put = (
+        f"aws secretsmanager put-secret-value --region {region} --secret-id {sid} "
+        f"--secret-string '{WEBHOOK_URL_EXAMPLE}'"
+    )
+    try:
+        response = secrets.get_secret_value(SecretId=sid)
+    except ClientError as exc:
+        code = _error_code(exc)
+        if code == "ResourceNotFoundException":
+            if secret.created_by_stack:
+                return Check(
+                    name,
+                    WARN,
+                    f"{sid} does not exist yet: this deploy creates it holding a placeholder",
+                    f"after the deploy, put the webhook URL in it: {put}",
+                )
+            return Check(
+                name,
+                WARN,
+                f"{sid} (configured as secret_name) does not exist in {region}; the stack does not create it",
+                f"create it: aws secretsmanager create-secret --region {region} --name {sid} "
+                f"--secret-string '{WEBHOOK_URL_EXAMPLE}'",
+            )
+        if code == "InvalidRequestException":  # documented cause: the secret is scheduled for deletion
+            return Check(
+                name,
+                WARN,
+                f"{sid} cannot be read ({code}); a secret scheduled for deletion answers this way",
+                f"if it was deleted: aws secretsmanager restore-secret --region {region} --secret-id {sid}",
+            )
+        return Check(name, WARN, f"could not read {sid}: {code}")
+    value = response.get("SecretString")
+    if value is None:
+        return Check(name, WARN, f"{sid} holds binary data, not a webhook URL", f"put the URL as a string: {put}")
+    if value == contract.WEBHOOK_PLACEHOLDER:
+        return Check(
+            name,
+            WARN,
+            f"{sid} still holds the placeholder: Slack messages wait in the chat dead-letter queue",
+            f"put the webhook URL in it: {put}",
+        )
+    try:
+        check_url(secret.webhook, sid, value)  # the notifier's own rule for a usable URL
+    except NotConfigured:
+        return Check(name, WARN, f"{sid} does not hold a webhook URL", f"put the webhook URL in it: {put}")
+    return Check(name, OK, f"{sid} holds a webhook URL")
+
+
+def check_aws_cli(which: Callable[[str], str | None]) -> Check:
+    path = which("aws")
+    if path is None:
+        return Check(
+            "aws-cli",
+            WARN,
+            "the AWS CLI is not on PATH: it is how you put the Slack webhook URL in its secret after the deploy",
+            f"install it: {AWS_CLI_INSTALL_PAGE}",
+        )
+    return Check("aws-cli", OK, path)
+
+
+def check_node(which: Callable[[str], str | None], version_of: Callable[[str], str]) -> Check:
+    """The CDK CLI and jsii run on the `node` found on PATH."""
+    name = "nodejs"
+    fix = f"install Node.js {MIN_NODE_MAJOR} or newer and put it first on PATH ({NODE_VERSIONS_PAGE})"
+    path = which("node")
+    if path is None:
+        return Check(name, FAIL, "Node.js is not on PATH: the CDK CLI runs on it", fix)
+    try:
+        version = version_of(path).strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check(name, FAIL, f"{path} --version failed: {exc}", fix)
+    match = re.fullmatch(r"v?(\d+)\.\d+\.\d+\S*", version)
+    if match is None:
+        return Check(name, WARN, f"{path} reports an unrecognised version {version!r}")
+    if int(match.group(1)) < MIN_NODE_MAJOR:
+        return Check(
+            name,
+            FAIL,
+            f"Node.js {version} ({path}): the AWS CDK no longer supports it (Node.js {MIN_NODE_MAJOR}+ needed)",
+            fix,
+        )
+    return Check(name, OK, f"Node.js {version} ({path})")
+
+
+def not_checked(name: str, why: str) -> Check:
+    return Check(name, WARN, f"not checked: {why}")
+
+
+def run_checks(
+    plan: Plan | Check,
+    aws: Aws,
+    *,
+    which: Callable[[str], str | None],
+    version_of: Callable[[str], str],
+) -> list[Check]:
+    """Every check, in order: configuration, credentials, layer, concurrency, Slack secrets, AWS CLI, Node.js."""
+    checks = [plan if isinstance(plan, Check) else Check("configuration", OK, plan.source)]
+    credentials = check_credentials(aws)
+    checks.append(credentials)
+    no_plan = "the configuration could not be read"
+    if credentials.status == FAIL or aws.region is None:
+        why = "needs working credentials and a region"
+        checks += [not_checked(n, why) for n in ("powertools-layer", "lambda-concurrency", "slack-secrets")]
+    else:
+        region = aws.region
+        if isinstance(plan, Plan):
+            checks.append(check_powertools_layer(aws.client("ssm"), region, plan.layer_parameter))
+        else:
+            checks.append(not_checked("powertools-layer", no_plan))
+        checks.append(check_concurrency(aws.client("lambda"), region))
+        if not isinstance(plan, Plan):
+            checks.append(not_checked("slack-secrets", no_plan))
+        elif not plan.secrets:
+            checks.append(Check("slack-secrets", OK, "no Slack webhooks configured"))
+        else:
+            client = aws.client("secretsmanager")
+            checks += [check_slack_secret(client, region, s) for s in plan.secrets]
+    checks.append(check_aws_cli(which))
+    checks.append(check_node(which, version_of))
+    return checks
+
+
+def exit_code(checks: Sequence[Check]) -> int:
+    return EXIT_FAILED if any(c.status == FAIL for c in checks) else EXIT_OK
+
+
+def render(checks: Sequence[Check]) -> str:
+    width = max(len(c.name) for c in checks)
+    lines = []
+    for c in checks:
+        line = f"{c.status.upper() if c.status != OK else OK:<4}  {c.name:<{width}}  {c.message}"
+        if c.fix and c.status != OK:
+            line += f" -- fix: {c.fix}"
+        lines.append(line)
+    failed = sum(c.status == FAIL for c in checks)
+    warned = sum(c.status == WARN for c in checks)
+    if failed:
+        lines.append(f"preflight: {failed} failed, {warned} warning(s): fix the failures before deploying")
+    else:
+        lines.append(f"preflight: ready to deploy ({warned} warning(s))")
+    return "\n".join(lines)
+
+
+def as_json(checks: Sequence[Check]) -> str:
+    return json.dumps({"exit_code": exit_code(checks), "checks": [asdict(c) for c in checks]})
+
+
+# --- adapters: the CDK app's configuration, real clients, the workstation ------------------------
+
+
+def load_plan(config_file: str | None, project: Path) -> Plan | Check:
+    """Read the configuration exactly as the CDK app will (`cdk.json` context, `-c config=FILE`).
+
+    Imports the CDK app (jsii, so Node.js) for its loader, stack name and layer parameter.
+    """
+    name = "configuration"
+    cdk_json = project / "cdk.json"
+    try:
+        context = dict(json.loads(cdk_json.read_text(encoding="utf-8")).get("context") or {})
+    except (OSError, ValueError, AttributeError) as exc:
+        return Check(name, FAIL, f"cannot read the CDK context from {cdk_json}: {exc}", "run from the project folder")
+    try:
+        from aws_cdk import App, Stack
+
+        from infra import guard_config
+        from infra.app import STACK_NAME
+        from infra.components.chat import webhook_secret_name
+        from infra.components.functions import POWERTOOLS_LAYER_PARAMETER
+    except Exception as exc:  # noqa: BLE001 - jsii without Node.js fails in several ways; reported, not raised
+        return Check(name, FAIL, f"cannot load the CDK app: {type(exc).__name__}: {exc}", "see the nodejs check")
+    if config_file:
+        context[guard_config.FILE_CONTEXT_KEY] = config_file
+    app = App(context=context)
+    try:
+        config = guard_config.load(app.node)
+    except ConfigError as exc:
+        return Check(name, FAIL, " ".join(str(exc).split()), "`make synth` shows the same error")
+    stack = Stack(app, STACK_NAME)
+    secrets = tuple(
+        WebhookSecret(webhook, hook.secret_name or webhook_secret_name(stack, webhook), not hook.secret_name)
+        for webhook, hook in config.slack.webhooks.items()
+    )
+    source = f"-c config={config_file}" if config_file else f"cdk.json context {guard_config.CONTEXT_KEY!r}"
+    return Plan(source=f"{source}, stack {STACK_NAME}", layer_parameter=POWERTOOLS_LAYER_PARAMETER, secrets=secrets)
+
+
+def connect(environ: Mapping[str, str]) -> Aws:
+    """The region the CDK CLI would use, and clients for it (AWS_PROFILE honoured by boto3 itself)."""
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        session = boto3.Session()
+    except ProfileNotFound as exc:
+        return Aws(None, "", _no_client, problem=str(exc))
+    region, source = resolve_region(environ, session.region_name)
+    return Aws(region, source, lambda service: session.client(service, region_name=region))
+
+
+def gather(
+    config_file: str | None, *, project: Path | None = None, environ: Mapping[str, str] | None = None
+) -> list[Check]:
+    return run_checks(
+        load_plan(config_file, project or Path.cwd()),
+        connect(os.environ if environ is None else environ),
+        which=shutil.which,
+        version_of=_version_of,
+    )
+
+
+def main(config_file: str | None, *, json_output: bool) -> int:
+    checks = gather(config_file)
+    print(as_json(checks) if json_output else render(checks), flush=True)
+    return exit_code(checks)
+
+
+def _version_of(path: str) -> str:
+    return subprocess.run([path, "--version"], capture_output=True, text=True, check=True, timeout=30).stdout  # noqa: S603 - a path from shutil.which
+
+
+def _no_client(service: str) -> Any:
+    raise RuntimeError(f"no AWS access to create a {service} client")
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code") or exc)
