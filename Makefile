@@ -2,6 +2,7 @@
 #   make demo    run the guard end to end on an emulated AWS (no account needed)
 #   make test    lint, types and the whole test suite
 #   make synth   synthesize the CloudFormation template offline (cdk.out/)
+#   make preflight  check credentials, region, layer, concurrency, Slack secrets, Node.js (deploy runs it)
 #   make deploy  deploy to the account and region of your AWS credentials (CONFIG=file optional)
 #   make bench   measure cold start, AWS calls, latency, throughput, asset size, cost (docs/benchmarks.md)
 #   make mutation  mutation testing of the core, one module at a time (docs/mutation.md; MODULES=policy for one)
@@ -22,7 +23,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint typecheck unit synth deploy diff demo bench mutation clean
+.PHONY: install test lint typecheck unit synth preflight deploy diff demo bench mutation clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -72,7 +73,11 @@ synth: install
 diff: install
 	$(CDK) diff $(CDK_FLAGS)
 
-deploy: install
+# What moto never checks, checked in the account first; a failure stops the deploy (exit 1).
+preflight: install
+	$(VENV)/bin/training-guard preflight $(if $(CONFIG),--config $(CONFIG))
+
+deploy: preflight
 	$(CDK) deploy $(CDK_FLAGS) $(CDK_DEPLOY_FLAGS)
 
 clean:
