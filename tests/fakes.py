@@ -8,7 +8,7 @@ from datetime import datetime
 
 from training_guard.events import TrainingJob
 from training_guard.messages import Notification
-from training_guard.ports import StopClaim, StopRecord
+from training_guard.ports import Claim, StopClaim, StopRecord
 
 
 @dataclass
@@ -53,13 +53,15 @@ class FakeLedger:
     items: dict[str, dict[str, object]] = field(default_factory=dict)
     stops: dict[str, StopRecord] = field(default_factory=dict)
 
-    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> bool:
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
         item = self.items.get(key)
-        epoch = now.timestamp()
-        if item is not None and not (item["state"] == "in_progress" and float(str(item["lease_until"])) < epoch):
-            return False
+        epoch = int(now.timestamp())
+        if item is not None and item["state"] == "done":
+            return Claim.DONE
+        if item is not None and not float(str(item["lease_until"])) < epoch:
+            return Claim.BUSY
         self.items[key] = {"state": "in_progress", "lease_until": epoch + lease_seconds}
-        return True
+        return Claim.GRANTED
 
     def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
         self.items[key] = {"state": "done", "outcome": outcome, "expires_at": now.timestamp() + ttl_seconds}

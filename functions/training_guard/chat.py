@@ -22,9 +22,11 @@ from typing import Any, Protocol
 
 from training_guard import slack_messages
 from training_guard.config import SlackConfig
-from training_guard.ports import LedgerPort
+from training_guard.ports import Claim, LedgerPort
 
-CLAIM_LEASE_SECONDS = 180  # longer than the notifier's timeout
+# Without an invocation to measure (local runs): longer than the notifier's timeout. In Lambda the
+# handler sets the lease from the invocation's remaining time (responder.lease_for).
+CLAIM_LEASE_SECONDS = 180
 _LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")
 
 
@@ -58,13 +60,14 @@ def check_url(webhook: str, secret_id: str, value: str) -> str:
 class MessageResult:
     delivered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already delivered (a duplicate)
+    busy: list[str] = field(default_factory=list)  # another attempt is delivering it: retried later
     transient: list[str] = field(default_factory=list)
     permanent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
     def retry(self) -> bool:
-        return bool(self.transient)
+        return bool(self.transient or self.busy)
 
 
 class ChatDelivery:
@@ -84,6 +87,7 @@ class ChatDelivery:
         self.ledger = ledger
         self.parker = parker
         self.ttl_seconds = ttl_seconds
+        self.lease_seconds = CLAIM_LEASE_SECONDS
 
     def deliver(self, body: str, *, now: datetime) -> MessageResult:
         result = MessageResult()
@@ -105,8 +109,14 @@ class ChatDelivery:
         targets = self.slack.route(severity, tags if isinstance(tags, Mapping) else {})
         for webhook in targets:
             key = f"c#{transition}#{webhook}"
-            if not self.ledger.claim(key, now=now, lease_seconds=CLAIM_LEASE_SECONDS):
+            claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
+            if claim is Claim.DONE:
                 result.skipped.append(webhook)
+                continue
+            if claim is Claim.BUSY:
+                # Not a duplicate yet: the holder may time out before it sends. The message comes back
+                # after the queue's visibility timeout, by when the holder's lease has run out.
+                result.busy.append(webhook)
                 continue
             try:
                 delivery = self.sender.send(self.urls.url(webhook), text, blocks)

@@ -13,3 +13,12 @@ class ActionFailed(GuardError):
     def __init__(self, action: str, cause: BaseException) -> None:
         self.action = action
         super().__init__(f"{action} failed: {cause}")
+
+
+class TransitionBusy(GuardError):
+    """Another attempt holds the transition's lease. Not a duplicate: that attempt may die before it
+    finishes, so this delivery must come back later (Lambda's retry, SQS redelivery, the next sweep)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"transition {key} is being handled by another attempt; retry later")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -47,8 +48,16 @@ class StopClaim:
     previous: StopRecord | None
 
 
+class Claim(StrEnum):
+    """What claiming a transition found. The three answers need three different reactions."""
+
+    GRANTED = "granted"  # ours to act on, until the lease ends
+    DONE = "done"  # acted on and recorded before: a duplicate, nothing to do
+    BUSY = "busy"  # another attempt holds an unexpired lease: come back later, never drop it
+
+
 class LedgerPort(Protocol):
-    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> bool: ...
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim: ...
 
     def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None: ...
 

@@ -3,10 +3,14 @@
 The ports below are implemented by `training_guard.adapters` (AWS) and by fakes in tests.
 Ordering is what makes the reaction exactly-once *and* loss-free:
 
-1. claim the transition key (a lease; a duplicate finds it taken and does nothing);
+1. claim the transition key for a lease that ends when this invocation's time does (a duplicate
+   finds it done and does nothing; a delivery that finds it *busy* waits briefly for the holder, then
+   raises `TransitionBusy` so that it comes back later: the holder may be an attempt that timed out);
 2. act (stop, attribute) and publish one notification;
 3. mark the key done. If anything in 2 raises, the claim is released and the error propagates,
    so Lambda's retries and the dead-letter queue see it and no half-done transition is marked done.
+   An attempt killed by its timeout releases nothing: its lease runs out, and the retry (about 1 and
+   2 minutes later for asynchronous invocations) takes the transition over.
 
 A stop is additionally guarded per job by the audit record (one record per stopped job), so two
 rules finding issues at once cause one `StopTrainingJob` call, not two.
@@ -14,25 +18,43 @@ rules finding issues at once cause one `StopTrainingJob` call, not two.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from training_guard import contract, messages, metrics, policy
 from training_guard.config import Action, GuardConfig
-from training_guard.errors import GuardError
+from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import COMPLETED, FAILED, STOPPED, JobEvent, RuleStatus, TrainingJob
 from training_guard.messages import Outcome
 from training_guard.metrics import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
-from training_guard.ports import AlarmsPort, JobsPort, LedgerPort, PublisherPort, StopClaim, StopRecord
+from training_guard.ports import AlarmsPort, Claim, JobsPort, LedgerPort, PublisherPort, StopClaim, StopRecord
 
-__all__ = ["AlarmsPort", "JobsPort", "LedgerPort", "PublisherPort", "Receipt", "Responder", "StopClaim", "StopRecord"]
+__all__ = [
+    "AlarmsPort",
+    "JobsPort",
+    "LedgerPort",
+    "PublisherPort",
+    "Receipt",
+    "Responder",
+    "StopClaim",
+    "StopRecord",
+    "lease_for",
+]
 
 _ENDED = (COMPLETED, FAILED, STOPPED)
 
-# A claim outlives the function's timeout so that a crashed attempt's retry can take it over.
+# Without an invocation to measure (local runs), a claim's lease: longer than any function's timeout.
 DEFAULT_LEASE_SECONDS = 120
+# Added to the invocation's remaining time: clocks of two Lambda hosts may differ by this much. The
+# retry of a timed-out asynchronous invocation comes about 60 s later, after a 30 s timeout's lease.
+LEASE_MARGIN_SECONDS = 10
+# How long a delivery that finds its transition busy waits for the holder to finish before it gives up
+# and raises (a duplicate delivered at the same moment is the common case: its holder takes < 1 s).
+BUSY_WAIT_SECONDS = 3.0
+BUSY_POLL_SECONDS = 0.25
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
 _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
 
@@ -81,14 +103,18 @@ class Responder:
         publisher: PublisherPort,
         *,
         alarms: AlarmsPort | None = None,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        busy_wait_seconds: float = BUSY_WAIT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
         self.jobs = jobs
         self.ledger = ledger
         self.publisher = publisher
         self.alarms = alarms
-        self.lease_seconds = lease_seconds
+        self.busy_wait_seconds = busy_wait_seconds
+        self.sleep = sleep
+        # The lease of this invocation's claims (see `lease_for`); set per invocation by the handler.
+        self.lease_seconds = DEFAULT_LEASE_SECONDS
 
     def handle(self, event: JobEvent, *, now: datetime) -> Receipt:
         job = event.job
@@ -184,7 +210,7 @@ class Responder:
         return names
 
     def _once(self, key: str, now: datetime, action: Callable[[], list[str]]) -> list[str]:
-        if not self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds):
+        if not self._claim(key, now):
             return []
         try:
             done = action()
@@ -211,8 +237,21 @@ class Responder:
         """Act on one decision exactly once (used by the sweeper for stalls)."""
         self._react(event, job, decision, receipt, now)
 
+    def _claim(self, key: str, now: datetime) -> bool:
+        """True: ours to act on; False: done before (a duplicate). Raises `TransitionBusy` when another
+        attempt still holds it after a short wait, so that this delivery comes back later."""
+        waited = 0.0
+        while True:
+            claim = self.ledger.claim(key, now=now + timedelta(seconds=waited), lease_seconds=self.lease_seconds)
+            if claim is not Claim.BUSY:
+                return claim is Claim.GRANTED
+            if waited >= self.busy_wait_seconds:
+                raise TransitionBusy(key)
+            self.sleep(BUSY_POLL_SECONDS)
+            waited += BUSY_POLL_SECONDS
+
     def _react(self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime) -> None:
-        if not self.ledger.claim(decision.key, now=now, lease_seconds=self.lease_seconds):
+        if not self._claim(decision.key, now):
             receipt.duplicates += 1
             return
         try:
@@ -263,6 +302,14 @@ class Responder:
         if job.arn:
             self.jobs.tag(job.arn, attribution_tags(record))
         return Outcome.STOPPED
+
+
+def lease_for(remaining_ms: int | None) -> int:
+    """The lease of a claim made by an invocation with `remaining_ms` left: it ends when the invocation
+    can no longer be acting (plus clock margin), so a timed-out attempt's retry can take over."""
+    if remaining_ms is None:
+        return DEFAULT_LEASE_SECONDS
+    return -(-max(remaining_ms, 0) // 1000) + LEASE_MARGIN_SECONDS
 
 
 def attribution_tags(record: StopRecord) -> dict[str, str]:

@@ -321,14 +321,7 @@ def handler_output_to_stderr() -> Iterator[None]:
 
 
 def _reset_handler_caches() -> None:
-    from training_guard.adapters import clients
-
     with handler_output_to_stderr():
-        from training_guard.handlers import job_events, slack_notifier, sweeper
+        from training_guard.handlers import wiring
 
-    clients.client.cache_clear()
-    job_events.settings.cache_clear()
-    job_events.parker.cache_clear()
-    job_events.responder.cache_clear()
-    sweeper.sweeper.cache_clear()
-    slack_notifier.delivery.cache_clear()
+    wiring.reset()

@@ -24,7 +24,7 @@ from moto.core.models import botocore_stubber
 from tests.campaign.streams import deliveries, plan_fleet
 from training_guard.adapters import clients
 from training_guard.config import GuardConfig
-from training_guard.errors import GuardError
+from training_guard.errors import GuardError, TransitionBusy
 from training_guard_local.emulator import TABLE, Emulation
 
 SEED = 7
@@ -151,8 +151,9 @@ def test_aws_faults_are_retried_and_nothing_is_half_done(
 
 def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[str, Any]) -> None:
     """Two invocations get the same event; the first holds the claim, fails to publish and
-    releases it; the second saw the claim taken (a conditional-check failure) and did nothing;
-    Lambda's retry of the first then completes the transition. One stop, one notification."""
+    releases it; the second finds the claim busy (a live lease), waits, and fails so that Lambda
+    retries it later (the holder might have been an attempt that timed out); Lambda's retry of the
+    first completes the transition, and the retry of the second finds it done. One stop, one notification."""
     from tests.helpers import load_event
 
     event = load_event("vanishing_gradient_issues_found")
@@ -170,17 +171,17 @@ def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[
 
         sns.meta.events.register_first("before-send.sns.Publish", fail_once)
         sns.meta.events.register_last("before-send", Faults.moto_back_on, unique_id="moto-back-on-race")
-        from training_guard.handlers import job_events
+        from training_guard.handlers import wiring
 
-        guard = job_events.responder()
+        guard = wiring.responder()
+        guard.sleep = lambda _seconds: None  # the busy wait, without waiting
         # invocation A claims, stops the job, and fails to publish (the SDK's 5 attempts all fail)
         original = guard.publisher.publish
 
         def publish_then_race(note: Any) -> None:
             # while A holds the claim, invocation B arrives with the duplicate
-            racing = aws.deliver(event)
-            assert racing["duplicates"] == 1
-            assert racing["notifications"] == []
+            with pytest.raises(TransitionBusy):
+                aws.deliver(event)
             original(note)
 
         guard.publisher.publish = publish_then_race  # type: ignore[method-assign,assignment]
@@ -190,5 +191,6 @@ def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[
         guard.publisher.publish = original  # type: ignore[method-assign]
         retried = aws.deliver(event)  # Lambda's retry of A
         assert retried["stopped"] is True  # our own earlier stop, finished now
+        assert aws.deliver(event)["duplicates"] == 1  # Lambda's retry of B
         assert [n["outcome"] for n in aws.notifications()] == ["stopped"]
-    figures.update(invocations=3, stops=1, notifications=1)
+    figures.update(invocations=4, stops=1, notifications=1)

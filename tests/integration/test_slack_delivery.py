@@ -6,12 +6,15 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from tests.helpers import load_event, with_detail
 from training_guard import contract
+from training_guard.adapters.ledger import DynamoLedger
 from training_guard.config import GuardConfig
+from training_guard.ports import Claim
 from training_guard_local.emulator import Emulation
 from training_guard_local.slack_listener import Reply, SlackListener, render_text
 
@@ -209,3 +212,25 @@ def test_a_self_monitoring_alarm_reaches_slack_once(slack: SlackListener) -> Non
     [received] = slack.received("default")
     assert headers(slack, "default") == ["🔴 Training Guard self-monitoring: TrainingGuard-JobEventsErrors is ALARM"]
     assert "The job-events function failed" in render_text(received.body)
+
+
+def test_a_message_another_attempt_is_delivering_comes_back_later_instead_of_being_dropped(
+    slack: SlackListener,
+) -> None:
+    with emulate(slack) as aws:
+        aws.deliver(load_event("rule_error"))
+        dynamodb = aws.client("dynamodb")
+        [transition] = [
+            item["pk"]["S"]
+            for item in dynamodb.scan(TableName="training-guard-state")["Items"]
+            if item["pk"]["S"].startswith("t#")
+        ]
+        # A notifier attempt holds a live lease on this message's delivery (it may yet time out).
+        ledger = DynamoLedger(dynamodb, "training-guard-state")
+        assert ledger.claim(f"c#{transition}#default", now=datetime.now(UTC), lease_seconds=300) is Claim.GRANTED
+        [busy] = aws.pump_chat()
+        assert len(busy["batchItemFailures"]) == 1  # back to the queue, not counted as delivered
+        assert slack.received("default") == []
+        ledger.release(f"c#{transition}#default")  # that attempt failed after all
+        assert aws.pump_chat() == [{"batchItemFailures": []}]
+    assert len(slack.received("default")) == 1

@@ -11,9 +11,19 @@ from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, load_event, rule_status, with_detail
 from training_guard import contract
 from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
+from training_guard.errors import ActionFailed, TransitionBusy
 from training_guard.events import parse_event, parse_job
-from training_guard.responder import Receipt, Responder, StopRecord, attribution_tags, tag_value
+from training_guard.ports import Claim
+from training_guard.responder import (
+    BUSY_WAIT_SECONDS,
+    LEASE_MARGIN_SECONDS,
+    Receipt,
+    Responder,
+    StopRecord,
+    attribution_tags,
+    lease_for,
+    tag_value,
+)
 
 
 class World:
@@ -21,7 +31,10 @@ class World:
         self.jobs = FakeJobs()
         self.ledger = FakeLedger()
         self.publisher = FakePublisher()
-        self.guard = Responder(config or GuardConfig(), self.jobs, self.ledger, self.publisher)
+        self.sleeps: list[float] = []
+        self.guard = Responder(
+            config or GuardConfig(), self.jobs, self.ledger, self.publisher, sleep=self.sleeps.append
+        )
 
     def see(self, event: dict[str, Any], now: datetime = NOW) -> Receipt:
         parsed = parse_event(event)
@@ -127,13 +140,71 @@ def test_a_failed_tag_call_is_retried_and_still_reported_as_a_stop() -> None:
     assert world.kinds() == [("issues_found", "stopped")]
 
 
+VANISHING_KEY = "t#pytorch-mnist-lr01-2026-11-30-02-10-00-123#debugger#VanishingGradient#IssuesFound"
+
+
 def test_an_expired_lease_of_a_crashed_attempt_can_be_taken_over() -> None:
     world = World()
-    key = "t#pytorch-mnist-lr01-2026-11-30-02-10-00-123#debugger#VanishingGradient#IssuesFound"
-    world.ledger.claim(key, now=NOW, lease_seconds=120)  # an attempt that died mid-way
+    world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=120)  # an attempt that died mid-way
     event = load_event("vanishing_gradient_issues_found")
-    assert world.see(event, now=NOW + timedelta(seconds=60)).duplicates == 1
     assert world.see(event, now=NOW + timedelta(seconds=121)).stopped is True
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_a_retry_inside_a_live_lease_is_not_a_duplicate_it_must_come_back_later() -> None:
+    # The holder may be an attempt that timed out: counting the retry as a duplicate would lose the stop.
+    world = World()
+    world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=120)
+    event = load_event("vanishing_gradient_issues_found")
+    with pytest.raises(TransitionBusy, match="being handled by another attempt"):
+        world.see(event, now=NOW + timedelta(seconds=60))
+    assert sum(world.sleeps) >= BUSY_WAIT_SECONDS  # it waited for the holder before giving up
+    assert world.jobs.stop_calls == []
+    assert world.publisher.published == []
+    assert world.ledger.items[VANISHING_KEY]["state"] == "in_progress"  # the holder's claim is untouched
+
+
+def test_a_busy_transition_whose_holder_finishes_during_the_wait_is_a_duplicate() -> None:
+    world = World()
+    world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=120)
+
+    def holder_finishes(seconds: float) -> None:
+        world.ledger.complete(VANISHING_KEY, now=NOW, ttl_seconds=3600, outcome="stopped")
+
+    world.guard.sleep = holder_finishes
+    receipt = world.see(load_event("vanishing_gradient_issues_found"), now=NOW + timedelta(seconds=1))
+    assert receipt.duplicates == 1
+    assert world.jobs.stop_calls == []
+    assert world.publisher.published == []
+
+
+def test_a_claim_tells_granted_done_and_busy_apart() -> None:
+    ledger = FakeLedger()
+    assert ledger.claim("k", now=NOW, lease_seconds=40) is Claim.GRANTED
+    assert ledger.claim("k", now=NOW + timedelta(seconds=40), lease_seconds=40) is Claim.BUSY
+    assert ledger.claim("k", now=NOW + timedelta(seconds=41), lease_seconds=40) is Claim.GRANTED
+    ledger.complete("k", now=NOW, ttl_seconds=60, outcome="done")
+    assert ledger.claim("k", now=NOW + timedelta(days=1), lease_seconds=40) is Claim.DONE
+
+
+@pytest.mark.parametrize(
+    ("remaining_ms", "lease"),
+    [
+        (30_000, 30 + LEASE_MARGIN_SECONDS),
+        (29_001, 30 + LEASE_MARGIN_SECONDS),
+        (1, 1 + LEASE_MARGIN_SECONDS),
+        (0, LEASE_MARGIN_SECONDS),
+        (-5, LEASE_MARGIN_SECONDS),
+        (None, 120),
+    ],
+)
+def test_the_lease_ends_when_the_invocation_can_no_longer_act(remaining_ms: int | None, lease: int) -> None:
+    assert lease_for(remaining_ms) == lease
+
+
+def test_a_lease_from_a_30_second_invocation_has_run_out_before_lambdas_first_retry() -> None:
+    # Asynchronous invocations are retried about 1 minute after a failure or timeout.
+    assert lease_for(30_000) < 60
 
 
 def test_events_without_rule_statuses_fall_back_to_describe() -> None:

@@ -18,7 +18,7 @@ from training_guard import contract
 from training_guard.adapters.clients import error_code
 from training_guard.errors import ActionFailed
 from training_guard.events import parse_time
-from training_guard.ports import StopClaim, StopRecord
+from training_guard.ports import Claim, StopClaim, StopRecord
 
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
@@ -33,7 +33,14 @@ class DynamoLedger:
         self._client = client
         self._table = table
 
-    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> bool:
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
+        """Claim a transition for `lease_seconds`: granted, done before, or held by another attempt.
+
+        The semantics of Powertools Idempotency's in-progress record (an expiry that follows the holder's
+        remaining invocation time, a takeover once it has passed, "already in progress" otherwise), kept
+        in our own ledger because one event holds several transitions (one per rule and per channel),
+        each claimed, acted on and completed on its own, beside the per-job stop record.
+        """
         epoch = int(now.timestamp())
         try:
             self._client.put_item(
@@ -48,12 +55,15 @@ class DynamoLedger:
                 ConditionExpression="attribute_not_exists(#pk) OR (#state = :busy AND lease_until < :now)",
                 ExpressionAttributeNames={"#pk": _PK, "#state": "state"},
                 ExpressionAttributeValues={":busy": {"S": "in_progress"}, ":now": {"N": str(epoch)}},
+                # The item that made the condition fail tells "done" from "busy" without a second read.
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                return False
+                old = exc.response.get("Item") or {}
+                return Claim.DONE if old.get("state", {}).get("S") == "done" else Claim.BUSY
             raise ActionFailed(f"claim {key}", exc) from exc
-        return True
+        return Claim.GRANTED
 
     def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
         try:

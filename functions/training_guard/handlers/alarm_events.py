@@ -11,14 +11,8 @@ from aws_lambda_powertools.logging import correlation_paths
 from training_guard import clock, contract
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.events import EventError
-from training_guard.handlers.job_events import (
-    account_of,
-    count_outcomes,
-    ignore_other_account,
-    parker,
-    reject,
-    responder,
-)
+from training_guard.handlers import wiring
+from training_guard.handlers.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.metrics import parse_alarm_event
 from training_guard.responder import Receipt, Responder
 
@@ -29,7 +23,9 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    return process(event, responder(), account=account_of(context), dead_letters=parker()).as_dict()
+    guard = wiring.responder()
+    guard.lease_seconds = wiring.lease(context)
+    return process(event, guard, account=wiring.account_of(context), dead_letters=wiring.parker()).as_dict()
 
 
 def process(
@@ -49,5 +45,5 @@ def process(
         return ignore_other_account(alarm.job or "", alarm.event_id, alarm.account)
     receipt = guard.handle_alarm(alarm, now=now or clock.utcnow())
     logger.info("alarm handled", extra={"receipt": receipt.as_dict()})
-    count_outcomes(metrics, receipt)
+    count_outcomes(receipt)
     return receipt

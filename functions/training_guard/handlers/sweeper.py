@@ -4,34 +4,27 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard import clock, contract
-from training_guard.adapters.clients import client
-from training_guard.adapters.cloudwatch import CloudWatchAlarms
-from training_guard.adapters.sagemaker import SageMakerJobs
-from training_guard.handlers.job_events import account_of, responder
-from training_guard.sweeper import Sweeper, SweepIncomplete
+from training_guard.handlers import wiring
+from training_guard.sweeper import SweepIncomplete
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
-
-
-@cache
-def sweeper() -> Sweeper:
-    return Sweeper(responder(), SageMakerJobs(client("sagemaker")), CloudWatchAlarms(client("cloudwatch")))
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     region = os.environ.get("AWS_REGION")  # set by the Lambda runtime
+    sweeper = wiring.sweeper()
+    sweeper.responder.lease_seconds = wiring.lease(context)
     try:
-        report = sweeper().sweep(now=clock.utcnow(), account=account_of(context), region=region)
+        report = sweeper.sweep(now=clock.utcnow(), account=wiring.account_of(context), region=region)
     except SweepIncomplete as incomplete:
         logger.error("sweep incomplete", extra={"report": asdict(incomplete.report)})
         metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=len(incomplete.report.failed))

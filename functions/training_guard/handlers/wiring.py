@@ -1,0 +1,95 @@
+"""The composition root of every function: typed settings, clients, adapters and services, built once
+per execution environment and shared by the handlers, which keep only their entry points.
+
+Tests and the local emulation replace what is built here by clearing the caches (`reset()`).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from training_guard.adapters.clients import client
+from training_guard.adapters.cloudwatch import CloudWatchAlarms
+from training_guard.adapters.ledger import DynamoLedger
+from training_guard.adapters.sagemaker import SageMakerJobs
+from training_guard.adapters.secrets import CachedSecrets
+from training_guard.adapters.slack import WebhookSender
+from training_guard.adapters.sns import SnsPublisher
+from training_guard.adapters.sqs import DeadLetterParker
+from training_guard.chat import ChatDelivery, check_url
+from training_guard.responder import Responder, lease_for
+from training_guard.settings import ChatSettings, Settings
+from training_guard.sweeper import Sweeper
+
+
+@cache
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@cache
+def parker() -> DeadLetterParker | None:
+    """Where the event handlers park unusable events at once (None: they raise instead)."""
+    url = settings().dead_letter_queue_url
+    return DeadLetterParker(client("sqs"), url) if url else None
+
+
+@cache
+def responder() -> Responder:
+    settings_ = settings()
+    return Responder(
+        settings_.config,
+        jobs=SageMakerJobs(client("sagemaker")),
+        ledger=DynamoLedger(client("dynamodb"), settings_.table),
+        publisher=SnsPublisher(client("sns"), settings_.topic_arn),
+        alarms=CloudWatchAlarms(client("cloudwatch")),
+    )
+
+
+@cache
+def sweeper() -> Sweeper:
+    return Sweeper(responder(), SageMakerJobs(client("sagemaker")), CloudWatchAlarms(client("cloudwatch")))
+
+
+class SecretWebhookUrls:
+    def __init__(self, secrets: CachedSecrets, secret_ids: dict[str, str]) -> None:
+        self._secrets = secrets
+        self._ids = secret_ids
+
+    def url(self, webhook: str) -> str:
+        secret_id = self._ids[webhook]
+        return check_url(webhook, secret_id, self._secrets.get(secret_id))
+
+
+@cache
+def delivery() -> ChatDelivery:
+    settings_ = ChatSettings.from_env()
+    return ChatDelivery(
+        settings_.config.slack,
+        urls=SecretWebhookUrls(CachedSecrets(client("secretsmanager")), settings_.webhook_secrets),
+        sender=WebhookSender(min_interval=settings_.min_interval_seconds),
+        ledger=DynamoLedger(client("dynamodb"), settings_.table),
+        parker=DeadLetterParker(client("sqs"), settings_.dead_letter_queue_url),
+        ttl_seconds=settings_.config.dedup_ttl_days * 86400,
+    )
+
+
+def lease(context: Any) -> int:
+    """The lease of this invocation's claims: its remaining time (plus margin), so that the retry of
+    an attempt killed by its timeout finds the lease run out and takes the transition over."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return lease_for(remaining() if callable(remaining) else None)
+
+
+def account_of(context: Any) -> str | None:
+    arn = getattr(context, "invoked_function_arn", "") or ""
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 4 and parts[4] else None
+
+
+def reset() -> None:
+    """Forget everything built (the emulation changes the environment between runs)."""
+    client.cache_clear()
+    for built in (settings, parker, responder, sweeper, delivery):
+        built.cache_clear()

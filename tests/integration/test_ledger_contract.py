@@ -1,0 +1,170 @@
+"""The ledger's contract, run against the DynamoDB adapter on moto *and* the fake the unit tests use.
+
+The fake decides most unit tests; if it drifted from the adapter (a takeover the table refuses, a TTL
+in the past), those tests would prove nothing. Every behaviour here holds for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.fakes import FakeLedger
+from tests.helpers import NOW
+from training_guard import contract
+from training_guard.adapters.ledger import DynamoLedger
+from training_guard.errors import ActionFailed
+from training_guard.ports import Claim, LedgerPort, StopRecord
+from training_guard_local.emulator import TABLE, Emulation
+
+pytestmark = pytest.mark.integration
+
+KEY = "t#mnist-1#debugger#VanishingGradient#IssuesFound"
+
+
+class Tables:
+    """Reads the stored items of whichever ledger is under test."""
+
+    def __init__(self, ledger: LedgerPort, dynamodb: Any | None) -> None:
+        self.ledger = ledger
+        self.dynamodb = dynamodb
+
+    def expires_at(self, key: str) -> float:
+        if self.dynamodb is None:
+            assert isinstance(self.ledger, FakeLedger)
+            return float(str(self.ledger.items[key]["expires_at"]))
+        item = self.dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}})["Item"]
+        return float(item[contract.TABLE_TTL_ATTRIBUTE]["N"])
+
+
+@pytest.fixture(params=["dynamodb", "fake"])
+def tables(request: pytest.FixtureRequest) -> Iterator[Tables]:
+    if request.param == "fake":
+        yield Tables(FakeLedger(), None)
+        return
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        yield Tables(DynamoLedger(dynamodb, TABLE), dynamodb)
+
+
+def test_a_claim_is_granted_then_busy_until_its_lease_runs_out_then_taken_over(tables: Tables) -> None:
+    ledger = tables.ledger
+    assert ledger.claim(KEY, now=NOW, lease_seconds=40) is Claim.GRANTED
+    assert ledger.claim(KEY, now=NOW + timedelta(seconds=1), lease_seconds=40) is Claim.BUSY
+    assert ledger.claim(KEY, now=NOW + timedelta(seconds=40), lease_seconds=40) is Claim.BUSY
+    assert ledger.claim(KEY, now=NOW + timedelta(seconds=41), lease_seconds=40) is Claim.GRANTED  # the holder died
+
+
+def test_a_completed_transition_is_done_for_ever_after_not_busy(tables: Tables) -> None:
+    ledger = tables.ledger
+    assert ledger.claim(KEY, now=NOW, lease_seconds=40) is Claim.GRANTED
+    ledger.complete(KEY, now=NOW, ttl_seconds=35 * 86400, outcome="stopped")
+    assert ledger.claim(KEY, now=NOW + timedelta(seconds=1), lease_seconds=40) is Claim.DONE
+    assert ledger.claim(KEY, now=NOW + timedelta(days=30), lease_seconds=40) is Claim.DONE
+
+
+def test_a_done_record_expires_its_ttl_after_now_not_before(tables: Tables) -> None:
+    ledger = tables.ledger
+    ledger.claim(KEY, now=NOW, lease_seconds=40)
+    ledger.complete(KEY, now=NOW, ttl_seconds=35 * 86400, outcome="stopped")
+    assert tables.expires_at(KEY) == NOW.timestamp() + 35 * 86400
+
+
+def test_a_released_claim_can_be_claimed_again_at_once(tables: Tables) -> None:
+    ledger = tables.ledger
+    ledger.claim(KEY, now=NOW, lease_seconds=40)
+    ledger.release(KEY)
+    assert ledger.claim(KEY, now=NOW, lease_seconds=40) is Claim.GRANTED
+
+
+def test_releasing_a_done_transition_keeps_it_done(tables: Tables) -> None:
+    ledger = tables.ledger
+    ledger.claim(KEY, now=NOW, lease_seconds=40)
+    ledger.complete(KEY, now=NOW, ttl_seconds=3600, outcome="stopped")
+    ledger.release(KEY)  # a late release (our own earlier attempt) is harmless
+    assert ledger.claim(KEY, now=NOW, lease_seconds=40) is Claim.DONE
+
+
+def record(rule: str, at_offset: int = 0) -> StopRecord:
+    return StopRecord(job="mnist-1", rule=rule, reason="why", at=NOW + timedelta(seconds=at_offset), event_id="e1")
+
+
+def test_a_second_rules_stop_claim_is_refused_and_shows_the_first(tables: Tables) -> None:
+    ledger = tables.ledger
+    first = ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+    assert (first.granted, first.previous) == (True, None)
+    second = ledger.claim_stop(record("LossNotDecreasing", 5), ttl_seconds=3600)
+    assert second.granted is False
+    assert second.previous == record("VanishingGradient")
+
+
+def test_the_same_rules_retry_is_granted_and_sees_its_own_earlier_claim(tables: Tables) -> None:
+    ledger = tables.ledger
+    ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+    retry = ledger.claim_stop(record("VanishingGradient", 60), ttl_seconds=3600)
+    assert retry.granted is True
+    assert retry.previous == record("VanishingGradient")
+
+
+def test_a_job_nobody_stopped_has_no_stop_record(tables: Tables) -> None:
+    assert tables.ledger.get_stop("stopped-by-a-person") is None
+
+
+def test_a_dropped_stop_record_is_gone(tables: Tables) -> None:
+    ledger = tables.ledger
+    ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+    ledger.drop_stop("mnist-1")
+    assert ledger.get_stop("mnist-1") is None
+
+
+def test_the_stop_record_expires_after_its_retention() -> None:
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        DynamoLedger(dynamodb, TABLE).claim_stop(record("VanishingGradient"), ttl_seconds=400 * 86400)
+        item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"}})["Item"]
+        assert float(item[contract.TABLE_TTL_ATTRIBUTE]["N"]) == NOW.timestamp() + 400 * 86400
+
+
+def test_an_abandoned_claim_still_expires_after_a_day() -> None:
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        DynamoLedger(dynamodb, TABLE).claim(KEY, now=NOW, lease_seconds=40)
+        item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": KEY}})["Item"]
+        assert float(item[contract.TABLE_TTL_ATTRIBUTE]["N"]) == NOW.timestamp() + 86400
+        assert float(item["lease_until"]["N"]) == NOW.timestamp() + 40
+
+
+class Failing:
+    """A DynamoDB client whose every call fails with one error code."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(**_: Any) -> Any:
+            raise ClientError({"Error": {"Code": self.code, "Message": "x"}}, name)
+
+        return fail
+
+
+@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "AccessDeniedException"])
+def test_real_failures_are_raised_by_every_operation(code: str) -> None:
+    ledger = DynamoLedger(Failing(code), TABLE)
+    for call in (
+        lambda: ledger.claim(KEY, now=NOW, lease_seconds=40),
+        lambda: ledger.complete(KEY, now=NOW, ttl_seconds=60, outcome="x"),
+        lambda: ledger.release(KEY),
+        lambda: ledger.claim_stop(record("r"), ttl_seconds=60),
+        lambda: ledger.get_stop("mnist-1"),
+        lambda: ledger.drop_stop("mnist-1"),
+    ):
+        with pytest.raises(ActionFailed, match=code):
+            call()
+
+
+def test_releasing_what_another_attempt_completed_is_not_an_error() -> None:
+    DynamoLedger(Failing("ConditionalCheckFailedException"), TABLE).release(KEY)
