@@ -2,13 +2,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from tests.helpers import NOW
-from training_guard.config import GuardConfig
+from training_guard.config import Action, GuardConfig
 from training_guard.events import DEBUGGER, PROFILER, RuleStatus, TrainingJob
-from training_guard.policy import GuardStop, Kind, Plan, decide, stop_cause
+from training_guard.policy import (
+    METRIC,
+    STALLED,
+    Decision,
+    GuardStop,
+    Kind,
+    Plan,
+    decide,
+    decide_metric,
+    guard_tag_problems,
+    selection_reason,
+    stop_cause,
+)
 
 JOB_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped", "Deleting", "SomethingNew")
 RULE_STATUSES = ("InProgress", "NoIssuesFound", "IssuesFound", "Error", "Stopping", "Stopped", "SomethingNew")
@@ -185,3 +198,228 @@ def test_an_opt_in_tag_requirement_turns_untagged_stops_into_would_stop() -> Non
     assert "not tagged training-guard:guarded=true" in untagged.reason
     tagged = job("InProgress", rule("IssuesFound"), tags={"training-guard:guarded": "true"})
     assert decide(tagged, config, now=NOW)[0].plan is Plan.STOP
+
+
+# --- every path of a finding, decision for decision -------------------------------------------------------
+# The key is what the responder records in the ledger to act once per transition: a key that changes form
+# between two deployments re-announces every transition already handled. The reason is the policy line shown
+# to people (Slack, e-mail, tags, audit record). So both are pinned whole, not by a fragment.
+FINDING_KEY = "t#mnist-1#debugger#VanishingGradient#IssuesFound"
+STOP_LINE = "rules.debugger_default = stop (debugger rule VanishingGradient)"
+
+
+WITHIN_GRACE = (
+    f"{STOP_LINE}, but the job is within min_training_minutes=45 (trained 30.0 min); "
+    "it is stopped on the first event after that"
+)
+FINDING_PATHS = {  # what the guard sees -> (plan, key, reason)
+    "stop": ({}, (Plan.STOP, FINDING_KEY, STOP_LINE)),
+    "dry run": ({"config": {"dry_run": True}}, (Plan.WOULD_STOP, FINDING_KEY, f"{STOP_LINE}, but dry_run is on")),
+    "exempt": (
+        {"tags": {"training-guard:exempt": "yes"}},
+        (Plan.WOULD_STOP, FINDING_KEY, f"{STOP_LINE}, but the job carries the exemption tag training-guard:exempt"),
+    ),
+    "notify-only tag": (
+        {"tags": {"training-guard:notify-only": "true"}},
+        (
+            Plan.WOULD_STOP,
+            FINDING_KEY,
+            f"{STOP_LINE}, but the job carries the notify-only tag training-guard:notify-only",
+        ),
+    ),
+    "grace": ({"config": {"min_training_minutes": 45}}, (Plan.DEFER, f"{FINDING_KEY}#deferred", WITHIN_GRACE)),
+    "not running": (
+        {"status": "Stopping"},
+        (Plan.NOTIFY, FINDING_KEY, f"{STOP_LINE}, but the job is Stopping: only a running job is stopped"),
+    ),
+    "notify": (
+        {"config": {"rules": {"debugger_default": "notify"}}},
+        (Plan.NOTIFY, FINDING_KEY, "rules.debugger_default = notify (debugger rule VanishingGradient): notify only"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("situation", "expected"), FINDING_PATHS.values(), ids=FINDING_PATHS.keys())
+def test_each_path_of_a_finding_gives_its_whole_decision(
+    situation: dict[str, Any], expected: tuple[Plan, str, str]
+) -> None:
+    finding = rule("IssuesFound")
+    observed = job(situation.get("status", "InProgress"), finding, tags=situation.get("tags", {}))
+    decisions = decide(observed, GuardConfig.from_dict(situation.get("config", {})), now=NOW)
+    plan, key, reason = expected
+    assert decisions == [Decision(key, Kind.ISSUES_FOUND, plan, reason, finding)]
+
+
+def test_an_explicit_rule_action_is_named_with_its_own_setting() -> None:
+    # the rule's own line decides, not the default (stop) it overrides
+    config = GuardConfig.from_dict({"rules": {"actions": {"VanishingGradient": "notify"}}})
+    [decision] = decide(job("InProgress", rule("IssuesFound")), config, now=NOW)
+    assert (decision.plan, decision.reason) == (Plan.NOTIFY, "rules.actions.VanishingGradient = notify: notify only")
+
+
+def test_a_profiler_finding_is_decided_and_named_by_the_profiler_default() -> None:
+    finding = rule("IssuesFound", "LowGPUUtilization", PROFILER)
+    [decision] = decide(job("InProgress", finding), GuardConfig(), now=NOW)
+    assert decision == Decision(
+        "t#mnist-1#profiler#LowGPUUtilization#IssuesFound",
+        Kind.ISSUES_FOUND,
+        Plan.NOTIFY,
+        "rules.profiler_default = notify (profiler rule LowGPUUtilization): notify only",
+        finding,
+    )
+
+
+def test_a_broken_rule_is_reported_with_why_it_never_stops_the_job() -> None:
+    broken = rule("Error", name="ExplodingTensor")
+    assert decide(job("InProgress", broken), GuardConfig(), now=NOW) == [
+        Decision(
+            "t#mnist-1#debugger#ExplodingTensor#Error",
+            Kind.RULE_ERROR,
+            Plan.NOTIFY,
+            "debugger rule ExplodingTensor could not evaluate: a broken rule is not a finding about the model, "
+            "so the guard reports it and never stops the job for it",
+            broken,
+        )
+    ]
+
+
+# --- the grace period at its edges -------------------------------------------------------------------------
+def test_a_grace_of_one_minute_defers_a_stop_in_the_first_minute() -> None:
+    config = GuardConfig.from_dict({"min_training_minutes": 1})
+    started = job("InProgress", rule("IssuesFound"), training_start_time=NOW - timedelta(seconds=30))
+    [decision] = decide(started, config, now=NOW)
+    assert decision.plan is Plan.DEFER
+    assert decision.reason.endswith(
+        "within min_training_minutes=1 (trained 0.5 min); it is stopped on the first event after that"
+    )
+
+
+def test_a_grace_of_zero_stops_even_a_job_whose_training_has_not_started() -> None:
+    config = GuardConfig.from_dict({"min_training_minutes": 0})
+    unstarted = job("InProgress", rule("IssuesFound"), training_start_time=None)
+    assert [d.plan for d in decide(unstarted, config, now=NOW)] == [Plan.STOP]
+
+
+def test_a_job_not_yet_training_is_deferred_with_that_reason() -> None:
+    config = GuardConfig.from_dict({"min_training_minutes": 5})
+    [decision] = decide(job("InProgress", rule("IssuesFound"), training_start_time=None), config, now=NOW)
+    assert decision.reason == (
+        f"{STOP_LINE}, but the job is within min_training_minutes=5 (training has not started); "
+        "it is stopped on the first event after that"
+    )
+
+
+@pytest.mark.parametrize(
+    ("trained", "plan"),
+    [(timedelta(minutes=60) - timedelta(seconds=1), Plan.DEFER), (timedelta(minutes=60), Plan.STOP)],
+)
+def test_the_grace_period_ends_exactly_at_min_training_minutes(trained: timedelta, plan: Plan) -> None:
+    config = GuardConfig.from_dict({"min_training_minutes": 60})
+    observed = job("InProgress", rule("IssuesFound"), training_start_time=NOW - trained)
+    assert [d.plan for d in decide(observed, config, now=NOW)] == [plan]
+
+
+# --- lifecycle decisions --------------------------------------------------------------------------------------
+LIFECYCLE = {  # (status, secondary status, FailureReason) -> (key, kind, reason)
+    "failed": (
+        ("Failed", "Failed", "AlgorithmError: boom"),
+        ("t#mnist-1#job#status#Failed", Kind.JOB_FAILED, "AlgorithmError: boom"),
+    ),
+    "failed without reason": (
+        ("Failed", "Failed", None),
+        ("t#mnist-1#job#status#Failed", Kind.JOB_FAILED, "SageMaker gave no FailureReason"),
+    ),
+    "stopped": (
+        ("Stopped", "Stopped", None),
+        (
+            "t#mnist-1#job#status#Stopped",
+            Kind.JOB_STOPPED,
+            "by a person or another tool (StopTrainingJob called outside the guard)",
+        ),
+    ),
+    "completed": (
+        ("Completed", "Completed", None),
+        ("t#mnist-1#job#status#Completed", Kind.JOB_COMPLETED, "notifications.completed = true"),
+    ),
+    "spot interrupted": (
+        ("InProgress", "Interrupted", None),
+        (
+            "t#mnist-1#job#secondary#Interrupted",
+            Kind.SPOT_INTERRUPTED,
+            "the spot capacity was reclaimed; SageMaker restarts the job from its last checkpoint",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize(("seen", "expected"), LIFECYCLE.values(), ids=LIFECYCLE.keys())
+def test_each_lifecycle_change_gives_its_whole_decision(
+    seen: tuple[str, str, str | None], expected: tuple[str, Kind, str]
+) -> None:
+    status, secondary, failure = seen
+    observed = job(status, secondary_status=secondary, failure_reason=failure)
+    config = GuardConfig.from_dict({"notifications": {"completed": True}})
+    key, kind, reason = expected
+    assert decide(observed, config, now=NOW) == [Decision(key, kind, Plan.NOTIFY, reason)]
+
+
+def test_the_stop_notification_names_the_guard_when_its_audit_record_says_it_stopped_the_job() -> None:
+    guard = GuardStop(rule="VanishingGradient", reason=STOP_LINE, at=NOW)
+    [decision] = decide(job("Stopped", secondary_status="Stopped"), GuardConfig(), now=NOW, guard_stop=guard)
+    assert decision.reason == f"by Training Guard at 2026-11-30T03:00:00+00:00: rule VanishingGradient ({STOP_LINE})"
+
+
+def test_a_stopped_job_without_a_secondary_status_is_stopped_by_someone_else() -> None:
+    assert stop_cause(job("Stopped", secondary_status=None), None) == (
+        "by a person or another tool (StopTrainingJob called outside the guard)"
+    )
+
+
+# --- metric findings, guard tag problems, selection -----------------------------------------------------------
+GUARDED = GuardConfig.from_dict({"jobs": {"include_prefixes": ["mnist-"]}})
+
+
+@pytest.mark.parametrize(("status", "kind"), [("ALARM", Kind.METRIC_ALARM), (STALLED, Kind.METRIC_STALL)])
+def test_a_metric_finding_is_decided_like_a_rule_finding_under_its_own_kind(status: str, kind: Kind) -> None:
+    finding = RuleStatus(name="loss-diverging", kind=METRIC, status=status)
+    setting = "metric_guards.loss-diverging: MAX(train:loss) > 5 for 3 of 3 min -> stop"
+    decisions = decide_metric(job("InProgress"), finding, Action.STOP, setting, GUARDED, now=NOW)
+    assert decisions == [Decision(f"t#mnist-1#metric#loss-diverging#{status}", kind, Plan.STOP, setting, finding)]
+
+
+def test_a_metric_finding_within_the_grace_period_is_deferred() -> None:
+    finding = RuleStatus(name="loss-diverging", kind=METRIC, status="ALARM")
+    config = GuardConfig.from_dict({"min_training_minutes": 45})
+    [decision] = decide_metric(job("InProgress"), finding, Action.STOP, "guard line", config, now=NOW)
+    assert (decision.plan, decision.key) == (Plan.DEFER, "t#mnist-1#metric#loss-diverging#ALARM#deferred")
+
+
+def test_a_metric_finding_on_an_unselected_job_decides_nothing() -> None:
+    finding = RuleStatus(name="loss-diverging", kind=METRIC, status="ALARM")
+    config = GuardConfig.from_dict({"jobs": {"include_prefixes": ["prod-"]}})
+    assert decide_metric(job("InProgress"), finding, Action.STOP, "guard line", config, now=NOW) == []
+
+
+def test_unreadable_guard_tags_give_one_notification_listing_every_problem() -> None:
+    problems = ["tag training-guard:alarm:a='x': bad", "tag training-guard:alarm:b='y': worse"]
+    assert guard_tag_problems(job("InProgress"), problems) == Decision(
+        "t#mnist-1#job#guard-tags#invalid", Kind.GUARD_TAG_INVALID, Plan.NOTIFY, "; ".join(problems)
+    )
+
+
+def test_selection_reason_says_why_a_job_is_not_guarded() -> None:
+    assert selection_reason("mnist-1", GUARDED) is None
+    assert selection_reason("other-1", GUARDED) == "job name is outside jobs.include_prefixes / jobs.exclude_prefixes"
+
+
+# --- opt-in stopping ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["True", "TRUE", " true", "yes", "1"])
+def test_stop_requires_tag_matches_true_exactly_like_the_iam_condition(value: str) -> None:
+    # The IAM condition on StopTrainingJob uses StringEquals, an exact, case-sensitive match
+    # (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html):
+    # deciding "stop" for a job tagged "True" would only meet AccessDenied, so it is "would stop".
+    config = GuardConfig.from_dict({"stop_requires_tag": "training-guard:guarded"})
+    tagged = job("InProgress", rule("IssuesFound"), tags={"training-guard:guarded": value})
+    [decision] = decide(tagged, config, now=NOW)
+    assert decision.plan is Plan.WOULD_STOP
+    assert decision.reason.endswith("but stop_requires_tag: the job is not tagged training-guard:guarded=true")
