@@ -445,6 +445,25 @@ def findings(
     return out
 
 
+# --- mutation testing: read back from docs/mutation.md (`make mutation` takes minutes; bench does not rerun it) ----
+def mutation_section(path: Path = ROOT / "docs" / "mutation.md") -> list[str]:
+    """The report's "Mutation testing" section: the scores `make mutation` last wrote, if it ever ran."""
+    from bench.mutation import scores
+
+    rows = scores(path)
+    out = ["## Mutation testing", ""]
+    if not rows:
+        return [*out, "Not measured yet: `make mutation` writes its scores to [mutation.md](mutation.md).", ""]
+    return [
+        *out,
+        "From [mutation.md](mutation.md), as `make mutation` last wrote it (not rerun by `make bench`); the surviving "
+        "mutants and why each is left are listed there.",
+        "",
+        *table(rows, list(rows[0])),
+        "",
+    ]
+
+
 # --- report -------------------------------------------------------------------------------------------------
 def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
     out = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
@@ -515,6 +534,7 @@ def main() -> int:
         + "; function time = 3x the measured in-process time; Metrics Insights alarms modelled as $0.10 per analysed "
         "series-month (two guards), each job's series living its run plus the 3-hour window.",
         "",
+        *mutation_section(),
         "## What the numbers say",
         "",
         *findings(cold, calls, latency, throughput, size),
