@@ -3,23 +3,38 @@
 The CDK app reads it from `cdk.json` context (or a per-account file), validates it at synth and
 hands it to the functions as one JSON environment value, which they validate again at start-up.
 
+Each setting is declared once, as a dataclass field made by `setting()`: its type (the
+annotation), default, bounds, choices, pattern and one-line meaning. The strict reader below is
+derived from those declarations, and so are the README's configuration table and
+`configs/schema.json` (`python -m training_guard_local.config_docs --write`, which lives outside
+the Lambda package). Checks that span several fields are explicit validators next to their class.
+
 It is written with frozen dataclasses and a small strict reader rather than pydantic: pydantic
 adds ~50 ms to every cold start (measured beside boto3 on these machines), and cold start is
 part of the guard's reaction time. The reader rejects unknown keys (typos are the commonest
 configuration mistake) and reports every problem at once, each with its field path.
 """
 
+# The settings are dataclass fields made by `setting()`, a wrapper of `dataclasses.field` (RUF009
+# cannot tell): each call builds a field, not a shared mutable default.
+# ruff: noqa: RUF009
+
 from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from training_guard import contract
+
+_T = TypeVar("_T")
 
 
 class Action(StrEnum):
@@ -39,57 +54,180 @@ class ConfigError(ValueError):
         super().__init__(f"{source} is invalid:\n{lines}")
 
 
+# --- How a setting is declared ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DerivedDefault:
+    """A default that depends on sibling settings: `rule(the values read so far)`, described in words."""
+
+    rule: Callable[[Mapping[str, Any]], Any]
+    describe: str
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Everything about one setting but its name, type (the annotation) and default."""
+
+    doc: str  # one line: what the setting means
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] | None = None  # allowed values (for an enum: a subset of its values)
+    ignore_case: bool = False  # compared upper-cased, stored upper-cased
+    pattern: str | None = None  # a text value (or each item of a list of text) must match it whole
+    pattern_error: str | None = None  # the message when it does not; `{value!r}` is the value
+    max_items: int | None = None
+    keys: tuple[str, ...] | None = None  # the keys a map may have
+    key_pattern: str | None = None  # ... or the pattern its keys must match
+    key_error: str | None = None
+    why: str | None = None  # appended to a bound, choice or size violation
+    derived_default: DerivedDefault | None = None
+
+
+_SETTING = "training_guard.setting"  # the key of a field's metadata that holds its Setting
+
+
+def setting(
+    default: Any = MISSING,
+    *,
+    factory: Callable[[], Any] | None = None,
+    doc: str,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    choices: tuple[str, ...] | None = None,
+    ignore_case: bool = False,
+    pattern: str | None = None,
+    pattern_error: str | None = None,
+    max_items: int | None = None,
+    keys: tuple[str, ...] | None = None,
+    key_pattern: str | None = None,
+    key_error: str | None = None,
+    why: str | None = None,
+    derived_default: DerivedDefault | None = None,
+) -> Any:
+    """A configuration field: the dataclass default (or `factory`) plus its declaration.
+
+    With neither `default` nor `factory` the setting is required.
+    """
+    meta = {
+        _SETTING: Setting(
+            doc=doc,
+            minimum=minimum,
+            maximum=maximum,
+            choices=choices,
+            ignore_case=ignore_case,
+            pattern=pattern,
+            pattern_error=pattern_error,
+            max_items=max_items,
+            keys=keys,
+            key_pattern=key_pattern,
+            key_error=key_error,
+            why=why,
+            derived_default=derived_default,
+        )
+    }
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    if default is MISSING:
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# Checks that span fields of one class: each yields (field path relative to the object, message).
+_Check = Callable[[Any], Iterator[tuple[str, str]]]
+_VALIDATORS: dict[type, list[_Check]] = {}
+
+
+def _validator(cls: type[_T]) -> Callable[[Callable[[_T], Iterator[tuple[str, str]]]], _Check]:
+    def register(check: Callable[[_T], Iterator[tuple[str, str]]]) -> _Check:
+        _VALIDATORS.setdefault(cls, []).append(check)
+        return check
+
+    return register
+
+
+# --- The settings ------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class RulePolicy:
-    debugger_default: Action = Action.STOP
-    profiler_default: Action = Action.NOTIFY
-    # Per rule (RuleConfigurationName), overriding the defaults above.
-    actions: Mapping[str, Action] = field(default_factory=dict)
+    debugger_default: Action = setting(Action.STOP, doc="what a Debugger rule's `IssuesFound` leads to")
+    profiler_default: Action = setting(Action.NOTIFY, doc="the same for Profiler rules")
+    actions: Mapping[str, Action] = setting(
+        factory=dict,
+        doc='per rule (its `RuleConfigurationName`), overriding the defaults, e.g. `{"LossNotDecreasing": "notify"}`',
+    )
 
 
 @dataclass(frozen=True)
 class JobTags:
-    exempt: str = contract.DEFAULT_EXEMPT_TAG
-    notify_only: str = contract.DEFAULT_NOTIFY_ONLY_TAG
+    exempt: str = setting(
+        contract.DEFAULT_EXEMPT_TAG,
+        doc="a job with this tag (any value but `false`/`0`/`no`/`off`) is never stopped",
+    )
+    notify_only: str = setting(contract.DEFAULT_NOTIFY_ONLY_TAG, doc="the same, worded as notify-only")
 
 
 @dataclass(frozen=True)
 class JobSelection:
-    include_prefixes: tuple[str, ...] = ()  # empty: every job
-    exclude_prefixes: tuple[str, ...] = ()
+    include_prefixes: tuple[str, ...] = setting(
+        (), doc="only jobs whose names start with one of these are guarded (empty: every job)"
+    )
+    exclude_prefixes: tuple[str, ...] = setting((), doc="jobs whose names start with one of these are ignored")
 
 
 @dataclass(frozen=True)
 class LifecycleNotifications:
-    failed: bool = True
-    stopped: bool = True
-    spot_interrupted: bool = True
-    completed: bool = False
+    failed: bool = setting(True, doc="notify when a job fails")
+    stopped: bool = setting(True, doc="notify when a job is stopped (by the guard or anyone else)")
+    spot_interrupted: bool = setting(True, doc="notify when a spot job is interrupted")
+    completed: bool = setting(False, doc="notify when a job completes")
 
 
 SEVERITIES = ("info", "warning", "critical")  # in rising order
-_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,39}$")
-_SLACK_ID_PATTERN = re.compile(r"^[A-Z0-9]{1,255}$")
-_METRIC_PATTERN = re.compile(r"^[A-Za-z0-9_.:/\-]{1,255}$")
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,39}$"
+_SLACK_ID_PATTERN = r"^[A-Z0-9]{1,255}$"
+_METRIC_PATTERN = r"^[A-Za-z0-9_.:/\-]{1,255}$"
+# What the reader has always accepted as an address: an '@' inside, no space (SNS confirms the rest).
+_EMAIL_PATTERN = r"^[^@ ][^ ]*@[^ ]*[^@ ]$"
 # Metrics Insights alarms: 200 per account and region; the guard keeps to a share of that.
 MAX_FLEET_GUARDS = 50
 
 
 @dataclass(frozen=True)
 class SlackWebhook:
-    # The Secrets Manager secret holding the webhook URL; None: the stack creates one.
-    secret_name: str | None = None
+    secret_name: str | None = setting(
+        None, doc="the Secrets Manager secret holding the webhook URL (null: the stack creates one)"
+    )
+
+
+def _default_webhook(slack: Mapping[str, Any]) -> str | None:
+    return "default" if "default" in slack["webhooks"] else None
 
 
 @dataclass(frozen=True)
 class SlackConfig:
     """Slack incoming webhooks by name, and which notifications go to which."""
 
-    webhooks: Mapping[str, SlackWebhook] = field(default_factory=dict)
-    default: str | None = None  # the webhook for notifications no route below claims
-    by_severity: Mapping[str, str] = field(default_factory=dict)  # severity -> webhook name
-    team_tag: str | None = None  # a job tag whose value names a webhook (e.g. team=vision)
-    min_severity: str = "info"
+    webhooks: Mapping[str, SlackWebhook] = setting(
+        factory=dict,
+        doc="Slack incoming webhooks by name (the shipped `cdk.json` names one, `default`)",
+        key_pattern=_NAME_PATTERN,
+        key_error="webhook names are 1-40 letters, digits or '-', starting with a letter or digit",
+    )
+    default: str | None = setting(
+        None,
+        doc="the webhook for notifications no route below claims",
+        derived_default=DerivedDefault(_default_webhook, "`default` if a webhook has that name, else `null`"),
+    )
+    by_severity: Mapping[str, str] = setting(
+        factory=dict,
+        doc="severity -> webhook name",
+        keys=SEVERITIES,
+        key_error=f"not a severity; use {', '.join(SEVERITIES)}",
+    )
+    team_tag: str | None = setting(None, doc="a job tag whose value names a webhook (e.g. `team=vision`)")
+    min_severity: str = setting("info", doc="notifications below this severity go to no webhook", choices=SEVERITIES)
 
     @property
     def enabled(self) -> bool:
@@ -111,12 +249,31 @@ class SlackConfig:
         return chosen
 
 
+@_validator(SlackConfig)
+def _check_slack(slack: SlackConfig) -> Iterator[tuple[str, str]]:
+    if slack.default is not None and slack.default not in slack.webhooks:
+        yield "default", f"names no webhook in slack.webhooks (have: {', '.join(slack.webhooks) or 'none'})"
+    for severity, target in slack.by_severity.items():
+        if target not in slack.webhooks:
+            yield f"by_severity.{severity}", f"names no webhook in slack.webhooks: {target!r}"
+    if slack.webhooks and slack.default is None and not slack.team_tag and not slack.by_severity:
+        yield "default", "set a default webhook, or routes (by_severity, team_tag), or no message is ever sent"
+
+
 @dataclass(frozen=True)
 class QDeveloperConfig:
     """Amazon Q Developer in chat applications: a Slack channel subscribed to the topic."""
 
-    slack_workspace_id: str
-    slack_channel_id: str
+    slack_workspace_id: str = setting(
+        doc="the Slack workspace ID (e.g. `T0123ABCD`)",
+        pattern=_SLACK_ID_PATTERN,
+        pattern_error="must be a Slack ID (capital letters and digits, e.g. T0123ABCD), got {value!r}",
+    )
+    slack_channel_id: str = setting(
+        doc="the Slack channel ID (e.g. `C0123ABCD`)",
+        pattern=_SLACK_ID_PATTERN,
+        pattern_error="must be a Slack ID (capital letters and digits, e.g. T0123ABCD), got {value!r}",
+    )
 
 
 STATISTICS = ("AVG", "MIN", "MAX", "SUM", "COUNT")
@@ -127,22 +284,54 @@ COMPARISONS = {  # configuration spelling -> CloudWatch ComparisonOperator
     "<=": "LessThanOrEqualToThreshold",
 }
 MAX_EVALUATION_MINUTES = 180  # Metrics Insights alarms evaluate the last 3 hours only
+DEFAULT_DATAPOINTS = 3
+_ALARM_ACTIONS = (Action.NOTIFY.value, Action.STOP.value)
+
+
+def _default_datapoints(guard: Mapping[str, Any]) -> int:
+    # The one rule for an absent `datapoints`: 3, but never more than `periods`.
+    return min(DEFAULT_DATAPOINTS, int(guard["periods"]))
 
 
 @dataclass(frozen=True)
 class MetricGuard:
     """One fleet-wide alarm on a training metric: one Metrics Insights multi-time-series alarm."""
 
-    name: str
-    metric: str
-    threshold: float
-    statistic: str = "MAX"
-    comparison: str = ">"
-    datapoints: int = 3  # ... out of `periods` one-minute periods
-    periods: int = 3
-    action: Action = Action.NOTIFY
-    job_prefix: str | None = None  # only jobs whose names start with this
-    job_tag: str | None = None  # only jobs carrying this tag key
+    name: str = setting(
+        doc="the guard's name (in the alarm's name and in messages)",
+        pattern=_NAME_PATTERN,
+        pattern_error="guard names are 1-40 letters, digits or '-', starting with a letter or digit",
+    )
+    metric: str = setting(
+        doc="a training metric (`train:loss`) or an instance metric (`GPUUtilization`)",
+        pattern=_METRIC_PATTERN,
+        pattern_error="not a metric name: {value!r}",
+    )
+    threshold: float = setting(doc="the value the statistic is compared with")
+    statistic: str = setting("MAX", doc="the statistic over each minute", choices=STATISTICS, ignore_case=True)
+    comparison: str = setting(">", doc="how the statistic compares with the threshold", choices=tuple(COMPARISONS))
+    datapoints: int = setting(
+        DEFAULT_DATAPOINTS,
+        doc="how many breaching minutes (out of `periods`) raise the alarm",
+        minimum=1,
+        maximum=MAX_EVALUATION_MINUTES,
+        derived_default=DerivedDefault(_default_datapoints, f"`{DEFAULT_DATAPOINTS}`, or `periods` if fewer"),
+    )
+    periods: int = setting(
+        3,
+        doc="the one-minute periods evaluated",
+        minimum=1,
+        maximum=MAX_EVALUATION_MINUTES,
+        why="Metrics Insights alarms evaluate the last 3 hours only",
+    )
+    action: Action = setting(
+        Action.NOTIFY,
+        doc="what a breaching job leads to",
+        choices=_ALARM_ACTIONS,
+        why="a metric guard either notifies or stops",
+    )
+    job_prefix: str | None = setting(None, doc="only jobs whose names start with this")
+    job_tag: str | None = setting(None, doc="only jobs carrying this tag key")
 
     @property
     def instance_metric(self) -> bool:
@@ -155,40 +344,89 @@ class MetricGuard:
         )
 
 
+@_validator(MetricGuard)
+def _check_metric_guard(guard: MetricGuard) -> Iterator[tuple[str, str]]:
+    if guard.name.startswith("job-"):
+        yield "name", "names starting with 'job-' are reserved for per-job alarms"
+    if guard.datapoints > guard.periods:
+        yield "datapoints", f"cannot exceed periods ({guard.datapoints} > {guard.periods})"
+
+
 @dataclass(frozen=True)
 class StallGuard:
     """A running job that declared metrics but published none for `minutes` is reported (or stopped)."""
 
-    minutes: int = 30
-    action: Action = Action.NOTIFY
+    minutes: int = setting(30, doc="minutes without a datapoint that make a stall", minimum=5, maximum=24 * 60)
+    action: Action = setting(
+        Action.NOTIFY,
+        doc="what a stalled job leads to",
+        choices=_ALARM_ACTIONS,
+        why="set stall to null to turn it off",
+    )
 
 
 def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else 0
 
 
+# A transition the guard handled must be remembered for as long as the job can still be re-decided
+# (the sweeper re-decides running jobs every few minutes), or its finding is announced again.
+# SageMaker: MaxRuntimeInSeconds is at most 28 days, and a training job runs at most 30 days in
+# total, counting the time spent publishing metrics and uploading the model after training stops.
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html
+MAX_TRAINING_DAYS = 28
+MAX_DAYS_AFTER_TRAINING = 30 - MAX_TRAINING_DAYS  # publishing metrics, uploading the model
+MIN_DEDUP_TTL_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING + 1  # one day's margin
+SCHEMA_KEY = "$schema"  # accepted (and ignored) at the top of a configuration file, for editors
+
+
 @dataclass(frozen=True)
 class GuardConfig:
-    rules: RulePolicy = field(default_factory=RulePolicy)
-    dry_run: bool = False
-    tags: JobTags = field(default_factory=JobTags)
-    # Findings within this many minutes of the job's training start do not stop it yet.
-    min_training_minutes: int = 0
-    jobs: JobSelection = field(default_factory=JobSelection)
-    notifications: LifecycleNotifications = field(default_factory=LifecycleNotifications)
-    # E-mail addresses subscribed to the notification topic at deploy time.
-    emails: tuple[str, ...] = ()
-    # How long a handled transition is remembered (duplicates arrive within minutes; days is ample).
-    dedup_ttl_days: int = 14
-    slack: SlackConfig = field(default_factory=SlackConfig)
-    q_developer: QDeveloperConfig | None = None
-    metric_guards: tuple[MetricGuard, ...] = ()
-    stall: StallGuard | None = None
-    per_job_alarms: bool = True  # honour training-guard:alarm:<metric> tags on jobs
-    # When set, the guard may stop only jobs carrying this tag with the value "true" (enforced by
-    # IAM with an aws:ResourceTag condition, and by the policy, which reports would-have-stopped).
-    stop_requires_tag: str | None = None
-    sweep_minutes: int = 5
+    rules: RulePolicy = setting(factory=RulePolicy, doc="what Debugger and Profiler rule findings lead to")
+    dry_run: bool = setting(False, doc='stop nothing; notify "would have stopped" instead')
+    tags: JobTags = setting(factory=JobTags, doc="the tag keys of per-job overrides")
+    min_training_minutes: int = setting(
+        0, doc="findings before this much training time do not stop the job yet", minimum=0, maximum=7 * 24 * 60
+    )
+    jobs: JobSelection = setting(factory=JobSelection, doc="which jobs are guarded, by name prefix")
+    notifications: LifecycleNotifications = setting(
+        factory=LifecycleNotifications, doc="which job lifecycle changes are notified"
+    )
+    emails: tuple[str, ...] = setting(
+        (),
+        doc="addresses subscribed to the notification topic at deploy time (each confirms by e-mail)",
+        pattern=_EMAIL_PATTERN,
+        pattern_error="not an e-mail address: {value!r}",
+    )
+    dedup_ttl_days: int = setting(
+        35,
+        doc="how long a handled transition is remembered (no finding is announced twice within it)",
+        minimum=MIN_DEDUP_TTL_DAYS,
+        maximum=365,
+        why=(
+            f"a handled finding must be remembered for a training job's whole life: SageMaker runs one for up to "
+            f"{MAX_TRAINING_DAYS} days, {MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING} with the upload after it"
+        ),
+    )
+    slack: SlackConfig = setting(factory=SlackConfig, doc="Slack webhooks and which notifications go to which")
+    q_developer: QDeveloperConfig | None = setting(
+        None, doc="a Slack channel of Amazon Q Developer in chat applications, subscribed to the topic"
+    )
+    metric_guards: tuple[MetricGuard, ...] = setting(
+        (),
+        doc="fleet-wide alarms on training metrics (one Metrics Insights alarm each)",
+        max_items=MAX_FLEET_GUARDS,
+        why="Metrics Insights alarms are limited to 200 per account and region",
+    )
+    stall: StallGuard | None = setting(None, doc="reports (or stops) running jobs that stopped publishing metrics")
+    per_job_alarms: bool = setting(True, doc="honour `training-guard:alarm:<metric>` tags on jobs")
+    # Enforced by IAM with an aws:ResourceTag condition, and by the policy, which reports would-have-stopped.
+    stop_requires_tag: str | None = setting(
+        None,
+        doc='e.g. `training-guard:guarded`: only jobs carrying this tag with the value "true" may be stopped '
+        "(enforced by IAM too)",
+    )
+    sweep_minutes: int = setting(5, doc="how often the sweeper runs", minimum=1, maximum=60)
 
     def metric_guard(self, name: str) -> MetricGuard | None:
         return next((g for g in self.metric_guards if g.name == name), None)
@@ -219,329 +457,297 @@ class GuardConfig:
     @classmethod
     def from_dict(cls, data: Any, source: str = "training-guard configuration") -> GuardConfig:
         problems: list[str] = []
-        root = _Reader(data, "", problems)
-        config = _read_config(root)
+        config = _read(cls, data, "", problems, top=True)
         if problems:
             raise ConfigError(problems, source)
         return config
 
 
-def _read_config(r: _Reader) -> GuardConfig:
-    rules = r.section("rules")
-    actions_reader = rules.section("actions")
-    actions = {
-        name: action
-        for name in actions_reader.names()
-        if (action := actions_reader.choice(name, Action, None)) is not None
-    }
-    rule_policy = RulePolicy(
-        debugger_default=rules.choice("debugger_default", Action, Action.STOP) or Action.STOP,
-        profiler_default=rules.choice("profiler_default", Action, Action.NOTIFY) or Action.NOTIFY,
-        actions=actions,
+@_validator(GuardConfig)
+def _check_guard_config(config: GuardConfig) -> Iterator[tuple[str, str]]:
+    seen: set[str] = set()
+    for i, guard in enumerate(config.metric_guards):
+        if guard.name in seen:
+            yield f"metric_guards[{i}].name", f"duplicate guard name {guard.name!r}"
+        seen.add(guard.name)
+
+
+# --- The declarations, as the reader and the generated docs see them ----------------------------------
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One setting of a configuration class: name, declaration and the shape of its JSON value.
+
+    `kind` is bool, int, number, text, enum, section (a nested settings class), list or map.
+    For a list or a map, `item` is the element type and `item_kind` its kind; for an enum or a
+    section, `item` is the enum or the class. `optional` (`X | None`): null means absent.
+    """
+
+    name: str
+    setting: Setting
+    kind: str
+    item: Any
+    item_kind: str
+    optional: bool
+    default: Any  # MISSING when required or given by a factory
+    factory: Callable[[], Any] | None
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING and self.factory is None
+
+    def default_value(self) -> Any:
+        return self.factory() if self.factory is not None else self.default
+
+
+_DECLARED: dict[type, tuple[Declared, ...]] = {}
+
+
+def settings_of(cls: type) -> tuple[Declared, ...]:
+    """The declared settings of a configuration class, in declaration order."""
+    declared = _DECLARED.get(cls)
+    if declared is None:
+        hints = typing.get_type_hints(cls)
+        declared = tuple(_declare(f.name, hints[f.name], f) for f in fields(cls))
+        _DECLARED[cls] = declared
+    return declared
+
+
+def _declare(name: str, annotation: Any, f: Any) -> Declared:
+    optional = False
+    if isinstance(annotation, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional, annotation = True, members[0]
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        kind, item = "list", typing.get_args(annotation)[0]
+    elif origin is Mapping:
+        kind, item = "map", typing.get_args(annotation)[1]
+    else:
+        kind, item = _scalar_kind(annotation), annotation
+    factory = None if f.default_factory is MISSING else f.default_factory
+    return Declared(
+        name=name,
+        setting=f.metadata[_SETTING],
+        kind=kind,
+        item=item,
+        item_kind=_scalar_kind(item) if kind in ("list", "map") else kind,
+        optional=optional,
+        default=f.default,
+        factory=factory,
     )
-    rules.done(("debugger_default", "profiler_default", "actions"))
-
-    tags = r.section("tags")
-    job_tags = JobTags(
-        exempt=tags.text("exempt", contract.DEFAULT_EXEMPT_TAG),
-        notify_only=tags.text("notify_only", contract.DEFAULT_NOTIFY_ONLY_TAG),
-    )
-    tags.done(("exempt", "notify_only"))
-
-    jobs = r.section("jobs")
-    selection = JobSelection(
-        include_prefixes=jobs.text_list("include_prefixes"),
-        exclude_prefixes=jobs.text_list("exclude_prefixes"),
-    )
-    jobs.done(("include_prefixes", "exclude_prefixes"))
-
-    notes = r.section("notifications")
-    lifecycle = LifecycleNotifications(
-        failed=notes.flag("failed", True),
-        stopped=notes.flag("stopped", True),
-        spot_interrupted=notes.flag("spot_interrupted", True),
-        completed=notes.flag("completed", False),
-    )
-    notes.done(("failed", "stopped", "spot_interrupted", "completed"))
-
-    emails = r.text_list("emails")
-    for i, email in enumerate(emails):
-        if "@" not in email or email.startswith("@") or email.endswith("@") or " " in email:
-            r.problem(f"emails[{i}]", f"not an e-mail address: {email!r}")
-
-    slack = _read_slack(r.section("slack"))
-    q_developer = _read_q_developer(r) if r.has("q_developer") else None
-    metric_guards = _read_metric_guards(r)
-    stall = _read_stall(r.section("stall")) if r.has("stall") else None
-
-    config = GuardConfig(
-        rules=rule_policy,
-        dry_run=r.flag("dry_run", False),
-        tags=job_tags,
-        min_training_minutes=r.integer("min_training_minutes", 0, minimum=0, maximum=7 * 24 * 60),
-        jobs=selection,
-        notifications=lifecycle,
-        emails=emails,
-        dedup_ttl_days=r.integer("dedup_ttl_days", 14, minimum=1, maximum=365),
-        slack=slack,
-        q_developer=q_developer,
-        metric_guards=metric_guards,
-        stall=stall,
-        per_job_alarms=r.flag("per_job_alarms", True),
-        stop_requires_tag=r.optional_text("stop_requires_tag"),
-        sweep_minutes=r.integer("sweep_minutes", 5, minimum=1, maximum=60),
-    )
-    r.done(
-        (
-            "rules",
-            "dry_run",
-            "tags",
-            "min_training_minutes",
-            "jobs",
-            "notifications",
-            "emails",
-            "dedup_ttl_days",
-            "slack",
-            "q_developer",
-            "metric_guards",
-            "stall",
-            "per_job_alarms",
-            "stop_requires_tag",
-            "sweep_minutes",
-        )
-    )
-    return config
 
 
-def _read_metric_guards(root: _Reader) -> tuple[MetricGuard, ...]:
-    guards: list[MetricGuard] = []
-    for r in root.items("metric_guards"):
-        name = r.text("name", "")
-        if name and not _NAME_PATTERN.match(name):
-            r.problem("name", "guard names are 1-40 letters, digits or '-', starting with a letter or digit")
-        if name.startswith("job-"):
-            r.problem("name", "names starting with 'job-' are reserved for per-job alarms")
-        if name in {g.name for g in guards}:
-            r.problem("name", f"duplicate guard name {name!r}")
-        metric = r.text("metric", "")
-        if metric and not _METRIC_PATTERN.match(metric):
-            r.problem("metric", f"not a metric name: {metric!r}")
-        statistic = r.text("statistic", "MAX").upper()
-        if statistic not in STATISTICS:
-            r.problem("statistic", f"must be one of {', '.join(STATISTICS)}, got {statistic!r}")
-        comparison = r.text("comparison", ">")
-        if comparison not in COMPARISONS:
-            r.problem("comparison", f"must be one of {', '.join(COMPARISONS)}, got {comparison!r}")
-        periods = r.integer("periods", 3, minimum=1, maximum=MAX_EVALUATION_MINUTES)
-        datapoints = r.integer("datapoints", min(3, periods), minimum=1, maximum=MAX_EVALUATION_MINUTES)
-        if datapoints > periods:
-            r.problem("datapoints", f"cannot exceed periods ({datapoints} > {periods})")
-        guards.append(
-            MetricGuard(
-                name=name,
-                metric=metric,
-                threshold=r.number("threshold"),
-                statistic=statistic,
-                comparison=comparison,
-                datapoints=datapoints,
-                periods=periods,
-                action=r.choice("action", Action, Action.NOTIFY) or Action.NOTIFY,
-                job_prefix=r.optional_text("job_prefix"),
-                job_tag=r.optional_text("job_tag"),
-            )
-        )
-        r.done(
-            (
-                "name",
-                "metric",
-                "threshold",
-                "statistic",
-                "comparison",
-                "datapoints",
-                "periods",
-                "action",
-                "job_prefix",
-                "job_tag",
-            )
-        )
-        if guards[-1].action is Action.IGNORE:
-            r.problem("action", "a metric guard either notifies or stops: use notify or stop")
-    if len(guards) > MAX_FLEET_GUARDS:
-        root.problem("metric_guards", f"at most {MAX_FLEET_GUARDS} guards (Metrics Insights alarms are limited)")
-    return tuple(guards)
+def _scalar_kind(tp: Any) -> str:
+    kinds = {bool: "bool", int: "int", float: "number", str: "text"}
+    if tp in kinds:
+        return kinds[tp]
+    if isinstance(tp, type) and issubclass(tp, StrEnum):
+        return "enum"
+    if is_dataclass(tp):
+        return "section"
+    raise TypeError(f"no configuration reader for {tp!r}")
 
 
-def _read_stall(r: _Reader) -> StallGuard:
-    stall = StallGuard(
-        minutes=r.integer("minutes", 30, minimum=5, maximum=24 * 60),
-        action=r.choice("action", Action, Action.NOTIFY) or Action.NOTIFY,
-    )
-    if stall.action is Action.IGNORE:
-        r.problem("action", "use notify or stop (or set stall to null to turn it off)")
-    r.done(("minutes", "action"))
-    return stall
+def expectation(kind: str, item_kind: str, s: Setting, enum: Any = None) -> str:
+    """What a value of this shape must be, in the words of the reader's messages."""
+    if kind == "list":
+        return "must be a list of non-empty strings" if item_kind == "text" else "must be a list"
+    if kind == "enum":
+        return f"must be one of {', '.join(_choices(s, enum))}"
+    return {
+        "bool": "must be true or false",
+        "int": "must be a whole number",
+        "number": "must be a number",
+        "text": "must be a non-empty string",
+        "section": "must be an object",
+        "map": "must be an object",
+    }[kind]
 
 
-def _read_slack(r: _Reader) -> SlackConfig:
-    hooks = r.section("webhooks")
-    webhooks: dict[str, SlackWebhook] = {}
-    for name in hooks.names():
-        if not _NAME_PATTERN.match(name):
-            hooks.problem(name, "webhook names are 1-40 letters, digits or '-', starting with a letter or digit")
-            continue
-        hook = hooks.section(name)
-        secret = hook.optional_text("secret_name")
-        hook.done(("secret_name",))
-        webhooks[name] = SlackWebhook(secret_name=secret)
-    default = r.optional_text("default")
-    if default is None and "default" in webhooks:
-        default = "default"
-    if default is not None and default not in webhooks:
-        r.problem("default", f"names no webhook in slack.webhooks (have: {', '.join(webhooks) or 'none'})")
-    routes = r.section("by_severity")
-    by_severity: dict[str, str] = {}
-    for severity in routes.names():
-        target = routes.optional_text(severity)
-        if severity not in SEVERITIES:
-            routes.problem(severity, f"not a severity; use {', '.join(SEVERITIES)}")
-        elif target not in webhooks:
-            routes.problem(severity, f"names no webhook in slack.webhooks: {target!r}")
+def _choices(s: Setting, enum: Any) -> tuple[str, ...]:
+    if s.choices is not None:
+        return s.choices
+    return tuple(m.value for m in enum) if enum is not None else ()
+
+
+# --- The strict reader --------------------------------------------------------------------------------
+
+_INVALID: Any = object()  # a value that was reported; the setting falls back to its default
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path and key else path or key
+
+
+def _because(s: Setting) -> str:
+    return f" ({s.why})" if s.why else ""
+
+
+def _read(cls: type[_T], data: Any, path: str, problems: list[str], *, top: bool = False) -> _T:
+    """Reads one settings object strictly, recording problems with their dotted field paths."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        problems.append(f"{path or '(document)'}: must be an object, got {_type_name(data)}")
+        data = {}
+    declared = settings_of(cls)
+    values: dict[str, Any] = {}
+    derived: list[Declared] = []
+    for d in declared:
+        where = _join(path, d.name)
+        raw = data.get(d.name)
+        # null is absence for an optional setting, a section or a map; for anything else it is wrong.
+        if d.name in data and not (raw is None and (d.optional or d.kind in ("section", "map"))):
+            value = _read_value(d, raw, where, problems)
         else:
-            by_severity[severity] = target
-    min_severity = r.text("min_severity", "info")
-    if min_severity not in SEVERITIES:
-        r.problem("min_severity", f"must be one of {', '.join(SEVERITIES)}, got {min_severity!r}")
-        min_severity = "info"
-    config = SlackConfig(
-        webhooks=webhooks,
-        default=default,
-        by_severity=by_severity,
-        team_tag=r.optional_text("team_tag"),
-        min_severity=min_severity,
-    )
-    if webhooks and default is None and not config.team_tag and not by_severity:
-        r.problem("default", "set a default webhook, or routes (by_severity, team_tag), or no message is ever sent")
-    r.done(("webhooks", "default", "by_severity", "team_tag", "min_severity"))
-    return config
+            value = _INVALID
+            if d.required:
+                problems.append(f"{where}: {expectation(d.kind, d.item_kind, d.setting, d.item)}; it is required")
+        if value is not _INVALID:
+            values[d.name] = value
+        elif d.setting.derived_default is not None:
+            derived.append(d)
+        else:
+            values[d.name] = _placeholder(d) if d.required else d.default_value()
+    for d in derived:
+        assert d.setting.derived_default is not None
+        values[d.name] = d.setting.derived_default.rule(values)
+    _reject_unknown(data, [d.name for d in declared], path, problems, top=top)
+    result = cls(**values)
+    for check in _VALIDATORS.get(cls, ()):
+        problems.extend(f"{_join(path, key)}: {message}" for key, message in check(result))
+    return result
 
 
-def _read_q_developer(root: _Reader) -> QDeveloperConfig:
-    r = root.section("q_developer")
-    ids = {}
-    for key in ("slack_workspace_id", "slack_channel_id"):
-        value = r.text(key, "")
-        if value and not _SLACK_ID_PATTERN.match(value):
-            r.problem(key, f"must be a Slack ID (capital letters and digits, e.g. T0123ABCD), got {value!r}")
-        ids[key] = value
-    r.done(("slack_workspace_id", "slack_channel_id"))
-    return QDeveloperConfig(**ids)
+def _reject_unknown(data: Mapping[str, Any], known: list[str], path: str, problems: list[str], *, top: bool) -> None:
+    for key in data:
+        if key not in known and not (top and key == SCHEMA_KEY):
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{_join(path, str(key))}: unknown setting{hint}; known settings here: {', '.join(known)}")
 
 
-class _Reader:
-    """Reads one JSON object strictly, recording problems with their dotted field paths."""
+def _placeholder(d: Declared) -> Any:
+    """Stands in for a missing required value so the object can still be built and checked."""
+    return {"number": 0.0, "int": 0, "bool": False}.get(d.kind, "")
 
-    def __init__(self, data: Any, path: str, problems: list[str]) -> None:
-        self._path = path
-        self._problems = problems
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            self.problem("", f"must be an object, got {_type_name(data)}")
-            data = {}
-        self._data: Mapping[str, Any] = data
 
-    def _where(self, key: str) -> str:
-        if not key:
-            return self._path or "(document)"
-        return f"{self._path}.{key}" if self._path else key
+def _read_value(d: Declared, value: Any, where: str, problems: list[str]) -> Any:
+    s = d.setting
+    if d.kind == "list":
+        return _read_list(d, value, where, problems)
+    if d.kind == "map":
+        if not isinstance(value, Mapping):
+            problems.append(f"{where}: must be an object, got {_type_name(value)}")
+            return _INVALID
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            item_where = f"{where}.{key}"
+            if (s.keys is not None and key not in s.keys) or (
+                s.key_pattern is not None and not re.fullmatch(s.key_pattern, str(key))
+            ):
+                problems.append(f"{item_where}: {s.key_error or 'not an allowed key'}")
+                continue
+            read = _read_one(d.item_kind, d.item, s, item, where=item_where, problems=problems)
+            if read is not _INVALID:
+                out[str(key)] = read
+        return out
+    return _read_one(d.kind, d.item, s, value, where=where, problems=problems)
 
-    def problem(self, key: str, message: str) -> None:
-        self._problems.append(f"{self._where(key)}: {message}")
 
-    def names(self) -> list[str]:
-        return [str(k) for k in self._data]
-
-    def section(self, key: str) -> _Reader:
-        return _Reader(self._data.get(key), self._where(key), self._problems)
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self._data.get(key, default)
-        if not isinstance(value, bool):
-            self.problem(key, f"must be true or false, got {value!r}")
-            return default
-        return value
-
-    def integer(self, key: str, default: int, *, minimum: int, maximum: int) -> int:
-        value = self._data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.problem(key, f"must be a whole number, got {value!r}")
-            return default
-        if not minimum <= value <= maximum:
-            self.problem(key, f"must be between {minimum} and {maximum}, got {value}")
-            return default
-        return value
-
-    def items(self, key: str) -> list[_Reader]:
-        """A list of objects, each read with its index in the path (`metric_guards[0].name`)."""
-        value = self._data.get(key, [])
-        if not isinstance(value, list):
-            self.problem(key, f"must be a list, got {_type_name(value)}")
-            return []
-        return [_Reader(item, f"{self._where(key)}[{i}]", self._problems) for i, item in enumerate(value)]
-
-    def number(self, key: str) -> float:
-        value = self._data.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # noqa: PLR0124 - NaN
-            self.problem(key, f"must be a number, got {value!r}")
-            return 0.0
-        if abs(value) == float("inf"):
-            self.problem(key, "must be finite")
-            return 0.0
-        return float(value)
-
-    def has(self, key: str) -> bool:
-        return self._data.get(key) is not None
-
-    def optional_text(self, key: str) -> str | None:
-        value = self._data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.problem(key, f"must be a non-empty string, got {value!r}")
-            return None
-        return value
-
-    def text(self, key: str, default: str) -> str:
-        value = self._data.get(key, default)
-        if not isinstance(value, str) or not value.strip():
-            self.problem(key, f"must be a non-empty string, got {value!r}")
-            return default
-        return value
-
-    def text_list(self, key: str) -> tuple[str, ...]:
-        value = self._data.get(key, [])
+def _read_list(d: Declared, value: Any, where: str, problems: list[str]) -> Any:
+    s = d.setting
+    if d.item_kind == "text":
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            self.problem(key, f"must be a list of non-empty strings, got {value!r}")
-            return ()
-        return tuple(value)
+            problems.append(f"{where}: must be a list of non-empty strings, got {value!r}")
+            return _INVALID
+        for i, text in enumerate(value):
+            if (message := _text_problem(s, text)) is not None:
+                problems.append(f"{where}[{i}]: {message}")
+        items: tuple[Any, ...] = tuple(value)
+    else:
+        if not isinstance(value, list):
+            problems.append(f"{where}: must be a list, got {_type_name(value)}")
+            return _INVALID
+        items = tuple(
+            _read_one(d.item_kind, d.item, s, v, where=f"{where}[{i}]", problems=problems) for i, v in enumerate(value)
+        )
+        items = tuple(item for item in items if item is not _INVALID)
+    if s.max_items is not None and len(value) > s.max_items:
+        problems.append(f"{where}: at most {s.max_items} entries, got {len(value)}{_because(s)}")
+    return items
 
-    def choice(self, key: str, enum: type[Action], default: Action | None) -> Action | None:
-        value = self._data.get(key)
-        if value is None and key not in self._data:
-            return default
-        allowed = [m.value for m in enum]
-        if value not in allowed:
-            self.problem(key, f"must be one of {', '.join(allowed)}, got {value!r}")
-            return default
-        return enum(value)
 
-    def done(self, known: tuple[str, ...]) -> None:
-        for key in self._data:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                allowed = ", ".join(known)
-                self.problem(str(key), f"unknown setting{hint}; known settings here: {allowed}")
+def _read_one(kind: str, tp: Any, s: Setting, value: Any, *, where: str, problems: list[str]) -> Any:
+    if kind == "section":
+        return _read(tp, value, where, problems)
+    result, message = _SCALAR_READERS[kind](tp, s, value)
+    if message is not None:
+        problems.append(f"{where}: {message}")
+        return _INVALID
+    return result
+
+
+# Each scalar reader returns (the value, None) or (anything, the message saying what is wrong).
+def _bool(_tp: Any, _s: Setting, value: Any) -> tuple[Any, str | None]:
+    return value, None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+
+
+def _int(_tp: Any, s: Setting, value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # `30.0` is the number 30 to JSON (and to JSON Schema's "integer")
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value, f"must be a whole number, got {value!r}"
+    if (s.minimum is not None and value < s.minimum) or (s.maximum is not None and value > s.maximum):
+        return value, f"{_bounds(s)}, got {value}{_because(s)}"
+    return value, None
+
+
+def _number(_tp: Any, _s: Setting, value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # noqa: PLR0124 - NaN
+        return value, f"must be a number, got {value!r}"
+    if math.isinf(value):
+        return value, "must be finite"
+    return float(value), None
+
+
+def _text(_tp: Any, s: Setting, value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, str) or not value.strip():
+        return value, f"must be a non-empty string, got {value!r}"
+    text = value.upper() if s.ignore_case else value
+    return text, _text_problem(s, text)
+
+
+def _enum(tp: Any, s: Setting, value: Any) -> tuple[Any, str | None]:
+    allowed = _choices(s, tp)
+    if isinstance(value, str) and value in allowed:
+        return tp(value), None
+    return value, f"must be one of {', '.join(allowed)}, got {value!r}{_because(s)}"
+
+
+_SCALAR_READERS: dict[str, Callable[[Any, Setting, Any], tuple[Any, str | None]]] = {
+    "bool": _bool,
+    "int": _int,
+    "number": _number,
+    "text": _text,
+    "enum": _enum,
+}
+
+
+def _bounds(s: Setting) -> str:
+    if s.minimum is not None and s.maximum is not None:
+        return f"must be between {s.minimum} and {s.maximum}"
+    return f"must be at least {s.minimum}" if s.minimum is not None else f"must be at most {s.maximum}"
+
+
+def _text_problem(s: Setting, text: str) -> str | None:
+    if s.choices is not None and text not in s.choices:
+        return f"must be one of {', '.join(s.choices)}, got {text!r}{_because(s)}"
+    if s.pattern is not None and not re.fullmatch(s.pattern, text):
+        return (s.pattern_error or "must match {pattern}, got {value!r}").format(value=text, pattern=s.pattern)
+    return None
 
 
 def _type_name(value: Any) -> str:

@@ -1,11 +1,25 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from training_guard.config import Action, ConfigError, GuardConfig, SlackConfig, SlackWebhook
+from training_guard.config import (
+    MAX_TRAINING_DAYS,
+    MIN_DEDUP_TTL_DAYS,
+    SCHEMA_KEY,
+    Action,
+    ConfigError,
+    GuardConfig,
+    MetricGuard,
+    QDeveloperConfig,
+    SlackConfig,
+    SlackWebhook,
+    StallGuard,
+    settings_of,
+)
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
@@ -98,7 +112,114 @@ def test_job_selection_by_name_prefix(
 
 
 def test_every_shipped_example_config_is_valid() -> None:
-    examples = sorted((CDK_JSON.parent / "configs").glob("*.json"))
+    examples = sorted(p for p in (CDK_JSON.parent / "configs").glob("*.json") if p.name != "schema.json")
     assert examples
     for example in examples:
         GuardConfig.from_json(example.read_text(), source=str(example))
+
+
+def test_an_empty_document_reads_as_exactly_the_dataclass_defaults() -> None:
+    # The reader has no defaults of its own: it takes each one from the declaration.
+    assert GuardConfig.from_dict({}) == GuardConfig()
+    assert GuardConfig.from_dict(None) == GuardConfig()
+    assert GuardConfig.from_dict({"stall": {}}).stall == StallGuard()
+    guard = GuardConfig.from_dict({"metric_guards": [{"name": "a", "metric": "m", "threshold": 1}]}).metric_guards[0]
+    assert guard == MetricGuard(name="a", metric="m", threshold=1.0)
+
+
+@pytest.mark.parametrize(("periods", "datapoints"), [(1, 1), (2, 2), (3, 3), (10, 3)])
+def test_absent_datapoints_default_to_three_but_never_more_than_periods(periods: int, datapoints: int) -> None:
+    guard = {"name": "a", "metric": "m", "threshold": 1, "periods": periods}
+    assert GuardConfig.from_dict({"metric_guards": [guard]}).metric_guards[0].datapoints == datapoints
+
+
+def test_explicit_datapoints_beyond_periods_are_refused() -> None:
+    guard = {"name": "a", "metric": "m", "threshold": 1, "periods": 2, "datapoints": 3}
+    with pytest.raises(ConfigError, match=re.escape("metric_guards[0].datapoints: cannot exceed periods (3 > 2)")):
+        GuardConfig.from_dict({"metric_guards": [guard]})
+
+
+def test_a_webhook_named_default_is_the_default_route_unless_another_is_named() -> None:
+    assert GuardConfig.from_dict({"slack": {"webhooks": {"default": {}}}}).slack.default == "default"
+    assert GuardConfig.from_dict({"slack": {"webhooks": {"default": None}}}).slack.webhooks == {
+        "default": SlackWebhook()
+    }
+    named = GuardConfig.from_dict({"slack": {"webhooks": {"default": {}, "ops": {}}, "default": "ops"}})
+    assert named.slack.default == "ops"
+
+
+def test_dedup_ttl_outlives_the_longest_training_job() -> None:
+    # SageMaker runs a training job for at most 28 days (MaxRuntimeInSeconds), 30 in total with
+    # the upload after it; the sweeper re-decides a running job every few minutes, so a shorter
+    # memory announces the same finding again late in a long job.
+    assert MAX_TRAINING_DAYS == 28
+    assert MIN_DEDUP_TTL_DAYS == 31
+    assert GuardConfig().dedup_ttl_days >= MIN_DEDUP_TTL_DAYS
+    assert GuardConfig.from_dict({"dedup_ttl_days": MIN_DEDUP_TTL_DAYS}).dedup_ttl_days == 31
+    with pytest.raises(ConfigError) as caught:
+        GuardConfig.from_dict({"dedup_ttl_days": MIN_DEDUP_TTL_DAYS - 1})
+    [problem] = caught.value.problems
+    assert problem.startswith("dedup_ttl_days: must be between 31 and 365, got 30 (")
+    assert "whole life" in problem
+    assert "28 days" in problem
+
+
+def test_a_schema_reference_is_ignored_at_the_top_and_unknown_anywhere_else() -> None:
+    assert GuardConfig.from_dict({SCHEMA_KEY: "./schema.json", "dry_run": True}) == GuardConfig(dry_run=True)
+    with pytest.raises(ConfigError, match=re.escape("rules.$schema: unknown setting")):
+        GuardConfig.from_dict({"rules": {SCHEMA_KEY: "./schema.json"}})
+
+
+def test_a_whole_number_written_with_a_decimal_point_is_that_number() -> None:
+    config = GuardConfig.from_dict({"sweep_minutes": 10.0, "dedup_ttl_days": 40.0})
+    assert config.sweep_minutes == 10
+    assert isinstance(config.sweep_minutes, int)
+    assert GuardConfig.from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"stall": {"action": "ignore"}}, "stall.action: must be one of notify, stop, got 'ignore' (set stall to null"),
+        (
+            {"q_developer": {"slack_workspace_id": "T01"}},
+            "q_developer.slack_channel_id: must be a non-empty string; it is required",
+        ),
+        (
+            {"q_developer": {"slack_workspace_id": "t01", "slack_channel_id": "C01"}},
+            "q_developer.slack_workspace_id: must be a Slack ID",
+        ),
+        ({"slack": {"webhooks": {"bad name": {}}}}, "slack.webhooks.bad name: webhook names are 1-40 letters"),
+        (
+            {"slack": {"webhooks": {"a": {}}, "by_severity": {"urgent": "a"}}},
+            "slack.by_severity.urgent: not a severity",
+        ),
+        (
+            {"slack": {"webhooks": {"a": {}}, "by_severity": {"critical": "b"}}},
+            "slack.by_severity.critical: names no webhook in slack.webhooks: 'b'",
+        ),
+        ({"slack": {"webhooks": {"a": {}}}}, "slack.default: set a default webhook, or routes"),
+        ({"emails": ["a b@c"]}, "emails[0]: not an e-mail address: 'a b@c'"),
+        (
+            {"metric_guards": [{"name": "a", "metric": "m", "threshold": 1}] * 51},
+            "metric_guards: at most 50 entries, got 51",
+        ),
+    ],
+)
+def test_declared_constraints_and_cross_field_checks_name_the_field(data: object, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        GuardConfig.from_dict(data)
+    assert expected in str(caught.value)
+
+
+def test_every_setting_is_declared_with_a_meaning() -> None:
+    seen: set[type] = set()
+    todo: list[type] = [GuardConfig]
+    while todo:
+        cls = todo.pop()
+        seen.add(cls)
+        for declared in settings_of(cls):
+            assert declared.setting.doc.strip(), f"{cls.__name__}.{declared.name} has no meaning"
+            if declared.item_kind == "section" and declared.item not in seen:
+                todo.append(declared.item)
+    assert {MetricGuard, StallGuard, QDeveloperConfig, SlackConfig, SlackWebhook} <= seen
