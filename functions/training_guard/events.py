@@ -23,6 +23,7 @@ COMPLETED = "Completed"
 FAILED = "Failed"
 STOPPING = "Stopping"
 STOPPED = "Stopped"
+TRAINING = "Training"  # the SecondaryStatus while the algorithm trains (after Starting, Downloading)
 
 ISSUES_FOUND = "IssuesFound"
 RULE_ERROR = "Error"
@@ -72,6 +73,9 @@ class TrainingJob:
     instance_count: int | None = None
     metric_names: tuple[str, ...] = ()
     tuning_job_arn: str | None = None
+    # When the job last entered the secondary status "Training" (SecondaryStatusTransitions): after
+    # data download, and again after a spot restart. None when the source did not list transitions.
+    training_phase_start: datetime | None = None
 
     @property
     def running(self) -> bool:
@@ -149,7 +153,20 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
         instance_count=_count(resources.get("InstanceCount")),
         metric_names=_metric_names(algorithm.get("MetricDefinitions")),
         tuning_job_arn=_text(data.get("TuningJobArn")),
+        training_phase_start=_training_phase_start(data.get("SecondaryStatusTransitions")),
     )
+
+
+def _training_phase_start(value: Any) -> datetime | None:
+    """Start of the latest "Training" secondary status: when the job really began training."""
+    if not isinstance(value, list):
+        return None
+    starts = [
+        start
+        for t in value
+        if isinstance(t, Mapping) and t.get("Status") == TRAINING and (start := parse_time(t.get("StartTime")))
+    ]
+    return max(starts, default=None)
 
 
 def parse_time(value: Any) -> datetime | None:

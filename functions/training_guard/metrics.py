@@ -53,6 +53,15 @@ def job_of_host(host: str) -> str:
     return match.group("job") if match else host
 
 
+def job_of_dimensions(dimensions: Mapping[str, Any]) -> str | None:
+    """The training job a series is about: its TrainingJobName, or the job of its Host."""
+    if isinstance(dimensions.get(contract.JOB_DIMENSION), str):
+        return str(dimensions[contract.JOB_DIMENSION])
+    if isinstance(dimensions.get(contract.HOST_DIMENSION), str):
+        return job_of_host(dimensions[contract.HOST_DIMENSION])
+    return None
+
+
 # --- alarm events ------------------------------------------------------------------------------------
 
 
@@ -106,11 +115,7 @@ def parse_alarm_event(event: Any) -> AlarmObservation:
         dimensions = contributor["attributes"]
     else:
         dimensions, metric = _single_metric(detail)
-    job = None
-    if isinstance(dimensions.get(contract.JOB_DIMENSION), str):
-        job = dimensions[contract.JOB_DIMENSION]
-    elif isinstance(dimensions.get(contract.HOST_DIMENSION), str):
-        job = job_of_host(dimensions[contract.HOST_DIMENSION])
+    job = job_of_dimensions(dimensions)
     return AlarmObservation(
         event_id=str(event.get("id") or ""),
         account=event.get("account") if isinstance(event.get("account"), str) else None,

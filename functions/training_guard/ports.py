@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from training_guard.events import TrainingJob
     from training_guard.messages import Notification
-    from training_guard.metrics import JobAlarmSpec
+    from training_guard.metrics import AlarmObservation, JobAlarmSpec
 
 
 class JobsPort(Protocol):
@@ -81,6 +81,14 @@ class AlarmsPort(Protocol):
 
     def delete_alarms(self, names: Sequence[str]) -> None: ...
 
+    def firing_job_alarms(self) -> list[AlarmObservation]:
+        """The guard's per-job alarms that are in ALARM now."""
+        ...
+
+    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
+        """The contributors (one per job or host) of a fleet guard's alarm that are in ALARM now."""
+        ...
+
     def jobs_with_datapoints(
-        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime
+        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
     ) -> set[str]: ...

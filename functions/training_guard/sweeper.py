@@ -2,28 +2,45 @@
 
 Every few minutes, over the jobs running now:
 1. **Orphaned per-job alarms** (a missed end event must not leave an alarm billing forever) are
-   deleted: any `training-guard-job-<job>-...` alarm whose job is not running.
+   deleted: any `training-guard-job-<job>-...` alarm whose job is not running. The alarms are
+   listed *before* the jobs, so a job that starts between the two reads keeps its new alarm.
 2. **Reconciliation**: each running job is re-read with `DescribeTrainingJob` and put through the
    same idempotent path as an event, so a finding whose event was lost is still acted on (and a
    handled one is a no-op: its transition key is already done).
-3. **Stalls**: a job that declared metric definitions, has trained longer than `stall.minutes`,
-   and published no datapoint in that window is reported (or stopped). One batched
-   `GetMetricData` per 500 jobs, not one call per job.
+3. **Alarms still firing**: a contributor (or per-job alarm) that *stays* in ALARM sends no further
+   event, so a stop deferred by `min_training_minutes` would never happen. Every fleet guard's
+   contributors in ALARM (`DescribeAlarmContributors`) and every per-job alarm in ALARM go through
+   the alarm path again: after the grace period the stop happens; anything handled is a no-op.
+4. **Stalls**: a job in the secondary status Training for longer than `stall.minutes` that published
+   no datapoint of *any* of its declared metrics in that window. Counted from when it last entered
+   Training (not from TrainingStartTime, which includes the data download). A job that never
+   published anything is reported, never stopped: its metric definitions may simply not match its
+   logs. Two batched `GetMetricData` reads per 500 series, not one call per job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TypeVar
 
-from training_guard import contract, policy
-from training_guard.config import GuardConfig
-from training_guard.errors import GuardError
-from training_guard.events import ISSUES_FOUND, JobEvent, RuleStatus, TrainingJob
+from training_guard import contract, metrics, policy
+from training_guard.config import Action, GuardConfig
+from training_guard.errors import GuardError, TransitionBusy
+from training_guard.events import ISSUES_FOUND, TRAINING, JobEvent, RuleStatus, TrainingJob
+from training_guard.metrics import AlarmObservation
 from training_guard.ports import AlarmsPort, JobsPort
 from training_guard.responder import Receipt, Responder
 
 SWEEP_SOURCE = "training-guard.sweeper"
+# How far back "did it ever publish" looks: SageMaker's longest training run (MaxRuntimeInSeconds,
+# 28 days), read at an hourly period (CloudWatch keeps 1-minute data for 15 days only).
+EVER_PUBLISHED_LOOKBACK = timedelta(days=28)
+EVER_PUBLISHED_PERIOD_SECONDS = 3600
+_T = TypeVar("_T")
+STALL = "stall"  # the finding of a job that published and then went quiet
+NO_METRICS = "no-metrics"  # the finding of a job that never published any declared metric
 
 
 @dataclass
@@ -33,6 +50,8 @@ class SweepReport:
     reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something
     stalled: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
+    # Another attempt (an event's invocation) holds the transition: the next sweep looks again.
+    busy: list[str] = field(default_factory=list)
 
 
 class SweepIncomplete(GuardError):
@@ -61,33 +80,55 @@ class Sweeper:
 
     def sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
         report = SweepReport()
+        # Alarms before jobs: an alarm listed here belongs to a job that was running when the alarm
+        # was made, so a job that starts after this read cannot lose its brand-new alarm below.
+        alarm_names = self.alarms.job_alarm_names()
         running = self.jobs.running()
         report.running = len(running)
         running_set = set(running)
-        orphans = [n for n in self.alarms.job_alarm_names() if job_of_alarm(n) not in running_set]
+        orphans = [n for n in alarm_names if job_of_alarm(n) not in running_set]
         if orphans:
             self.alarms.delete_alarms(orphans)
             report.orphaned_alarms_deleted = orphans
-        still_running: list[TrainingJob] = []
+        still_running: dict[str, TrainingJob] = {}
         for name in running:
-            # one job's failure (a throttled call, a bad record) must not keep the others unswept
-            try:
-                job = self.jobs.describe(name)
-                if job is None:
-                    continue
-                receipt = self._reconcile(job, now=now, account=account, region=region)
-            except GuardError as exc:
-                report.failed[name] = str(exc)
-                continue
-            if receipt.notifications or receipt.alarms_created:
-                report.reconciled.append(receipt.as_dict())
-            if not receipt.stopped:
-                still_running.append(job)
+            reconciled = self._guarded(report, name, lambda name=name: self._reconcile(name, now, account, region))  # type: ignore[misc]
+            if reconciled is not None and not self._note(report, reconciled[1]).stopped:
+                still_running[name] = reconciled[0]
+        for alarm in self._firing(still_running):
+            observed = replace(alarm, event_id=f"sweep-{now:%Y%m%dT%H%M%S}", account=account, region=region)
+            receipt = self._guarded(report, alarm.job or "", lambda a=observed: self.responder.handle_alarm(a, now=now))  # type: ignore[misc]
+            if receipt is not None and self._note(report, receipt).stopped:
+                still_running.pop(alarm.job or "", None)
         if self.config.stall is not None:
-            report.stalled = self._stalls(still_running, now=now, account=account, region=region)
+            report.stalled = self._stalls(list(still_running.values()), now=now, account=account, region=region)
         if report.failed:
             raise SweepIncomplete(report)
         return report
+
+    @staticmethod
+    def _guarded(report: SweepReport, job: str, step: Callable[[], _T]) -> _T | None:
+        """One job's step; its failure (a throttled call, a bad record) must not keep the others unswept."""
+        try:
+            return step()
+        except TransitionBusy:
+            report.busy.append(job)  # an event's invocation is on it: the next sweep looks again
+        except GuardError as exc:
+            report.failed[job] = str(exc)
+        return None
+
+    @staticmethod
+    def _note(report: SweepReport, receipt: Receipt) -> Receipt:
+        if receipt.notifications or receipt.alarms_created:
+            report.reconciled.append(receipt.as_dict())
+        return receipt
+
+    def _firing(self, running: dict[str, TrainingJob]) -> list[AlarmObservation]:
+        """Per-job alarms and fleet-guard contributors in ALARM now, for jobs still running."""
+        firing = list(self.alarms.firing_job_alarms()) if self.config.per_job_alarms else []
+        for guard in self.config.metric_guards:
+            firing += self.alarms.firing_contributors(metrics.fleet_alarm_name(guard))
+        return [alarm for alarm in firing if alarm.job in running]
 
     def _event(self, job: TrainingJob, now: datetime, account: str | None, region: str | None) -> JobEvent:
         return JobEvent(
@@ -103,36 +144,91 @@ class Sweeper:
     def _with_tags(self, job: TrainingJob) -> TrainingJob:
         return replace(job, tags=self.jobs.tags(job.arn)) if job.arn else job
 
-    def _reconcile(self, job: TrainingJob, *, now: datetime, account: str | None, region: str | None) -> Receipt:
+    def _reconcile(
+        self, name: str, now: datetime, account: str | None, region: str | None
+    ) -> tuple[TrainingJob, Receipt] | None:
+        job = self.jobs.describe(name)
+        if job is None:
+            return None
         # Tags (exemptions, per-job guards) are read only for jobs that have something to act on.
         if any(r.status == ISSUES_FOUND for r in job.rules or ()) or self.config.per_job_alarms:
             job = self._with_tags(job)
-        return self.responder.handle(self._event(job, now, account, region), now=now)
+        return job, self.responder.handle(self._event(job, now, account, region), now=now)
 
     def _stalls(self, jobs: list[TrainingJob], *, now: datetime, account: str | None, region: str | None) -> list[str]:
         stall = self.config.stall
         assert stall is not None
         window = timedelta(minutes=stall.minutes)
-        candidates = [j for j in jobs if j.metric_names and (j.training_seconds(now) or 0) >= window.total_seconds()]
+        since = {j.name: start for j in jobs if j.metric_names and (start := training_since(j)) is not None}
+        candidates = [j for j in jobs if j.name in since and now - since[j.name] >= window]
         if not candidates:
             return []
-        seen = self.alarms.jobs_with_datapoints(
-            [(j.name, j.metric_names[0]) for j in candidates], since=now - window, until=now
+        recent = self.alarms.jobs_with_datapoints(series(candidates), since=now - window, until=now)
+        quiet = [j for j in candidates if j.name not in recent]
+        if not quiet:
+            return []
+        published_before = self.alarms.jobs_with_datapoints(
+            series(quiet),
+            since=max(min(since[j.name] for j in quiet), now - EVER_PUBLISHED_LOOKBACK),
+            until=now - window,
+            period_seconds=EVER_PUBLISHED_PERIOD_SECONDS,
         )
         stalled: list[str] = []
-        for quiet in (j for j in candidates if j.name not in seen):
-            job = self._with_tags(quiet)
-            finding = RuleStatus(
-                name="stall",
-                kind=policy.METRIC,
-                status=policy.STALLED,
-                details=f"no datapoint of {job.metric_names[0]} in the last {stall.minutes} min",
-            )
-            setting = f"stall.minutes = {stall.minutes} -> {stall.action.value}"
-            receipt = Receipt(job=job.name, event_id="")
-            event = self._event(job, now, account, region)
-            for decision in policy.decide_metric(job, finding, stall.action, setting, self.config, now=now):
-                self.responder.react(event, job, decision, receipt, now)
-            if receipt.notifications:
-                stalled.append(job.name)
+        for job in quiet:
+            names = ", ".join(job.metric_names)
+            if job.name in published_before:
+                finding = RuleStatus(
+                    name=STALL,
+                    kind=policy.METRIC,
+                    status=policy.STALLED,
+                    details=f"no datapoint of {names} in the last {stall.minutes} min",
+                )
+                action, setting = stall.action, f"stall.minutes = {stall.minutes} -> {stall.action.value}"
+            else:
+                trained = int((now - since[job.name]).total_seconds() // 60)
+                finding = RuleStatus(
+                    name=NO_METRICS,
+                    kind=policy.METRIC,
+                    status=policy.STALLED,
+                    details=f"no datapoint of {names} in {trained} min of training: "
+                    "do its MetricDefinitions match its logs?",
+                )
+                # Never stopped for this: a stall needs a job that published, then went quiet.
+                action = Action.NOTIFY
+                setting = f"stall.minutes = {stall.minutes}: never published, so notify only"
+            stalled += self._stall(job, finding, action, setting, now=now, account=account, region=region)
         return stalled
+
+    def _stall(
+        self,
+        quiet: TrainingJob,
+        finding: RuleStatus,
+        action: Action,
+        setting: str,
+        *,
+        now: datetime,
+        account: str | None,
+        region: str | None,
+    ) -> list[str]:
+        job = self._with_tags(quiet)
+        receipt = Receipt(job=job.name, event_id="")
+        event = self._event(job, now, account, region)
+        for decision in policy.decide_metric(job, finding, action, setting, self.config, now=now):
+            try:
+                self.responder.react(event, job, decision, receipt, now)
+            except TransitionBusy:
+                return []  # an event's invocation is on it; the next sweep looks again
+        return [job.name] if receipt.notifications else []
+
+
+def training_since(job: TrainingJob) -> datetime | None:
+    """When the job began its current training phase, or None when it is not training now (starting,
+    downloading, uploading publish no training metrics)."""
+    if job.secondary_status != TRAINING:
+        return None
+    return job.training_phase_start or job.training_start_time
+
+
+def series(jobs: list[TrainingJob]) -> list[tuple[str, str]]:
+    """Every declared metric of every job: a job is alive if any of them moves."""
+    return [(job.name, metric) for job in jobs for metric in job.metric_names]

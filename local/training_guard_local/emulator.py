@@ -10,9 +10,11 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -20,7 +22,7 @@ from moto import mock_aws
 
 from training_guard import contract
 from training_guard.config import GuardConfig
-from training_guard_local import sagemaker_ext
+from training_guard_local import cloudwatch_ext, sagemaker_ext
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -76,6 +78,7 @@ class Emulation:
         self.quiet = quiet
         self._mock = mock_aws()
         self._saved_env: dict[str, str | None] = {}
+        self._config_dir: tempfile.TemporaryDirectory[str] | None = None
         self.topic_arn = ""
         self.queue_url = ""
         self.chat_queue_url = ""
@@ -84,7 +87,13 @@ class Emulation:
 
     def __enter__(self) -> Emulation:
         env = dict(_ENV)
-        env[contract.ENV_CONFIG] = self.config.to_json()
+        # As the stack does: the configuration is a JSON file the environment names (the stack ships
+        # it in a layer at /opt/training-guard/config.json), never inline.
+        self._config_dir = tempfile.TemporaryDirectory(prefix="training-guard-emulation-")
+        config_file = Path(self._config_dir.name) / "config.json"
+        config_file.write_text(self.config.to_json(), encoding="utf-8")
+        env[contract.ENV_CONFIG_FILE] = str(config_file)
+        self._saved_env[contract.ENV_CONFIG] = os.environ.pop(contract.ENV_CONFIG, None)
         env[contract.ENV_TABLE] = TABLE
         if self.quiet:
             env["POWERTOOLS_LOG_LEVEL"] = "WARNING"
@@ -94,6 +103,8 @@ class Emulation:
             os.environ[key] = value
         self._mock.start()
         sagemaker_ext.install()
+        cloudwatch_ext.install()
+        cloudwatch_ext.reset()
         self._create_resources()
         self._set_env(contract.ENV_TOPIC_ARN, self.topic_arn)
         self.events_dead_letters_url = self.client("sqs").create_queue(QueueName=EVENTS_DEAD_LETTERS)["QueueUrl"]
@@ -116,6 +127,9 @@ class Emulation:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        if self._config_dir is not None:
+            self._config_dir.cleanup()
+            self._config_dir = None
         _reset_handler_caches()
 
     # --- resources ---------------------------------------------------------------------------
@@ -296,6 +310,10 @@ class Emulation:
             for message in batch:
                 out.append(json.loads(message["Body"]))
                 sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    def set_contributors(self, alarm_name: str, contributors: list[Mapping[str, str]]) -> None:
+        """A fleet guard's contributors in ALARM now (moto evaluates no Metrics Insights alarm)."""
+        cloudwatch_ext.set_contributors(ACCOUNT, REGION, alarm_name, contributors)
 
     def job_status(self, name: str) -> str | None:
         return sagemaker_ext.job_status(ACCOUNT, REGION, name)

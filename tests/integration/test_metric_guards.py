@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -152,12 +152,103 @@ def test_the_sweeper_deletes_alarms_whose_job_ended_without_an_event(aws: Emulat
 
 def test_the_sweeper_reports_a_running_job_that_stopped_publishing_metrics(aws: Emulation) -> None:
     aws.deliver(job_event(minutes_ago=30))
+    aws.put_metric(JOB, "train:loss", [0.9], at=datetime.now(UTC) - timedelta(minutes=20))  # then silence
     quiet = aws.sweep()
     assert quiet["stalled"] == [JOB]
     [note] = aws.notifications()
     assert note["kind"] == "metric_stall"
     assert note["rule"]["details"] == "no datapoint of train:loss in the last 10 min"
     assert aws.sweep()["stalled"] == []  # once
+
+
+def stall_stops(aws_with: Callable[[GuardConfig], Emulation]) -> Emulation:
+    return aws_with(GuardConfig.from_dict({**CONFIG, "stall": {"minutes": 10, "action": "stop"}}))
+
+
+def test_a_job_that_published_and_went_quiet_is_stopped_when_stalls_stop(emulation_with: Any) -> None:
+    aws = stall_stops(emulation_with)
+    aws.deliver(job_event(minutes_ago=30))
+    aws.put_metric(JOB, "train:loss", [0.9], at=datetime.now(UTC) - timedelta(minutes=20))
+    assert aws.sweep()["stalled"] == [JOB]
+    assert aws.job_status(JOB) == "Stopping"
+
+
+def test_a_job_that_never_published_is_reported_but_never_stopped_for_a_stall(emulation_with: Any) -> None:
+    aws = stall_stops(emulation_with)
+    aws.deliver(job_event(minutes_ago=30))
+    assert aws.sweep()["stalled"] == [JOB]
+    assert aws.job_status(JOB) == "InProgress"
+    [note] = aws.notifications()
+    assert note["outcome"] == "notified"
+    assert note["rule"]["details"].startswith("no datapoint of train:loss in 30 min of training")
+    assert "never published, so notify only" in note["reason"]
+
+
+def test_any_declared_metric_keeps_a_job_alive_not_only_the_first(aws: Emulation) -> None:
+    definitions = [{"Name": "train:loss", "Regex": "loss=(.*?);"}, {"Name": "val:acc", "Regex": "acc=(.*?);"}]
+    aws.deliver(job_event(minutes_ago=30, AlgorithmSpecification={"MetricDefinitions": definitions}))
+    aws.put_metric(JOB, "val:acc", [0.7])  # only the second metric moves
+    assert aws.sweep()["stalled"] == []
+
+
+def test_a_job_still_downloading_its_data_is_not_stalled(aws: Emulation) -> None:
+    downloading = job_event(minutes_ago=30)
+    downloading["detail"]["SecondaryStatus"] = "Downloading"
+    aws.deliver(downloading)
+    assert aws.sweep()["stalled"] == []
+
+
+def test_the_stall_window_counts_from_the_start_of_training_not_of_the_download(aws: Emulation) -> None:
+    from training_guard_local import sagemaker_ext
+
+    aws.deliver(job_event(minutes_ago=60))  # TrainingStartTime an hour ago ...
+    job = sagemaker_ext._backend("123456789012", "us-east-1").training_jobs[JOB]
+    job.secondary_status_transitions = [  # ... but 50 minutes of it were the data download
+        {"Status": "Downloading", "StartTime": datetime.now(UTC) - timedelta(minutes=60)},
+        {"Status": "Training", "StartTime": datetime.now(UTC) - timedelta(minutes=5)},
+    ]
+    assert aws.sweep()["stalled"] == []
+
+
+def test_a_deferred_metric_guard_stop_happens_after_the_grace_period_without_a_new_event(
+    emulation_with: Any,
+) -> None:
+    aws = emulation_with(GuardConfig.from_dict({**CONFIG, "min_training_minutes": 60}))
+    aws.deliver(job_event(minutes_ago=30))
+    aws.put_metric(JOB, "train:loss", [7.5, 9.1])  # diverging, and alive
+    fired = aws.deliver_alarm(alarm("contributor_train_loss"))
+    assert fired["outcomes"] == ["deferred"]
+    # The contributor stays in ALARM: CloudWatch sends no further event. Only the sweep can see it.
+    aws.set_contributors("training-guard-loss-diverging", [{"TrainingJobName": JOB}])
+    assert aws.sweep()["reconciled"] == []  # still within the grace period: nothing new to say
+    assert aws.job_status(JOB) == "InProgress"
+    aws.put_job(job_event(minutes_ago=61)["detail"])  # an hour of training has passed
+    swept = aws.sweep()
+    assert [r["outcomes"] for r in swept["reconciled"]] == [["stopped"]]
+    assert aws.job_status(JOB) == "Stopping"
+    notes = aws.notifications()
+    assert [n["outcome"] for n in notes] == ["deferred", "stopped"]
+    aws.finish_stopping(JOB)
+    assert aws.sweep()["reconciled"] == []  # exactly once
+
+
+def test_a_per_job_alarm_that_stays_in_alarm_is_acted_on_after_the_grace_period(emulation_with: Any) -> None:
+    aws = emulation_with(GuardConfig.from_dict({**CONFIG, "min_training_minutes": 60}))
+    tags = {LOSS_TAG: "max above 5 1/1 stop"}
+    aws.deliver(job_event(minutes_ago=30, tags=tags))
+    aws.put_metric(JOB, "train:loss", [7.5])
+    [name] = aws.alarm_names()
+    aws.client("cloudwatch").set_alarm_state(AlarmName=name, StateValue="ALARM", StateReason="Threshold Crossed")
+    assert [r["outcomes"] for r in aws.sweep()["reconciled"]] == [["deferred"]]
+    aws.put_job(job_event(minutes_ago=61, tags=tags)["detail"])
+    assert [r["outcomes"] for r in aws.sweep()["reconciled"]] == [["stopped"]]
+    assert aws.job_status(JOB) == "Stopping"
+
+
+def test_contributors_of_jobs_no_longer_running_are_left_alone(aws: Emulation) -> None:
+    aws.deliver(job_event(minutes_ago=30))
+    aws.set_contributors("training-guard-loss-diverging", [{"TrainingJobName": "an-ended-job"}])
+    assert aws.sweep()["reconciled"] == []
 
 
 def test_a_job_still_publishing_or_too_young_is_not_stalled(aws: Emulation) -> None:

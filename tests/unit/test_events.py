@@ -133,3 +133,25 @@ def _broken(mutate: Any) -> Any:
 def test_broken_copies_are_rejected_with_a_reason(broken: Any, message: str) -> None:
     with pytest.raises(EventError, match=message):
         parse_event(broken)
+
+
+def test_the_start_of_training_is_the_latest_entry_into_the_training_status() -> None:
+    from training_guard.events import parse_job
+
+    job = parse_job(
+        {
+            "TrainingJobName": "spot-1",
+            "TrainingJobStatus": "InProgress",
+            "SecondaryStatusTransitions": [
+                {"Status": "Starting", "StartTime": 1764468000000},
+                {"Status": "Training", "StartTime": 1764468600000},
+                {"Status": "Interrupted", "StartTime": 1764470400000},
+                {"Status": "Training", "StartTime": "2025-11-30T03:00:00Z"},
+                {"Status": "Training", "StartTime": None},
+                "not a transition",
+            ],
+        }
+    )
+    assert job.training_phase_start is not None
+    assert job.training_phase_start.isoformat() == "2025-11-30T03:00:00+00:00"
+    assert parse_job({"TrainingJobName": "a", "TrainingJobStatus": "InProgress"}).training_phase_start is None

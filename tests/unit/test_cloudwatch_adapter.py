@@ -1,0 +1,125 @@
+"""The CloudWatch adapter's reads of alarms still firing, against botocore's Stubber (the real API shapes)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from training_guard import contract
+from training_guard.adapters.cloudwatch import CloudWatchAlarms
+from training_guard.errors import ActionFailed
+
+AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+
+
+def stubbed() -> tuple[CloudWatchAlarms, Stubber]:
+    client = boto3.client("cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    return CloudWatchAlarms(client), Stubber(client)
+
+
+def test_contributors_in_alarm_are_read_across_pages_and_resolved_to_jobs() -> None:
+    alarms, stub = stubbed()
+    first = {
+        "AlarmContributors": [
+            {
+                "ContributorId": "c1",
+                "ContributorAttributes": {"TrainingJobName": "job-a"},
+                "StateReason": "Threshold Crossed: 3 datapoints",
+                "StateTransitionedTimestamp": AT,
+            }
+        ],
+        "NextToken": "page-2",
+    }
+    second = {
+        "AlarmContributors": [
+            {
+                "ContributorId": "c2",
+                "ContributorAttributes": {"Host": "job-b/algo-2"},
+                "StateReason": "Threshold Crossed",
+                "StateTransitionedTimestamp": AT,
+            }
+        ]
+    }
+    stub.add_response("describe_alarm_contributors", first, {"AlarmName": "training-guard-loss"})
+    stub.add_response(
+        "describe_alarm_contributors", second, {"AlarmName": "training-guard-loss", "NextToken": "page-2"}
+    )
+    with stub:
+        firing = alarms.firing_contributors("training-guard-loss")
+    assert [(a.job, a.state, a.contributor, a.alarm_name) for a in firing] == [
+        ("job-a", "ALARM", True, "training-guard-loss"),
+        ("job-b", "ALARM", True, "training-guard-loss"),
+    ]
+    assert firing[0].reason == "Threshold Crossed: 3 datapoints"
+    assert firing[0].time == AT
+    assert firing[0].guard_name == "loss"
+
+
+def test_an_alarm_not_deployed_has_no_contributors_but_other_errors_raise() -> None:
+    alarms, stub = stubbed()
+    stub.add_client_error("describe_alarm_contributors", "ResourceNotFoundException")
+    stub.add_client_error("describe_alarm_contributors", "AccessDenied")
+    with stub:
+        assert alarms.firing_contributors("training-guard-loss") == []
+        with pytest.raises(ActionFailed, match="DescribeAlarmContributors training-guard-loss"):
+            alarms.firing_contributors("training-guard-loss")
+
+
+def test_per_job_alarms_in_alarm_are_asked_for_by_state_and_checked_again() -> None:
+    alarms, stub = stubbed()
+
+    def alarm(name: str, state: str) -> dict[str, object]:
+        return {
+            "AlarmName": name,
+            "StateValue": state,
+            "StateReason": "Threshold Crossed",
+            "StateUpdatedTimestamp": AT,
+            "MetricName": "train:loss",
+            "Dimensions": [{"Name": "TrainingJobName", "Value": "job-a"}],
+        }
+
+    stub.add_response(
+        "describe_alarms",
+        {"MetricAlarms": [alarm("training-guard-job-job-a-1", "ALARM"), alarm("training-guard-job-job-a-2", "OK")]},
+        {"AlarmNamePrefix": contract.JOB_ALARM_PREFIX, "AlarmTypes": ["MetricAlarm"], "StateValue": "ALARM"},
+    )
+    with stub:
+        [firing] = alarms.firing_job_alarms()
+    assert (firing.alarm_name, firing.job, firing.metric, firing.guard_name) == (
+        "training-guard-job-job-a-1",
+        "job-a",
+        "train:loss",
+        None,
+    )
+
+
+def test_the_long_look_back_asks_for_hourly_datapoints() -> None:
+    alarms, stub = stubbed()
+    expected = {
+        "MetricDataQueries": [
+            {
+                "Id": "q0",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
+                        "MetricName": "train:loss",
+                        "Dimensions": [{"Name": contract.JOB_DIMENSION, "Value": "job-a"}],
+                    },
+                    "Period": 3600,
+                    "Stat": "SampleCount",
+                },
+                "ReturnData": True,
+            }
+        ],
+        "StartTime": AT,
+        "EndTime": datetime(2026, 11, 30, 4, 1, tzinfo=UTC),
+    }
+    stub.add_response("get_metric_data", {"MetricDataResults": [{"Id": "q0", "Values": [3.0]}]}, expected)
+    with stub:
+        seen = alarms.jobs_with_datapoints(
+            [("job-a", "train:loss")], since=AT, until=datetime(2026, 11, 30, 4, 0, tzinfo=UTC), period_seconds=3600
+        )
+    assert seen == {"job-a"}
