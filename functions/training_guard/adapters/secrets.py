@@ -1,35 +1,38 @@
-"""Secrets Manager: webhook URLs, read through a small in-memory cache (5 minutes)."""
+"""Secrets Manager through Powertools Parameters (in the layer already): webhook URLs, cached 5 minutes."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
-from botocore.exceptions import ClientError
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
+from training_guard.chat import check_url
 from training_guard.errors import ActionFailed
 
-CACHE_SECONDS = 300.0
+CACHE_SECONDS = 300
 
 
-class CachedSecrets:
-    def __init__(
-        self, client: Any, *, max_age: float = CACHE_SECONDS, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._client = client
+class Secrets:
+    def __init__(self, client: Any, *, max_age: int = CACHE_SECONDS) -> None:
+        self._provider = SecretsProvider(boto3_client=client)
         self._max_age = max_age
-        self._clock = clock
-        self._cache: dict[str, tuple[float, str]] = {}
 
     def get(self, secret_id: str) -> str:
-        now = self._clock()
-        cached = self._cache.get(secret_id)
-        if cached is not None and now - cached[0] < self._max_age:
-            return cached[1]
         try:
-            value = str(self._client.get_secret_value(SecretId=secret_id)["SecretString"])
-        except ClientError as exc:
-            raise ActionFailed(f"read secret {secret_id}", exc) from exc  # names the secret, never its value
-        self._cache[secret_id] = (now, value)
-        return value
+            return str(self._provider.get(secret_id, max_age=self._max_age))
+        except GetParameterError as exc:
+            # Names the secret and AWS's error, never a value.
+            raise ActionFailed(f"read secret {secret_id}", exc.__cause__ or exc) from None
+
+
+class SecretWebhookUrls:
+    """Webhook name -> its URL, read from the secret the stack configured for it."""
+
+    def __init__(self, secrets: Secrets, secret_ids: dict[str, str]) -> None:
+        self._secrets = secrets
+        self._ids = secret_ids
+
+    def url(self, webhook: str) -> str:
+        secret_id = self._ids[webhook]
+        return check_url(webhook, secret_id, self._secrets.get(secret_id))

@@ -54,6 +54,10 @@ def _sdk_logger() -> logging.Logger:
     return logger
 
 
+# `_can_retry` is slack_sdk's extension point for retry handlers: the public `can_retry` counts attempts
+# and delegates to it, and every built-in handler implements it
+# (https://docs.slack.dev/tools/python-slack-sdk/reference/http_retry/handler.html). The underscore
+# notwithstanding, it is the interface; tests/unit/test_slack_retry.py breaks if slack_sdk changes it.
 class _BoundedRateLimitHandler(RateLimitErrorRetryHandler):
     def _can_retry(
         self,

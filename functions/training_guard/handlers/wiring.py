@@ -13,11 +13,11 @@ from training_guard.adapters.clients import client
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
-from training_guard.adapters.secrets import CachedSecrets
+from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
 from training_guard.adapters.slack import WebhookSender
 from training_guard.adapters.sns import SnsPublisher
 from training_guard.adapters.sqs import DeadLetterParker
-from training_guard.chat import ChatDelivery, check_url
+from training_guard.chat import ChatDelivery
 from training_guard.responder import Responder, lease_for
 from training_guard.settings import ChatSettings, Settings
 from training_guard.sweeper import Sweeper
@@ -52,22 +52,12 @@ def sweeper() -> Sweeper:
     return Sweeper(responder(), SageMakerJobs(client("sagemaker")), CloudWatchAlarms(client("cloudwatch")))
 
 
-class SecretWebhookUrls:
-    def __init__(self, secrets: CachedSecrets, secret_ids: dict[str, str]) -> None:
-        self._secrets = secrets
-        self._ids = secret_ids
-
-    def url(self, webhook: str) -> str:
-        secret_id = self._ids[webhook]
-        return check_url(webhook, secret_id, self._secrets.get(secret_id))
-
-
 @cache
 def delivery() -> ChatDelivery:
     settings_ = ChatSettings.from_env()
     return ChatDelivery(
         settings_.config.slack,
-        urls=SecretWebhookUrls(CachedSecrets(client("secretsmanager")), settings_.webhook_secrets),
+        urls=SecretWebhookUrls(Secrets(client("secretsmanager")), settings_.webhook_secrets),
         sender=WebhookSender(min_interval=settings_.min_interval_seconds),
         ledger=DynamoLedger(client("dynamodb"), settings_.table),
         parker=DeadLetterParker(client("sqs"), settings_.dead_letter_queue_url),

@@ -1,0 +1,50 @@
+"""The Slack retry handlers through slack_sdk's public `can_retry`: if slack_sdk stopped delegating to
+`_can_retry` (the extension point our handlers override), these tests would fail."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+
+from training_guard.adapters.slack import MAX_RETRIES, MAX_RETRY_AFTER_SECONDS, retry_handlers
+
+REQUEST = HttpRequest(method="POST", url="https://hooks.example/x", headers={}, body_params=None, data=None)
+
+
+def verdicts(response: HttpResponse | None, error: Exception | None = None, attempt: int = 0) -> list[bool]:
+    state = RetryState(current_attempt=attempt)
+    return [h.can_retry(state=state, request=REQUEST, response=response, error=error) for h in retry_handlers(0.0)]
+
+
+def test_the_extension_point_keeps_the_signature_our_handlers_override() -> None:
+    params = inspect.signature(RetryHandler._can_retry).parameters
+    assert list(params) == ["self", "state", "request", "response", "error"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for name, p in params.items() if name != "self")
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "retried"), [(str(MAX_RETRY_AFTER_SECONDS), True), (str(MAX_RETRY_AFTER_SECONDS + 1), False)]
+)
+def test_a_429_is_retried_only_within_the_wait_budget(retry_after: str, retried: bool) -> None:
+    response = HttpResponse(status_code=429, headers={"Retry-After": [retry_after]}, body={})
+    assert verdicts(response) == [retried, False, False]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 599])
+def test_every_server_error_is_retried(status: int) -> None:
+    assert verdicts(HttpResponse(status_code=status, headers={}, body={})) == [False, True, False]
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 410])
+def test_client_errors_are_not_retried(status: int) -> None:
+    assert verdicts(HttpResponse(status_code=status, headers={}, body={})) == [False, False, False]
+
+
+def test_timeouts_and_connection_errors_are_retried_until_the_count_runs_out() -> None:
+    assert verdicts(None, TimeoutError("timed out")) == [False, False, True]
+    assert verdicts(None, TimeoutError("timed out"), attempt=MAX_RETRIES) == [False, False, False]
