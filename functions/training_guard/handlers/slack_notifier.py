@@ -27,6 +27,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, list[dict[str, str
 def process(
     event: dict[str, Any], chat: ChatDelivery, *, now: datetime | None = None
 ) -> dict[str, list[dict[str, str]]]:
+    """SQS partial batch response by hand: Powertools' BatchProcessor does the same but adds ~50 ms of
+    imports to this function's cold start (measured beside boto3, Logger and Metrics), for 15 lines."""
     failures: list[dict[str, str]] = []
     metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     for record in event.get("Records", []):
