@@ -10,7 +10,9 @@ ACKNOWLEDGED: dict[str, str] = {
     "AwsSolutions::AwsSolutions-IAM5[Resource::*]": (
         "Only actions without resource-level permissions use Resource *: X-Ray tracing "
         "(xray:PutTraceSegments, xray:PutTelemetryRecords) and the sweeper's reads "
-        "sagemaker:ListTrainingJobs and cloudwatch:GetMetricData."
+        "sagemaker:ListTrainingJobs and cloudwatch:GetMetricData; and the sweeper's alarm reads "
+        "(cloudwatch:DescribeAlarms by name prefix, DescribeAlarmContributors), read-only, where a "
+        "narrower scope silently returns fewer alarms (infra/components/metric_guards.py)."
     ),
     "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:training-guard-job-*]": (  # noqa: E501 (a rule id)
         "Per-job alarms are named after jobs only known at run time; the pattern confines create, "

@@ -67,8 +67,8 @@ class TrainingGuardStack(Stack):
         CfnOutput(self, "MetricGuardsDeadLetterQueueUrl", value=self.metric_guards.dead_letters.queue_url)
         if self.chat:
             CfnOutput(self, "ChatDeadLetterQueueUrl", value=self.chat.dead_letters.queue_url)
-            for name, secret in self.chat.secrets.items():
-                CfnOutput(self, f"SlackWebhookSecret{name.replace('-', '')}", value=secret.secret_name)
+            for name, secret_name in self.chat.secret_names.items():
+                CfnOutput(self, f"SlackWebhookSecret{name.replace('-', '')}", value=secret_name)
         CfnOutput(self, "StateTableName", value=self.state.table.table_name)
         CfnOutput(self, "JobEventsDeadLetterQueueUrl", value=self.job_events.dead_letters.queue_url)
         acknowledge_findings(self)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import Acknowledgment, ArnFormat, Duration, SecretValue, Stack, Validations
 from aws_cdk import aws_chatbot as chatbot
 from aws_cdk import aws_dynamodb as dynamodb
@@ -65,7 +67,12 @@ class ChatDelivery(Construct):
         )
 
         self.secrets: dict[str, secretsmanager.ISecret] = {}
+        # The literal name of each secret, for the outputs and the notifier's environment. A created
+        # secret's `secret_name` attribute is a deploy-time expression that re-splits its ARN at "-";
+        # the literal needs no parsing and reads the same in synth, diff and the console.
+        self.secret_names: dict[str, str] = {}
         for name, hook in config.slack.webhooks.items():
+            self.secret_names[name] = hook.secret_name or webhook_secret_name(stack, name)
             if hook.secret_name:
                 self.secrets[name] = secretsmanager.Secret.from_secret_name_v2(
                     self, f"Webhook-{name}", hook.secret_name
@@ -74,7 +81,7 @@ class ChatDelivery(Construct):
                 self.secrets[name] = secretsmanager.Secret(
                     self,
                     f"Webhook-{name}",
-                    secret_name=webhook_secret_name(stack, name),
+                    secret_name=self.secret_names[name],
                     description=f"Training Guard: Slack incoming webhook URL for '{name}' (put the URL here)",
                     # Not a secret: a marker the notifier recognises and reports until replaced.
                     secret_string_value=SecretValue.unsafe_plain_text(contract.WEBHOOK_PLACEHOLDER),
@@ -86,12 +93,14 @@ class ChatDelivery(Construct):
             "Notifier",
             handler="training_guard.handlers.slack_notifier.handler",
             description="Training Guard: delivers notifications to Slack webhooks",
+            config=config,
+            key=key,
             environment={
-                contract.ENV_CONFIG: config.to_json(),
                 contract.ENV_TABLE: table.table_name,
-                contract.ENV_WEBHOOK_SECRETS: stack.to_json_string(
-                    {name: secret.secret_arn for name, secret in self.secrets.items()}
-                ),
+                # Secret names, not ARNs: known at synth, so the 4 KB environment limit is checked
+                # exactly, and 20 webhooks fit. GetSecretValue's SecretId is "the ARN or name".
+                # https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html
+                contract.ENV_WEBHOOK_SECRETS: json.dumps(self.secret_names, separators=(",", ":")),
                 contract.ENV_DEAD_LETTER_QUEUE_URL: self.dead_letters.queue_url,
             },
             timeout=NOTIFIER_TIMEOUT,

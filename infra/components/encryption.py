@@ -1,37 +1,89 @@
-"""The guard's customer-managed KMS key: topic, queues and table are encrypted with it."""
+"""The guard's customer-managed KMS key: topic, queues, table, secrets and log groups are encrypted with it.
+
+Each AWS service that writes into something encrypted with the key is granted exactly the form
+AWS documents for it, no stricter: a condition the service does not send makes KMS refuse the
+write, and the event is lost without an error anyone sees.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-# AWS services that write into the guard's encrypted topic and queues on its behalf.
-SERVICE_PRINCIPALS = (
-    "events.amazonaws.com",  # EventBridge rule targets' dead-letter queue
-    "sns.amazonaws.com",  # topic -> queue subscriptions
-    "cloudwatch.amazonaws.com",  # alarm actions publishing to the topic
-)
+# What a service needs to write into an encrypted topic or queue.
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html#compatibility-with-aws-services
+# https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services
+SERVICE_WRITE_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey*")
+
+# Services that document the confused-deputy conditions for this grant; they get aws:SourceAccount.
+# sns: topic -> queue subscriptions (the SQS key guide lists SNS among the services that send the
+#   source keys with SSE queues). cloudwatch: alarm actions publishing to the encrypted topic
+#   (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Notify_Users_Alarm_Changes.html
+#   documents aws:SourceAccount and aws:SourceArn for CloudWatch's publish).
+CONDITIONED_SERVICE_PRINCIPALS = ("sns.amazonaws.com", "cloudwatch.amazonaws.com")
+# EventBridge writing into its rule targets' encrypted dead-letter queues. The SQS key guide shows
+# this grant without any condition, and the SNS key guide says aws:SourceAccount / aws:SourceArn are
+# not supported for EventBridge writing to encrypted destinations: the documented form, no condition.
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html#compatibility-with-aws-services
+# https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html
+EVENTBRIDGE_PRINCIPAL = "events.amazonaws.com"
+
+# CloudWatch Logs encrypting the functions' log groups, limited by the encryption context to log
+# groups of this account and region.
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
+LOGS_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
+LOGS_CONTEXT_KEY = "kms:EncryptionContext:aws:logs:arn"
+
+SID_CONDITIONED_SERVICES = "AllowAwsServicesOfThisAccount"
+SID_EVENTBRIDGE = "AllowEventBridgeDeadLetters"
+SID_LOGS = "AllowCloudWatchLogsOfThisAccount"
+
+
+def logs_principal() -> str:
+    """CloudWatch Logs' regional service principal (logs.<region>.amazonaws.com)."""
+    return f"logs.{Aws.REGION}.amazonaws.com"
 
 
 class GuardKey(Construct):
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
+        stack = Stack.of(self)
         self.key = kms.Key(
             self,
             "Key",
-            description="Training Guard: notification topic, queues and state table",
+            description="Training Guard: notification topic, queues, state table, secrets and logs",
             enable_key_rotation=True,
             pending_window=Duration.days(7),
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="AllowAwsServicesOfThisAccount",
-                principals=[iam.ServicePrincipal(p) for p in SERVICE_PRINCIPALS],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                sid=SID_CONDITIONED_SERVICES,
+                principals=[iam.ServicePrincipal(p) for p in CONDITIONED_SERVICE_PRINCIPALS],
+                actions=list(SERVICE_WRITE_ACTIONS),
                 resources=["*"],  # in a key policy, "*" means this key
                 conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=SID_EVENTBRIDGE,
+                principals=[iam.ServicePrincipal(EVENTBRIDGE_PRINCIPAL)],
+                actions=list(SERVICE_WRITE_ACTIONS),
+                resources=["*"],
+            )
+        )
+        log_groups = stack.format_arn(
+            service="logs", resource="log-group", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=SID_LOGS,
+                principals=[iam.ServicePrincipal(logs_principal())],
+                actions=list(LOGS_ACTIONS),
+                resources=["*"],
+                conditions={"ArnLike": {LOGS_CONTEXT_KEY: log_groups}},
             )
         )

@@ -129,11 +129,9 @@ def event_target(function: GuardFunction, dead_letters: sqs.IQueue) -> targets.L
     )
 
 
-def responder_environment(
-    config: GuardConfig, table: dynamodb.ITable, topic: sns.ITopic, dead_letters: sqs.IQueue
-) -> dict[str, str]:
+def responder_environment(table: dynamodb.ITable, topic: sns.ITopic, dead_letters: sqs.IQueue) -> dict[str, str]:
+    """The configuration is not here: GuardFunction ships it in a layer (Lambda allows 4 KB of environment)."""
     return {
-        contract.ENV_CONFIG: config.to_json(),
         contract.ENV_TABLE: table.table_name,
         contract.ENV_TOPIC_ARN: topic.topic_arn,
         contract.ENV_REJECTED_EVENTS_QUEUE_URL: dead_letters.queue_url,
@@ -158,7 +156,9 @@ class JobEvents(Construct):
             "Handler",
             handler="training_guard.handlers.job_events.handler",
             description="Training Guard: reacts to SageMaker training job state changes",
-            environment=responder_environment(config, table, topic, self.dead_letters),
+            config=config,
+            key=key,
+            environment=responder_environment(table, topic, self.dead_letters),
         )
         grant_responder(
             self.handler,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import CfnResource, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
@@ -24,10 +24,27 @@ from training_guard import contract
 from training_guard.config import COMPARISONS, GuardConfig, MetricGuard
 from training_guard.metrics import fleet_alarm_name, insights_query
 
-SWEEPER_TIMEOUT = Duration.minutes(5)
-SWEEP_ACTIONS = ("cloudwatch:DescribeAlarms",)
+# A sweep must end before the next one is scheduled: at most 4 minutes and a minute less than the
+# interval, but never under the functions' default 30 s (a 1-minute sweep gets 30 s).
+SWEEPER_MAX_TIMEOUT = Duration.minutes(4)
+SWEEPER_MIN_TIMEOUT = Duration.seconds(30)
+# Reads of alarms, granted on "*": DescribeAlarms answers a name-prefix query (the per-job alarms)
+# and DescribeAlarmContributors reads a fleet alarm's contributors in ALARM. The service
+# authorization reference lists the `alarm` resource type for DescribeAlarms, but not how a prefix
+# query (no alarm named in the request) is authorized against it; CloudWatch's permissions reference
+# grants its actions on "*" and warns that a narrower DescribeAlarms scope silently returns less. A
+# read that silently returns less hides an alarm from the sweeper, so these reads are not narrowed.
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/permissions-reference-cw.html
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html
+ALARM_READ_ACTIONS = ("cloudwatch:DescribeAlarms", "cloudwatch:DescribeAlarmContributors")
 # No resource-level permissions exist for these two (IAM service authorization reference).
 UNSCOPED_READ_ACTIONS = ("sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData")
+
+
+def sweeper_timeout(sweep_minutes: int) -> Duration:
+    """Strictly shorter than the schedule interval, so one sweep never overlaps the next."""
+    seconds = min(SWEEPER_MAX_TIMEOUT.to_seconds(), sweep_minutes * 60 - 60)
+    return Duration.seconds(max(SWEEPER_MIN_TIMEOUT.to_seconds(), seconds))
 
 
 class FleetAlarm(Construct):
@@ -69,7 +86,7 @@ class MetricGuards(Construct):
         super().__init__(scope, construct_id)
         self.alarms = [FleetAlarm(self, f"Guard-{g.name}", guard=g).alarm for g in config.metric_guards]
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
-        environment = responder_environment(config, table, topic, self.dead_letters)
+        environment = responder_environment(table, topic, self.dead_letters)
         grants = {
             "key": key,
             "table": table,
@@ -84,6 +101,8 @@ class MetricGuards(Construct):
             "AlarmEvents",
             handler="training_guard.handlers.alarm_events.handler",
             description="Training Guard: reacts to its metric guards' alarms",
+            config=config,
+            key=key,
             environment=environment,
         )
         grant_responder(self.alarm_handler, **grants)  # type: ignore[arg-type]
@@ -104,19 +123,28 @@ class MetricGuards(Construct):
             "Sweeper",
             handler="training_guard.handlers.sweeper.handler",
             description="Training Guard: orphaned alarms, lost events, stalled jobs",
+            config=config,
+            key=key,
             environment=environment,
-            timeout=SWEEPER_TIMEOUT,
-            reserved_concurrency=1,  # one sweep at a time
+            timeout=sweeper_timeout(config.sweep_minutes),
+            # No reserved concurrency: a reservation must leave 100 unreserved executions, so it makes
+            # the stack fail to create in accounts with a concurrency quota of 10. Nothing depends on
+            # one sweep at a time: the ledger makes every stop, alarm and announcement idempotent, and
+            # the timeout ends a sweep before the next is scheduled.
         )
         grant_responder(self.sweeper, **grants)  # type: ignore[arg-type]
         role = self.sweeper.role
         role.add_to_policy(
             iam.PolicyStatement(
-                sid="KeepPerJobAlarms",
-                actions=[*JOB_ALARM_ACTIONS, *SWEEP_ACTIONS],
-                resources=[job_alarm_arn_pattern(self)],
+                sid="KeepPerJobAlarms", actions=list(JOB_ALARM_ACTIONS), resources=[job_alarm_arn_pattern(self)]
             )
         )
+        role.add_to_policy(iam.PolicyStatement(sid="ReadAlarms", actions=list(ALARM_READ_ACTIONS), resources=["*"]))
+        # cfn-lint's IAM action list (from the service authorization reference) predates the
+        # DescribeAlarmContributors API, so it warns W3037 "unknown action" on this policy only.
+        policy = role.node.find_child("DefaultPolicy").node.default_child
+        assert isinstance(policy, CfnResource)
+        policy.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
         role.add_to_policy(
             iam.PolicyStatement(sid="ListRunningJobsAndMetrics", actions=list(UNSCOPED_READ_ACTIONS), resources=["*"])
         )

@@ -21,6 +21,13 @@ DELIVERY_METRICS = ("NotificationsPublished", "DuplicateTransitions", "SlackDeli
 SWEEP_METRICS = ("RunningJobs", "Reconciled", "StalledJobs", "OrphanedAlarmsDeleted")
 
 
+def self_alarm_prefix(stack_name: str) -> str:
+    """Every self-monitoring alarm is named with it; the topic lets alarms with this prefix publish.
+
+    Not "training-guard-...": that prefix routes an alarm to the metric-guard handler."""
+    return f"{stack_name}-self-"
+
+
 def guard_metric(name: str) -> cloudwatch.Metric:
     return cloudwatch.Metric(
         namespace=contract.GUARD_METRICS_NAMESPACE,
@@ -50,8 +57,7 @@ class Monitoring(Construct):
             created = cloudwatch.Alarm(
                 self,
                 name,
-                # Not "training-guard-...": that prefix routes an alarm to the metric-guard handler.
-                alarm_name=f"{stack}-self-{name}",
+                alarm_name=f"{self_alarm_prefix(stack)}{name}",
                 alarm_description=description,
                 metric=metric,
                 threshold=1,

@@ -9,7 +9,10 @@ from aws_cdk import App
 from aws_cdk.assertions import Template
 
 from infra.app import build_app
+from infra.components.config_layer import CONFIG_FILE, CONFIG_PATH
 from infra.stack import TrainingGuardStack
+from training_guard import contract
+from training_guard.config import GuardConfig
 
 pytestmark = pytest.mark.infra
 
@@ -41,6 +44,23 @@ class Synth:
         found = {k: v for k, v in self.resources(kind).items() if path_part in k}
         assert len(found) == 1, f"expected one {kind} matching {path_part!r}, found {list(found)}"
         return next(iter(found.items()))
+
+    def shipped_config(self, function_path: str) -> GuardConfig:
+        """What a function reads as its configuration: the file of its configuration layer, as
+        staged in the cloud assembly (the asset CDK uploads), at the path its environment names."""
+        _, fn = self.one("AWS::Lambda::Function", function_path)
+        assert fn["Properties"]["Environment"]["Variables"][contract.ENV_CONFIG_FILE] == CONFIG_PATH
+        layers = self.resources("AWS::Lambda::LayerVersion")
+        [layer_id] = [ref["Ref"] for ref in fn["Properties"]["Layers"] if ref.get("Ref") in layers]
+        object_key = layers[layer_id]["Properties"]["Content"]["S3Key"]
+        manifest = json.loads((self.outdir / f"{self.stack.artifact_id}.assets.json").read_text())
+        [source] = [
+            f["source"]
+            for f in manifest["files"].values()
+            if f["destinations"] and next(iter(f["destinations"].values()))["objectKey"] == object_key
+        ]
+        text = (self.outdir / source["path"] / CONFIG_FILE).read_text(encoding="utf-8")
+        return GuardConfig.from_json(text, source=f"{function_path}: {CONFIG_FILE}")
 
     def report(self) -> dict[str, Any]:
         report: dict[str, Any] = json.loads((self.outdir / "validation-report.json").read_text())

@@ -14,8 +14,7 @@ from aws_cdk import App
 
 from infra.app import build_app
 from tests.infra.conftest import Synth
-from training_guard import contract
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,8 +23,7 @@ def test_a_per_account_file_named_with_dash_c_config_is_used(tmp_path: Path) -> 
     config_file = tmp_path / "prod.json"
     config_file.write_text(json.dumps({"dry_run": True, "emails": ["ml-oncall@example.com"]}))
     synth = Synth(tmp_path / "out", {"config": str(config_file)})
-    _, fn = synth.one("AWS::Lambda::Function", "JobEvents")
-    shipped = GuardConfig.from_json(fn["Properties"]["Environment"]["Variables"][contract.ENV_CONFIG])
+    shipped = synth.shipped_config("JobEvents")
     assert shipped.dry_run is True
     _, subscription = synth.one("AWS::SNS::Subscription")
     assert subscription["Properties"]["Protocol"] == "email"

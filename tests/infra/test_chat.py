@@ -24,7 +24,7 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         json.dumps(
             {
                 "slack": {
-                    "webhooks": {"default": {}, "vision": {"secret_name": "teams/vision/slack"}},
+                    "webhooks": {"default": {}, "on-call": {}, "vision": {"secret_name": "teams/vision/slack"}},
                     "team_tag": "team",
                 },
                 "q_developer": {"slack_workspace_id": "T0123ABCD", "slack_channel_id": "C0123ABCD"},
@@ -98,8 +98,9 @@ def test_no_webhook_url_is_in_the_template_or_the_environment(synth: Synth) -> N
     assert "hooks.slack.com/services" not in text
     _, fn = synth.one("AWS::Lambda::Function", "ChatNotifier")
     env = fn["Properties"]["Environment"]["Variables"]
-    secret_id, _ = synth.one("AWS::SecretsManager::Secret")
-    assert {"Ref": secret_id} in env[contract.ENV_WEBHOOK_SECRETS]["Fn::Join"][1]  # an ARN, never a value
+    _, secret = synth.one("AWS::SecretsManager::Secret")
+    # the secret's name (GetSecretValue takes a name or an ARN), never its value
+    assert json.loads(env[contract.ENV_WEBHOOK_SECRETS]) == {"default": secret["Properties"]["Name"]}
 
 
 def _statements(synth: Synth, path_part: str) -> list[tuple[Any, Any, Any]]:
@@ -141,11 +142,20 @@ def test_notifier_role_has_exactly_the_permissions_it_needs(synth: Synth) -> Non
     ]
 
 
+def test_the_outputs_name_each_webhook_secret_exactly(routed: Synth) -> None:
+    # The literal names, not CDK's deploy-time re-split of the secret's ARN at "-" (a name with "-"
+    # is where such parsing goes wrong).
+    outputs = routed.json["Outputs"]
+    assert outputs["SlackWebhookSecretoncall"]["Value"] == "TrainingGuard/slack/on-call"
+    assert outputs["SlackWebhookSecretdefault"]["Value"] == "TrainingGuard/slack/default"
+    assert outputs["SlackWebhookSecretvision"]["Value"] == "teams/vision/slack"
+
+
 def test_a_webhook_secret_named_in_the_config_is_read_not_created(routed: Synth) -> None:
-    [created] = routed.resources("AWS::SecretsManager::Secret").values()
-    assert created["Properties"]["Name"] == "TrainingGuard/slack/default"
+    created = sorted(s["Properties"]["Name"] for s in routed.resources("AWS::SecretsManager::Secret").values())
+    assert created == ["TrainingGuard/slack/default", "TrainingGuard/slack/on-call"]
     [(_, _, resources)] = [s for s in _statements(routed, "ChatNotifier") if s[0] == "ReadWebhookUrls"]
-    assert resources[1] == {
+    assert resources[2] == {
         "Fn::Join": [
             "",
             [

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infra.components import job_events
+from infra.components import job_events, metric_guards
 from tests.infra.conftest import Synth
 from tests.infra.test_stack import getatt, job_alarms_arn, training_jobs_arn
 from training_guard import contract
+from training_guard.config import ConfigError, GuardConfig
 
 GUARDS = [
     {"name": "loss-diverging", "metric": "train:loss", "threshold": 5, "datapoints": 3, "periods": 5, "action": "stop"},
@@ -81,15 +83,47 @@ def test_alarm_events_and_sweeper_park_unusable_events_in_their_own_dead_letter_
         assert fn["Properties"]["Environment"]["Variables"][contract.ENV_REJECTED_EVENTS_QUEUE_URL] == {"Ref": dlq_id}
 
 
-def test_sweeper_runs_on_the_configured_schedule_one_at_a_time(guarded: Synth) -> None:
+def test_sweeper_runs_on_the_configured_schedule_and_ends_before_the_next_sweep(guarded: Synth) -> None:
     _, schedule = guarded.one("AWS::Events::Rule", "Schedule")
     fn_id, fn = guarded.one("AWS::Lambda::Function", "Sweeper")
     assert schedule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
     [target] = schedule["Properties"]["Targets"]
     assert target["Arn"] == getatt(fn_id)
     assert "DeadLetterConfig" in target
-    assert fn["Properties"]["ReservedConcurrentExecutions"] == 1
-    assert fn["Properties"]["Timeout"] == 300
+    assert fn["Properties"]["Timeout"] == 240  # 4 minutes, well inside the 10-minute interval
+
+
+def test_no_function_reserves_concurrency(synth: Synth, guarded: Synth) -> None:
+    # A reservation must leave 100 unreserved executions: with an account concurrency quota of 10
+    # (many new accounts) the stack would fail to create.
+    for template in (synth, guarded):
+        for fn in template.resources("AWS::Lambda::Function").values():
+            assert "ReservedConcurrentExecutions" not in fn["Properties"]
+
+
+@pytest.mark.parametrize("minutes", range(1, 61))
+def test_a_sweep_times_out_before_the_next_one_is_scheduled(minutes: int) -> None:
+    timeout = metric_guards.sweeper_timeout(minutes).to_seconds()
+    assert metric_guards.SWEEPER_MIN_TIMEOUT.to_seconds() <= timeout < minutes * 60
+    assert timeout <= metric_guards.SWEEPER_MAX_TIMEOUT.to_seconds()
+
+
+def test_the_sweep_interval_is_bounded_by_the_configuration_to_the_range_tested_above() -> None:
+    assert GuardConfig.from_dict({"sweep_minutes": 1}).sweep_minutes == 1
+    assert GuardConfig.from_dict({"sweep_minutes": 60}).sweep_minutes == 60
+    for outside in (0, 61):
+        with pytest.raises(ConfigError, match="sweep_minutes"):
+            GuardConfig.from_dict({"sweep_minutes": outside})
+
+
+def test_a_one_minute_sweep_gets_a_timeout_under_a_minute(tmp_path: Path) -> None:
+    config = tmp_path / "guard.json"
+    config.write_text(json.dumps({"sweep_minutes": 1}))
+    fast = Synth(tmp_path / "out", {"config": str(config)})
+    _, schedule = fast.one("AWS::Events::Rule", "Schedule")
+    _, fn = fast.one("AWS::Lambda::Function", "Sweeper")
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert fn["Properties"]["Timeout"] == 30
 
 
 def _statements(synth: Synth, part: str) -> list[tuple[Any, Any, Any]]:
@@ -130,18 +164,17 @@ def test_sweeper_role_adds_only_alarm_upkeep_and_unscoped_reads(guarded: Synth) 
         ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
         (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
         *_responder_statements(guarded),
-        (
-            "KeepPerJobAlarms",
-            [
-                "cloudwatch:PutMetricAlarm",
-                "cloudwatch:DeleteAlarms",
-                "cloudwatch:TagResource",
-                "cloudwatch:DescribeAlarms",
-            ],
-            job_alarms_arn(),
-        ),
+        ("KeepPerJobAlarms", list(job_events.JOB_ALARM_ACTIONS), job_alarms_arn()),
+        ("ReadAlarms", list(metric_guards.ALARM_READ_ACTIONS), "*"),
         ("ListRunningJobsAndMetrics", ["sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData"], "*"),
     ]
+    assert job_events.JOB_ALARM_ACTIONS == (
+        "cloudwatch:PutMetricAlarm",
+        "cloudwatch:DeleteAlarms",
+        "cloudwatch:TagResource",
+    )
+    # the sweeper lists the per-job alarms by prefix and reads the fleet alarms' contributors in ALARM
+    assert metric_guards.ALARM_READ_ACTIONS == ("cloudwatch:DescribeAlarms", "cloudwatch:DescribeAlarmContributors")
 
 
 def test_the_shipped_stack_has_no_fleet_alarm_but_keeps_alarm_routing_and_the_sweeper(synth: Synth) -> None:
