@@ -6,6 +6,7 @@
 #   make deploy  deploy to the account and region of your AWS credentials (CONFIG=file optional)
 #   make bench   measure cold start, AWS calls, latency, throughput, asset size, cost (docs/benchmarks.md)
 #   make mutation  mutation testing of the core, one module at a time (docs/mutation.md; MODULES=policy for one)
+#   make scan    checkov on the synthesized template, offline (cdk-nag runs at every synth)
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -23,7 +24,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint typecheck unit synth preflight deploy diff demo bench mutation clean
+.PHONY: install test lint typecheck unit synth preflight deploy diff demo bench mutation clean scan
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -63,8 +64,30 @@ $(VENV)/.mutmut-$(MUTMUT_VERSION): $(VENV)/.installed
 mutation: $(VENV)/.mutmut-$(MUTMUT_VERSION)
 	$(PY) -m bench.mutation $(if $(MODULES),--modules "$(MODULES)")
 
-test: install lint typecheck
+test: install lint typecheck scan
 	$(VENV)/bin/pytest
+
+# checkov pins dependencies that clash with ours: it lives in its own virtualenv, at an exact version.
+CHECKOV_VERSION := 3.3.30
+CHECKOV_VENV := .venv-checkov
+SCAN_OUT := cdk.out/scan
+$(CHECKOV_VENV)/.installed:
+	@echo "==> creating $(CHECKOV_VENV) with checkov $(CHECKOV_VERSION)"
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION)
+	@touch $@
+
+# The app synthesized directly (no CDK CLI, no bundling, no credentials) with the context cdk.json
+# gives the CLI (and CONFIG=file if set), then checkov on the template. --skip-download: no call
+# to Prisma Cloud, so it runs offline.
+scan: $(VENV)/.installed $(CHECKOV_VENV)/.installed
+	@rm -rf $(SCAN_OUT)
+	@CDK_OUTDIR=$(SCAN_OUT) TG_SCAN_CONFIG="$(CONFIG)" CDK_CONTEXT_JSON="$$($(PY) -c 'import json, os; \
+		c = json.load(open("cdk.json"))["context"]; c["aws:cdk:bundling-stacks"] = []; \
+		c.update({"config": os.environ["TG_SCAN_CONFIG"]} if os.environ["TG_SCAN_CONFIG"] else {}); \
+		print(json.dumps(c))')" $(PY) -m infra.app
+	$(CHECKOV_VENV)/bin/checkov -f $(SCAN_OUT)/TrainingGuard.template.json --framework cloudformation \
+		--compact --quiet --skip-download
 
 synth: install
 	$(CDK) synth $(CDK_FLAGS) --quiet
