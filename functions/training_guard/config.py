@@ -552,7 +552,7 @@ def _scalar_kind(tp: Any) -> str:
     raise TypeError(f"no configuration reader for {tp!r}")
 
 
-def expectation(kind: str, item_kind: str, s: Setting, enum: Any = None) -> str:
+def _expectation(kind: str, item_kind: str, s: Setting, enum: Any = None) -> str:
     """What a value of this shape must be, in the words of the reader's messages."""
     if kind == "list":
         return "must be a list of non-empty strings" if item_kind == "text" else "must be a list"
@@ -606,7 +606,7 @@ def _read(cls: type[_T], data: Any, path: str, problems: list[str], *, top: bool
         else:
             value = _INVALID
             if d.required:
-                problems.append(f"{where}: {expectation(d.kind, d.item_kind, d.setting, d.item)}; it is required")
+                problems.append(f"{where}: {_expectation(d.kind, d.item_kind, d.setting, d.item)}; it is required")
         if value is not _INVALID:
             values[d.name] = value
         elif d.setting.derived_default is not None:
