@@ -300,7 +300,11 @@ class Responder:
             return Outcome.ALREADY_ENDED
         # stopped now, or by our own earlier attempt whose later steps failed and are retried here
         if job.arn:
-            self.jobs.tag(job.arn, attribution_tags(record))
+            # Within the job's 50 tags: the most telling attribution first; the audit record keeps it all.
+            room = contract.TAGS_PER_JOB_MAX - len(set(job.tags) - set(ATTRIBUTION_KEYS))
+            tags = dict(list(attribution_tags(record).items())[: max(room, 0)])
+            if tags:
+                self.jobs.tag(job.arn, tags)
         return Outcome.STOPPED
 
 
@@ -312,12 +316,17 @@ def lease_for(remaining_ms: int | None) -> int:
     return -(-max(remaining_ms, 0) // 1000) + LEASE_MARGIN_SECONDS
 
 
+# In order of importance: a job with little room for tags keeps the first ones.
+ATTRIBUTION_KEYS = (contract.TAG_STOPPED_BY, contract.TAG_STOP_RULE, contract.TAG_STOPPED_AT, contract.TAG_STOP_REASON)
+
+
 def attribution_tags(record: StopRecord) -> dict[str, str]:
+    """The guard's tags on a job it stopped, in the order of `ATTRIBUTION_KEYS`."""
     return {
         contract.TAG_STOPPED_BY: contract.STOPPED_BY_VALUE,
         contract.TAG_STOP_RULE: tag_value(record.rule),
-        contract.TAG_STOP_REASON: tag_value(record.reason),
         contract.TAG_STOPPED_AT: record.at.isoformat(timespec="seconds"),
+        contract.TAG_STOP_REASON: tag_value(record.reason),
     }
 
 

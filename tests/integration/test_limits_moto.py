@@ -11,8 +11,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from tests.helpers import load_event
 from tests.unit.test_limits import (
     DYNAMODB_PARTITION_KEY_MAX_BYTES,
@@ -23,7 +21,6 @@ from tests.unit.test_limits import (
 )
 from training_guard import contract
 from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
 from training_guard_local.emulator import TABLE, Emulation
 
 NAME = "j" * JOB_NAME_MAX
@@ -90,13 +87,6 @@ def test_the_largest_ascii_notification_is_published(aws: Emulation) -> None:
     assert len(note["job"]["tags"]) == 50
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ActionFailed,
-    reason="Letters outside ASCII (which SageMaker tags allow) are escaped twice in the SNS body and the "
-    "document is carried five times: the notification is over 256 KiB, Publish fails, and the event can "
-    "only be retried into the dead-letter queue.",
-)
 def test_the_largest_notification_with_letters_outside_ascii_is_published(aws: Emulation) -> None:
     """The same with the letters SageMaker's tag pattern allows (\\p{L}:
     https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html) against SNS's 256 KiB

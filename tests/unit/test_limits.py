@@ -234,14 +234,6 @@ def test_the_largest_ascii_notification_fits_in_one_sns_message(scenario: str) -
         assert len(request["MessageAttributes"]) <= SNS_RAW_DELIVERY_MAX_ATTRIBUTES
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="SageMaker tag keys and values, rule names and details may hold any Unicode letter; the SNS body "
-    "escapes each as \\uXXXX and escapes that again (7 bytes a letter) and carries the document five times: "
-    "an ordinary job with 28 tag values of 256 such letters cannot be announced (265,529 bytes), Publish fails "
-    "on every retry, after the stop for a stop. Measured at the maximum: 830,902 and 1,447,389 bytes.",
-)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_largest_notification_with_letters_outside_ascii_fits_in_one_sns_message(scenario: str) -> None:
     """The same notification when its text uses the letters SageMaker's tag pattern allows
@@ -366,19 +358,29 @@ def test_a_job_whose_attribution_takes_it_to_fifty_tags_is_stopped_attributed_an
     assert [(n.kind.value, n.outcome.value) for n in publisher.published] == [("issues_found", "stopped")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="The stop's notification waits for AddTags. If SageMaker counts a job's own tags toward 50 (AWS's "
-    "tagging pages for other services say so; SageMaker's pages do not say), a job with 47 or more tags is "
-    "stopped but never announced: every retry stops nothing, fails AddTags again, and ends in the DLQ.",
-)
 def test_a_job_already_near_fifty_tags_is_still_announced_when_stopped() -> None:
     """One past: 47 tags of its own and the guard's four make 51.
     https://docs.aws.amazon.com/sagemaker/latest/dg/API_AddTags.html"""
     jobs, publisher, error = stop_a_job_with(TAGS_MAX - 3)
     assert jobs.stop_calls  # the job was stopped either way
     assert error is None
+    assert [(n.kind.value, n.outcome.value) for n in publisher.published] == [("issues_found", "stopped")]
+    [tags] = jobs.tags_by_arn.values()
+    assert len(tags) == TAGS_MAX  # the three most telling attribution tags fit
+    assert [k for k in tags if k.startswith("training-guard:")] == [
+        contract.TAG_STOPPED_BY,
+        contract.TAG_STOP_RULE,
+        contract.TAG_STOPPED_AT,
+    ]
+
+
+def test_a_job_with_fifty_tags_of_its_own_is_stopped_and_announced_without_attribution_tags() -> None:
+    """No room at all: the audit record is the attribution. https://docs.aws.amazon.com/sagemaker/latest/dg/API_AddTags.html"""
+    jobs, publisher, error = stop_a_job_with(TAGS_MAX)
+    assert error is None
+    assert jobs.stop_calls
+    [tags] = jobs.tags_by_arn.values()
+    assert not any(k.startswith("training-guard:") for k in tags)
     assert [(n.kind.value, n.outcome.value) for n in publisher.published] == [("issues_found", "stopped")]
 
 

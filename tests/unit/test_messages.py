@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from tests.helpers import NOW, load_event
 from training_guard import contract
-from training_guard.adapters.sns import message_attributes, sns_message
+from training_guard.adapters.sns import SNS_MAX_MESSAGE_BYTES, message_attributes, sns_message
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
 from training_guard.messages import Notification, Outcome, build, links
@@ -94,7 +95,8 @@ def test_links_point_at_the_job_its_log_streams_and_the_rule_job() -> None:
 def test_sns_body_gives_prose_to_email_and_the_document_to_machines() -> None:
     note = notification("vanishing_gradient_issues_found", Outcome.STOPPED)
     body = json.loads(sns_message(note))
-    assert set(body) >= {"default", "email", "email-json", "sqs", "lambda", "https", "sms"}
+    # SNS sends `default` to every protocol the message does not name (Lambda, e-mail-json, HTTP).
+    assert set(body) == {"default", "email", "sqs", "https", "sms"}
     assert json.loads(body["sqs"]) == note.document()
     assert json.loads(body["default"]) == note.document()
     assert body["email"] == note.email_text()
@@ -107,3 +109,24 @@ def test_sns_body_gives_prose_to_email_and_the_document_to_machines() -> None:
 @pytest.mark.parametrize(("seconds", "text"), [(5, "5 s"), (125, "2 min 05 s"), (7260, "2 h 01 min")])
 def test_durations_read_naturally(seconds: int, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_letters_outside_ascii_travel_as_utf8_not_escaped_twice() -> None:
+    note = notification("vanishing_gradient_issues_found", Outcome.STOPPED)
+    note = replace(note, reason="学習率が高すぎる")
+    raw = sns_message(note)
+    assert "学習率が高すぎる" in raw
+    assert "\\u" not in raw
+    assert json.loads(json.loads(raw)["default"])["reason"] == "学習率が高すぎる"
+
+
+def test_a_notification_too_large_for_sns_is_cut_not_lost() -> None:
+    note = notification("vanishing_gradient_issues_found", Outcome.STOPPED)
+    job = replace(note.job, tags={f"key-{i}-" + "鍵" * 120: "値" * 256 for i in range(50)})
+    big = replace(note, job=job, reason="理由" * 5000)
+    raw = sns_message(big)
+    assert len(raw.encode()) <= SNS_MAX_MESSAGE_BYTES - 1024
+    document = json.loads(json.loads(raw)["default"])
+    assert len(document["job"]["tags"]) == 50  # every tag is still named
+    assert document["reason"].startswith("理由理由")
+    assert document["title"] == big.title  # what is short stays whole

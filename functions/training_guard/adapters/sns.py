@@ -10,27 +10,64 @@ from botocore.exceptions import ClientError
 from training_guard.errors import ActionFailed
 from training_guard.messages import Notification, q_developer_notification
 
+# A Publish is refused above the topic's maximum message size, body and attributes together: 256 KiB.
+# https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.html
+SNS_MAX_MESSAGE_BYTES = 262_144
+_ATTRIBUTES_ALLOWANCE = 1024  # the three short message attributes, with room to spare
+# Longest text kept in each string of the document, tried in turn until the message fits.
+_TEXT_LIMITS = (None, 1024, 256, 64)
+
 
 def sns_message(notification: Notification) -> str:
     """The `MessageStructure="json"` body: prose for e-mail and SMS, the document for machines.
 
     HTTPS subscribers get the Amazon Q Developer custom-notification form (Q Developer subscribes
-    to the topic over HTTPS and drops any payload it does not recognise).
+    to the topic over HTTPS and drops any payload it does not recognise); every other protocol
+    (SQS, Lambda, e-mail-json, HTTP) takes `default`. Text stays UTF-8 rather than \\u-escaped (an
+    escaped letter costs 6 to 12 bytes, and SageMaker tags and rule details may be in any script),
+    and when a notification would still not fit in one SNS message its long strings are cut, each
+    to the first of `_TEXT_LIMITS` that fits, rather than the notification being lost.
     """
-    doc = notification.document()
-    document = json.dumps(doc, separators=(",", ":"))
-    return json.dumps(
+    document, email = notification.document(), notification.email_text()
+    budget = SNS_MAX_MESSAGE_BYTES - _ATTRIBUTES_ALLOWANCE
+    for limit in _TEXT_LIMITS:
+        doc = document if limit is None else _shorten(document, limit)
+        body = _body(doc, email if limit is None else _cut(email, 16 * limit), notification.sms_text())
+        if len(body.encode()) <= budget:
+            break
+    return body
+
+
+def _body(doc: dict[str, Any], email: str, sms: str) -> str:
+    document = _json(doc)
+    return _json(
         {
             "default": document,
-            "email": notification.email_text(),
-            "email-json": document,
-            "sms": notification.sms_text(),
-            "sqs": document,
-            "lambda": document,
-            "https": json.dumps(q_developer_notification(doc), separators=(",", ":")),
-            "http": document,
+            "sqs": document,  # the chat queue's subscription; spelled out for readers of the raw message
+            "email": email,
+            "sms": sms,
+            "https": _json(q_developer_notification(doc)),
         }
     )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shorten(value: Any, limit: int) -> Any:
+    """The document with every string (map keys too) cut to `limit` characters."""
+    if isinstance(value, str):
+        return _cut(value, limit)
+    if isinstance(value, dict):
+        return {_cut(str(k), limit): _shorten(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shorten(v, limit) for v in value]
+    return value
 
 
 def message_attributes(notification: Notification) -> dict[str, dict[str, str]]:
