@@ -1,0 +1,704 @@
+"""Campaign: time. Lambda's timeouts and retries, and SageMaker's concurrent duplicates, on a virtual clock.
+
+The real job-events and sweeper handlers run on the emulation under a model of Lambda's asynchronous
+invocation (`lambda_model.py`: a 30 s timeout that kills an attempt where it stands, running none of its
+`except`/`finally` code; retries 1 and 2 minutes later; the maximum event age; then dead-lettered).
+
+- Every kill point: each AWS call of a reaction hangs until the timeout, never reaching AWS or after AWS
+  acted on it, for each kind of event (a stop, one found by DescribeTrainingJob, a notify-only finding,
+  a rule error, two rules at once, a finding for a job that had ended, the end of a job the guard
+  stopped, a failure, a per-job alarm).
+- A duplicate delivery started inside each call of an attempt, that attempt finishing or killed later.
+- The retry timing, the maximum event age and a redrive; a dead-lettered transition taken over by the
+  next sweep.
+- A seeded fleet: random kills (timeouts and crashes), slow calls, concurrent duplicates, retries with
+  jitter, the sweeper on its schedule (and killed too), SageMaker finishing the guard's stops.
+
+The promise checked, as set relations over what reached AWS: a transition is acted on and announced
+once, compared with the same event handled without faults (same notification, same outcome, at most one
+effective `StopTrainingJob` per job, same tags and alarms); or its event was dead-lettered (redrivable).
+Nothing is left "in_progress" unless a dead-lettered delivery claimed it. One exception is tolerated,
+counted and pinned by an xfail test: an attempt killed after SNS accepted its Publish and before the
+ledger recorded it is announced once more by the retry that takes the transition over. The defects the
+campaign found are strict xfail tests at the end of the one-event section.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import itertools
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.campaign.lambda_model import (
+    NO_FAULT,
+    SWEEPER_TIMEOUT_SECONDS,
+    AttemptPlan,
+    Delivery,
+    Function,
+    Kill,
+    LambdaModel,
+    VirtualClock,
+)
+from tests.campaign.streams import JobPlan, plan_fleet
+from tests.helpers import NOW, load_event, rule_status
+from training_guard import contract
+from training_guard.config import Action, GuardConfig, RulePolicy
+from training_guard.policy import transition_key
+from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
+
+SEED = 10
+CONFIG = GuardConfig(rules=RulePolicy(actions={"LossNotDecreasing": Action.NOTIFY}))
+ALARM_TAGS = {"team": "vision", f"{contract.JOB_ALARM_TAG_PREFIX}train:loss": "max above 5"}
+_ids = itertools.count()
+
+
+def job_event(
+    job: str, status: str, rules: list[dict[str, Any]] | None, *, tags: dict[str, str] | None = None, **detail: Any
+) -> dict[str, Any]:
+    """A state-change event of `job` (SageMaker's shape, from the recorded fixture)."""
+    event = load_event("vanishing_gradient_issues_found")
+    arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}"
+    event["id"] = f"{job}-{status.lower()}-{next(_ids)}"
+    event["resources"] = [arn]
+    event["detail"].update(
+        TrainingJobName=job,
+        TrainingJobArn=arn,
+        TrainingJobStatus=status,
+        SecondaryStatus="Training" if status == "InProgress" else status,
+        Tags=tags or {"team": "vision"},
+        **detail,
+    )
+    if rules is None:
+        event["detail"].pop("DebugRuleEvaluationStatuses")
+    else:
+        event["detail"]["DebugRuleEvaluationStatuses"] = rules
+    return event
+
+
+def issues_found(rule: str = "VanishingGradient") -> dict[str, Any]:
+    return rule_status(rule, "IssuesFound", f"RuleEvaluationConditionMet: {rule} at step 500")
+
+
+def transitions_of(event: dict[str, Any]) -> set[str]:
+    """The transitions an event of the campaign's fleet announces (for the dead-letter accounting)."""
+    detail = event["detail"]
+    job = detail["TrainingJobName"]
+    keys = {
+        transition_key(job, "debugger", r["RuleConfigurationName"], r["RuleEvaluationStatus"])
+        for r in detail.get("DebugRuleEvaluationStatuses") or ()
+        if r["RuleEvaluationStatus"] in ("IssuesFound", "Error")
+    }
+    if detail["TrainingJobStatus"] in ("Failed", "Stopped"):
+        keys.add(transition_key(job, "job", "status", detail["TrainingJobStatus"]))
+    return keys
+
+
+@dataclass
+class Run:
+    aws: Emulation
+    clock: VirtualClock
+    model: LambdaModel
+    job_events: Function
+    sweeper: Function
+
+    def deliver(self, event: dict[str, Any], *, function: Function | None = None) -> Delivery:
+        delivery = self.model.invoke(function or self.job_events, event, at=self.clock.now)
+        self.model.run()
+        return delivery
+
+    def sweep(self) -> Delivery:
+        return self.deliver({"source": "aws.events", "detail-type": "Scheduled Event"}, function=self.sweeper)
+
+
+@contextlib.contextmanager
+def emulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    with Emulation(CONFIG) as aws:
+        # Emulation.client builds a new boto3 client per call (tens of ms); the campaign reads AWS per case
+        monkeypatch.setattr(aws, "client", functools.cache(aws.client))
+        with handler_output_to_stderr():  # the handlers' loggers bind stdout at their first import
+            from training_guard.handlers import job_events, sweeper
+        clock = VirtualClock(NOW)
+        model = LambdaModel(clock, seed=SEED)
+        model.install(monkeypatch)
+        yield Run(
+            aws,
+            clock,
+            model,
+            Function("job-events", job_events.handler),
+            Function("sweeper", sweeper.handler, timeout=SWEEPER_TIMEOUT_SECONDS),
+        )
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    with emulated(monkeypatch) as run:
+        yield run
+
+
+# --- one event, one case ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    prepare: Callable[[Run, str], dict[str, Any]]  # SageMaker's state (and history); returns the event
+    outcomes: dict[str, str]  # what the fault-free run announces: kind -> outcome
+    stops: int = 0
+    alarms: int = 0
+
+
+def _stop(run: Run, job: str) -> dict[str, Any]:
+    event = job_event(job, "InProgress", [issues_found()])
+    run.aws.put_job(event["detail"])
+    return event
+
+
+def _stop_described(run: Run, job: str) -> dict[str, Any]:
+    run.aws.put_job(job_event(job, "InProgress", [issues_found()])["detail"])
+    return job_event(job, "InProgress", None)  # no rule lists: the guard asks DescribeTrainingJob
+
+
+def _notify_only(run: Run, job: str) -> dict[str, Any]:
+    event = job_event(job, "InProgress", [issues_found("LossNotDecreasing")])
+    run.aws.put_job(event["detail"])
+    return event
+
+
+def _rule_error(run: Run, job: str) -> dict[str, Any]:
+    event = job_event(job, "InProgress", [rule_status("ExplodingTensor", "Error", "No debugging data was saved")])
+    run.aws.put_job(event["detail"])
+    return event
+
+
+def _two_rules(run: Run, job: str) -> dict[str, Any]:
+    rules = [issues_found(), rule_status("ExplodingTensor", "Error", "No debugging data was saved")]
+    event = job_event(job, "InProgress", rules)
+    run.aws.put_job(event["detail"])
+    return event
+
+
+def _late_finding(run: Run, job: str) -> dict[str, Any]:
+    """The finding's event arrives after the job completed (SageMaker refuses the stop)."""
+    event = job_event(job, "InProgress", [issues_found()])
+    run.aws.put_job(event["detail"])
+    run.aws.put_job(job_event(job, "Completed", [issues_found()])["detail"])
+    return event
+
+
+def _stopped_by_guard(run: Run, job: str) -> dict[str, Any]:
+    run.deliver(_stop(run, job))
+    assert run.aws.finish_stopping(job)
+    return job_event(job, "Stopped", [issues_found()])
+
+
+def _failed(run: Run, job: str) -> dict[str, Any]:
+    event = job_event(job, "Failed", [], FailureReason="AlgorithmError: CUDA out of memory")
+    run.aws.put_job(event["detail"])
+    return event
+
+
+def _job_alarm(run: Run, job: str) -> dict[str, Any]:
+    event = job_event(job, "InProgress", [rule_status("VanishingGradient", "InProgress")], tags=ALARM_TAGS)
+    run.aws.put_job(event["detail"])
+    return event
+
+
+SCENARIOS = (
+    Scenario("stop", _stop, {"issues_found": "stopped"}, stops=1),
+    Scenario("stop-described", _stop_described, {"issues_found": "stopped"}, stops=1),
+    Scenario("notify-only", _notify_only, {"issues_found": "notified"}),
+    Scenario("rule-error", _rule_error, {"rule_error": "notified"}),
+    Scenario("two-rules", _two_rules, {"issues_found": "stopped", "rule_error": "notified"}, stops=1),
+    Scenario("late-finding", _late_finding, {"issues_found": "already_ended"}),
+    Scenario("stopped-by-guard", _stopped_by_guard, {"job_stopped": "notified"}),
+    Scenario("failed", _failed, {"job_failed": "notified"}),
+    Scenario("job-alarm", _job_alarm, {}, alarms=1),
+)
+SCENARIO = {s.name: s for s in SCENARIOS}
+
+
+@dataclass
+class Case:
+    """What one event did to one job, observed at AWS after every retry ran."""
+
+    job: str
+    deliveries: list[Delivery]
+    notes: list[dict[str, Any]]  # the notification documents SNS delivered
+    stops: int  # StopTrainingJob calls SageMaker accepted (for this event)
+    status: str | None
+    attributed: bool  # the job carries the guard's stopped-by tag
+    alarms: int
+    ledger: dict[str, str | None]  # state of every key the deliveries claimed
+    exposed: Counter[str]
+
+    @property
+    def dead_lettered(self) -> bool:
+        return any(d.dead_lettered for d in self.deliveries)
+
+    @property
+    def claimed_by_dead(self) -> set[str]:
+        return {key for d in self.deliveries if d.dead_lettered for key in d.claimed}
+
+    def norm(self, key: str) -> str:
+        return key.replace(f"#{self.job}#", "#{job}#")
+
+
+def run_case(run: Run, scenario: Scenario, plan: AttemptPlan, *, function: Function | None = None) -> Case:
+    """`scenario`'s event delivered once, its first attempt under `plan`, then Lambda's retries."""
+    job = f"{scenario.name}-{next(_ids)}"
+    event = scenario.prepare(run, job)
+    run.aws.notifications()  # what the preparation announced is not this case's
+    stops_before = run.model.observed.stops[job]
+    first = len(run.model.deliveries)
+    run.model.planner = lambda delivery, number: plan if (delivery.number, number) == (first, 0) else NO_FAULT
+    try:
+        run.deliver(event, function=function)
+    finally:
+        run.model.planner = lambda delivery, number: NO_FAULT
+    return observe(run, job, run.model.deliveries[first:], stops_before)
+
+
+def observe(run: Run, job: str, deliveries: list[Delivery], stops_before: int = 0) -> Case:
+    notes = run.aws.notifications()
+    assert {n["job"]["name"] for n in notes} <= {job}
+    table = run.aws.client("dynamodb")
+    keys = {key for d in deliveries for key in d.claimed}
+    ledger = {}
+    for key in keys:
+        item = table.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}}).get("Item")
+        ledger[key] = item["state"]["S"] if item else None
+    return Case(
+        job=job,
+        deliveries=deliveries,
+        notes=notes,
+        stops=run.model.observed.stops[job] - stops_before,
+        status=run.aws.job_status(job),
+        attributed=contract.TAG_STOPPED_BY in run.aws.job_tags(job),
+        alarms=sum(a.startswith(f"{contract.JOB_ALARM_PREFIX}{job}-") for a in run.aws.alarm_names()),
+        ledger=ledger,
+        exposed=Counter({t: n for t, n in run.model.observed.exposed.items() if t.startswith(f"t#{job}#")}),
+    )
+
+
+def by_guard(note: dict[str, Any]) -> bool:
+    return str(note["reason"]).startswith("by Training Guard")
+
+
+def violations(case: Case, reference: Case) -> list[str]:
+    """How `case` differs from the fault-free `reference`, beyond what a dead letter or the publish window allows."""
+    found: list[str] = []
+    dead = case.dead_lettered
+    published = Counter(case.norm(n["transition"]) for n in case.notes)
+    expected = {reference.norm(n["transition"]): (n["outcome"], by_guard(n)) for n in reference.notes}
+    exposed = Counter({case.norm(t): n for t, n in case.exposed.items()})
+    if case.stops > 1:
+        found.append(f"StopTrainingJob took effect {case.stops} times")
+    if not dead and case.stops != reference.stops:
+        found.append(f"StopTrainingJob took effect {case.stops} times, without faults {reference.stops}")
+    for transition in expected:
+        if not (0 if dead else 1) <= published[transition] <= 1 + exposed[transition]:
+            found.append(f"{transition} announced {published[transition]} times")
+    for transition in published.keys() - expected.keys():
+        found.append(f"{transition} announced, but not without faults")
+    for note in case.notes:
+        got, want = (note["outcome"], by_guard(note)), expected.get(case.norm(note["transition"]))
+        if want is not None and got != want:
+            found.append(f"{case.norm(note['transition'])} announced as {got}, without faults {want}")
+    if case.attributed != reference.attributed:
+        found.append(f"tagged stopped-by-guard: {case.attributed}, without faults {reference.attributed}")
+    if not dead and (case.status, case.alarms) != (reference.status, reference.alarms):
+        found.append(
+            f"job {case.status} with {case.alarms} alarms, without faults {reference.status}, {reference.alarms}"
+        )
+    left = {k for k, state in case.ledger.items() if state == "in_progress"} - case.claimed_by_dead
+    if left:
+        found.append(f"left in progress with no dead letter: {sorted(case.norm(k) for k in left)}")
+    done = {case.norm(k) for k, state in case.ledger.items() if state == "done" and k.startswith("t#")}
+    if done - published.keys():
+        found.append(f"marked done, never announced: {sorted(done - published.keys())}")
+    return found
+
+
+def reference_of(run: Run, scenario: Scenario) -> Case:
+    """The scenario without faults, checked against what it is meant to do (so no comparison is vacuous)."""
+    reference = run_case(run, scenario, NO_FAULT)
+    assert {n["kind"]: n["outcome"] for n in reference.notes} == scenario.outcomes, reference.notes
+    assert len(reference.notes) == len(scenario.outcomes)
+    assert (reference.stops, reference.alarms) == (scenario.stops, scenario.alarms)
+    assert not reference.dead_lettered
+    assert all(state == "done" for state in reference.ledger.values())
+    if scenario.name == "stopped-by-guard":
+        assert by_guard(reference.notes[0]), reference.notes[0]["reason"]
+    return reference
+
+
+def describe(kill: Kill, calls: list[str]) -> str:
+    effect = "after AWS acted" if kill.effect else "before it reached AWS"
+    return f"{'timeout' if kill.slow else 'crash'} at call {kill.step} ({calls[kill.step - 1]}) {effect}"
+
+
+# Defects the campaign found: (scenario, the killed call, whether AWS acted on it). They are left out of
+# the enumeration and kept as strict xfail tests below, which run exactly these cases.
+STOP_RECORD_TAKEN_FOR_A_STOP = {
+    ("late-finding", "PutItem stop record", True),
+    ("late-finding", "StopTrainingJob", False),
+    ("late-finding", "StopTrainingJob", True),
+    ("late-finding", "DeleteItem drop stop record", False),
+}
+GUARD_STOP_SEEN_AS_ENDED = {
+    ("stop-described", "StopTrainingJob", True),
+    ("stop-described", "AddTags", False),
+    ("stop-described", "AddTags", True),
+    ("stop-described", "Publish", False),
+    ("stop-described", "Publish", True),
+    ("stop-described", "UpdateItem complete", False),
+}
+KNOWN_DEFECTS = STOP_RECORD_TAKEN_FOR_A_STOP | GUARD_STOP_SEEN_AS_ENDED
+
+
+def kill_cases(run: Run, scenario: Scenario, *, only: set[tuple[str, str, bool]] | None = None) -> dict[str, list[str]]:
+    """Every call of the scenario's reaction killed before and after it took effect: what went wrong."""
+    reference = reference_of(run, scenario)
+    calls = reference.deliveries[0].attempts[0].calls
+    failures: dict[str, list[str]] = {}
+    for step, effect in itertools.product(range(1, len(calls) + 1), (False, True)):
+        key = (scenario.name, calls[step - 1], effect)
+        if (key not in only) if only is not None else (key in KNOWN_DEFECTS):
+            continue
+        kill = Kill(step, effect=effect)
+        case = run_case(run, scenario, AttemptPlan(kill=kill))
+        assert case.deliveries[0].attempts[0].killed_at == calls[step - 1]
+        assert not case.dead_lettered, (key, "one kill costs one retry, never a dead letter")
+        if found := violations(case, reference):
+            failures[f"{scenario.name}: {describe(kill, calls)}"] = found
+    return failures
+
+
+def figures_of(run: Run) -> dict[str, Any]:
+    seen = run.model.observed
+    results = [d.result for d in run.model.deliveries if isinstance(d.result, dict)]
+    return {
+        "attempts": seen.attempts,
+        "kills": sum(seen.kills.values()),
+        "kills_by_step": dict(sorted(seen.kills.items())),
+        "retries": seen.retries,
+        "takeovers": seen.takeovers,
+        "busy_waits": seen.busy_waits,
+        "busy_retried": seen.busy,
+        "concurrent_duplicates": seen.concurrent_duplicates,
+        "duplicates_ignored": sum(int(r.get("duplicates", 0)) for r in results),
+        "dead_lettered": sum(d.dead_lettered for d in run.model.deliveries),
+        "stops": sum(seen.stops.values()),
+        "notifications": sum(seen.publishes.values()),
+        "announced_again": sum(seen.exposed.values()),
+    }
+
+
+def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
+    run: Run, figures: dict[str, Any]
+) -> None:
+    failures = {k: v for scenario in SCENARIOS for k, v in kill_cases(run, scenario).items()}
+    assert not failures, failures
+    seen = run.model.observed
+    # every kind of call was killed, the retries took the transitions over, the publish window was hit
+    assert {
+        "DescribeTrainingJob",
+        "GetItem stop record",
+        "PutItem claim",
+        "PutItem stop record",
+        "StopTrainingJob",
+        "DeleteItem drop stop record",
+        "AddTags",
+        "PutMetricAlarm",
+        "Publish",
+        "UpdateItem complete",
+    } <= set(seen.kills)
+    assert seen.takeovers > 0
+    assert seen.exposed
+    figures.update(cases=sum(seen.kills.values()), **figures_of(run))
+
+
+CONCURRENT = ("stop", "rule-error", "stopped-by-guard")
+
+
+def test_a_duplicate_inside_any_call_waits_retries_and_the_lease_hands_over(run: Run, figures: dict[str, Any]) -> None:
+    """SageMaker's second delivery starts while the first attempt is inside call N: it finds the claim
+    busy, waits, gives up and is retried; the first attempt finishes, or is killed at a later call and
+    its lease runs out before the retries come."""
+    failures: dict[str, list[str]] = {}
+    cases = 0
+    for scenario in (SCENARIO[name] for name in CONCURRENT):
+        reference = reference_of(run, scenario)
+        calls = reference.deliveries[0].attempts[0].calls
+        for at in range(1, len(calls) + 1):
+            # Before the claim (at=1) the duplicate wins and the first attempt finds the transition done.
+            # Later, the first attempt is killed at the duplicate's call (before and after it acted) or
+            # at a later one.
+            kills = [Kill(at, effect=False)] + [Kill(step, effect=True) for step in range(at, len(calls) + 1)]
+            for kill in [None, *(kills if at > 1 else [])]:
+                case = run_case(run, scenario, AttemptPlan(duplicate_at=at, kill=kill))
+                cases += 1
+                assert len(case.deliveries) >= 2
+                assert case.deliveries[1].concurrent
+                where = f"{scenario.name}: duplicate at call {at} ({calls[at - 1]})"
+                where += f", then {describe(kill, calls)}" if kill else ""
+                assert not case.dead_lettered, where
+                if found := violations(case, reference):
+                    failures[where] = found
+    assert not failures, failures
+    seen = run.model.observed
+    assert seen.busy > 0
+    assert seen.busy_waits > 0
+    assert seen.takeovers > 0
+    figures.update(cases=cases, **figures_of(run))
+
+
+def test_lambda_retries_a_killed_event_one_then_two_minutes_later_then_dead_letters_it(run: Run) -> None:
+    """The model itself: attempt times, and a kill that leaves the claim behind (no release ran)."""
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(2, effect=False))  # PutItem stop record
+    start = run.clock.now
+    delivery = run.deliver(_stop(run, "always-killed"))
+    assert [(a.started - start).total_seconds() for a in delivery.attempts] == [0, 30 + 60, 30 + 60 + 30 + 120]
+    assert [a.killed_at for a in delivery.attempts] == ["PutItem stop record"] * 3
+    assert delivery.dead_lettered
+    case = observe(run, "always-killed", [delivery])
+    # still in progress: the killed attempts' `release` never reached DynamoDB; each retry took it over
+    assert list(case.ledger.values()) == ["in_progress"]
+    assert case.claimed_by_dead == set(case.ledger)
+    assert run.model.observed.takeovers == 2
+    assert case.notes == []
+    assert case.stops == 0
+
+
+def test_an_event_past_its_maximum_age_is_dead_lettered_and_a_redrive_finishes_it(
+    run: Run, figures: dict[str, Any]
+) -> None:
+    aged = Function("job-events", run.job_events.handler, max_event_age=120)  # the API's minimum is 60 s
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(3, effect=True))  # after StopTrainingJob
+    event = _stop(run, "aged")
+    delivery = run.deliver(event, function=aged)
+    run.model.planner = lambda delivery, number: NO_FAULT
+    # the second retry would start 240 s after the event was queued: past 120 s, Lambda drops it
+    assert len(delivery.attempts) == 2
+    assert delivery.dead_lettered
+    dead = observe(run, "aged", [delivery])
+    assert dead.stops == 1
+    assert dead.notes == []
+    assert list(dead.ledger.values()) == ["in_progress"]
+    # `training-guard redrive` hands the event back: the lease ran out, the redrive takes it over
+    redriven = observe(run, "aged", [run.deliver(copy.deepcopy(event))], stops_before=1)
+    assert [(n["kind"], n["outcome"]) for n in redriven.notes] == [("issues_found", "stopped")]
+    assert redriven.stops == 0
+    assert redriven.attributed
+    assert list(redriven.ledger.values()) == ["done"]
+    figures.update(attempts=len(delivery.attempts) + 1, dead_lettered=1, redriven=1, stops=1, notifications=1)
+
+
+def test_the_next_sweep_takes_over_a_transition_whose_event_was_dead_lettered(run: Run) -> None:
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(2, effect=True, slow=False))
+    delivery = run.deliver(_stop(run, "swept"))  # each attempt crashes after writing the stop record
+    run.model.planner = lambda delivery, number: NO_FAULT
+    assert delivery.dead_lettered
+    assert run.aws.job_status("swept") == "InProgress"
+    run.clock.advance(5 * 60)
+    sweep = run.sweep()
+    assert sweep.attempts[-1].outcome == "ok", sweep.attempts[-1].outcome
+    assert sweep.result["reconciled"]
+    case = observe(run, "swept", [delivery, sweep])
+    assert [(n["kind"], n["outcome"]) for n in case.notes] == [("issues_found", "stopped")]
+    assert case.stops == 1
+    assert case.attributed
+    assert set(case.ledger.values()) == {"done"}
+
+
+# --- defects the campaign found (strict xfail: each fails today; fixed, it fails as XPASS) ------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="Responder._stop takes a stop record left by a killed attempt (claim.previous) for proof that the guard "
+    "stopped the job: for a job that had already ended, the retry announces 'stopped' and tags it",
+)
+def test_a_killed_stop_of_a_job_that_had_ended_is_not_announced_as_a_stop(run: Run) -> None:
+    assert kill_cases(run, SCENARIO["late-finding"], only=STOP_RECORD_TAKEN_FOR_A_STOP) == {}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a retry that describes the job sees it Stopping (stopped by the killed attempt) and decides "
+    "'only a running job is stopped': it announces 'notified' and never tags the guard's stop",
+)
+def test_a_retry_that_finds_the_guards_stop_under_way_announces_the_stop(run: Run) -> None:
+    assert kill_cases(run, SCENARIO["stop-described"], only=GUARD_STOP_SEEN_AS_ENDED) == {}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the job's Stopped event, arriving after the killed attempt's lease and before its retry, takes the "
+    "finding over and announces it 'notified: only a running job is stopped' though the guard stopped the job",
+)
+def test_a_stopped_event_that_takes_a_killed_stop_over_announces_the_stop(run: Run) -> None:
+    job = "stopped-before-the-retry"
+    first = len(run.model.deliveries)
+    run.model.planner = lambda d, n: (
+        AttemptPlan(kill=Kill(5, effect=False)) if (d.number, n) == (first, 0) else NO_FAULT
+    )
+    run.model.invoke(run.job_events, _stop(run, job), at=run.clock.now)  # killed at Publish, after the stop
+
+    def sagemaker_stops_it() -> None:  # 45 s after the kill: after the 40 s lease, before the 60 s retry
+        assert run.aws.finish_stopping(job)
+        run.model.invoke(run.job_events, job_event(job, "Stopped", [issues_found()]), at=run.clock.now)
+
+    run.model.schedule(run.clock.now + timedelta(seconds=30 + 45), sagemaker_stops_it)
+    run.model.run()
+    notes = {n["kind"]: n for n in run.aws.notifications()}
+    assert by_guard(notes["job_stopped"])  # the lifecycle notification reads the stop record
+    assert notes["issues_found"]["outcome"] == "stopped", notes["issues_found"]["reason"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SNS Publish and the ledger's UpdateItem are not atomic: an attempt killed after SNS accepted the "
+    "notification and before the ledger marked it done is announced again by the retry that takes it over",
+)
+def test_a_kill_between_publish_and_complete_announces_once(run: Run) -> None:
+    scenario = SCENARIO["stop"]
+    calls = reference_of(run, scenario).deliveries[0].attempts[0].calls
+    publish = calls.index("Publish") + 1
+    for kill in (Kill(publish, effect=True), Kill(publish + 1, effect=False)):  # the complete never reached DynamoDB
+        case = run_case(run, scenario, AttemptPlan(kill=kill))
+        assert sum(case.exposed.values()) == 1  # the window the other tests tolerate, once each
+        assert len(case.notes) == 1, describe(kill, calls)
+
+
+# --- a seeded fleet ----------------------------------------------------------------------------------
+MIX_JOBS = 40
+HAZARD = {"job-events": 0.1, "sweeper": 0.01}  # chance that each call is where the attempt dies
+P_SLOW = 0.15  # share of attempts with one slow call (2..45 s: some outlast the timeout)
+P_DUPLICATE = 0.2  # share of first attempts during which a concurrent duplicate starts
+JITTER_SECONDS = 10.0
+SWEEP_SECONDS = 5 * 60  # CONFIG.sweep_minutes
+QUIET_AFTER = timedelta(minutes=30)  # then no more faults: the last sweeps run clean (liveness, not safety)
+KINDS = {"IssuesFound": "issues_found", "Error": "rule_error", "Failed": "job_failed", "Stopped": "job_stopped"}
+
+
+@dataclass
+class Fleet:
+    run: Run
+    rng: random.Random
+    plans: list[JobPlan]
+    stopped_events: set[str] = field(default_factory=set)
+    sweeps: list[Delivery] = field(default_factory=list)
+    start: datetime = NOW
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """SageMaker changes the job's state and sends the event, 1 to 3 times."""
+        self.run.aws.put_job(event["detail"])
+        for _ in range(self.rng.randint(1, 3)):
+            at = self.run.clock.now + timedelta(seconds=self.rng.uniform(0, 3))
+            self.run.model.invoke(self.run.job_events, copy.deepcopy(event), at=at)
+
+    def stopped(self, job: str) -> None:
+        """SageMaker finishes a stop the guard made (SIGTERM, up to 120 s) and reports it."""
+        if job in self.stopped_events:
+            return
+        self.stopped_events.add(job)
+
+        def finish() -> None:
+            assert self.run.aws.finish_stopping(job)
+            self.emit(job_event(job, "Stopped", [issues_found()], tags={"team": "fleet"}))
+
+        self.run.model.schedule(self.run.clock.now + timedelta(seconds=self.rng.uniform(30, 120)), finish)
+
+    def plan(self, delivery: Delivery, number: int) -> AttemptPlan:
+        if self.run.clock.now >= self.start + QUIET_AFTER:
+            return NO_FAULT
+        rng = self.rng
+        duplicate = delivery.function is self.run.job_events and not delivery.concurrent and number == 0
+        return AttemptPlan(
+            hazard=HAZARD[delivery.function.name],
+            duplicate_at=rng.randint(1, 4) if duplicate and rng.random() < P_DUPLICATE else None,
+            delays={rng.randint(1, 6): rng.uniform(2, 45)} if rng.random() < P_SLOW else {},
+            delay_effect=rng.random() < 0.5,
+        )
+
+    def play(self) -> None:
+        model = self.run.model
+        self.start = self.run.clock.now
+        model.jitter_seconds = JITTER_SECONDS
+        model.planner = self.plan
+        model.on_stop = self.stopped
+        for plan in self.plans:
+            at = self.start + timedelta(seconds=self.rng.uniform(0, 600))
+            for event in plan.events:
+                model.schedule(at, functools.partial(self.emit, event))
+                at += timedelta(seconds=self.rng.uniform(20, 240))
+        horizon = QUIET_AFTER + timedelta(minutes=20)
+        for second in range(0, int(horizon.total_seconds()), SWEEP_SECONDS):
+            sweep = {"source": "aws.events", "detail-type": "Scheduled Event", "id": f"sweep-{second}"}
+            self.sweeps.append(model.invoke(self.run.sweeper, sweep, at=self.start + timedelta(seconds=second)))
+        model.run()
+
+    def expected(self) -> dict[str, str]:
+        """transition -> kind: what the fleet's events announce without faults."""
+        out: dict[str, str] = {}
+        for plan in self.plans:
+            ends = [transition_key(plan.name, "job", "status", "Stopped")] if plan.kind == "stop" else []
+            for transition in [t for event in plan.events for t in transitions_of(event)] + ends:
+                out[transition] = KINDS[transition.rsplit("#", 1)[1]]
+        return out
+
+
+def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run: Run, figures: dict[str, Any]) -> None:
+    fleet = Fleet(run, random.Random(SEED), plan_fleet(MIX_JOBS, SEED))
+    fleet.play()
+    seen = run.model.observed
+    notes = run.aws.notifications()
+    published = Counter(n["transition"] for n in notes)
+    assert published == seen.publishes  # the hooks saw exactly what SNS delivered
+    dead = [d for d in run.model.deliveries if d.dead_lettered]
+    dead_transitions = {t for d in dead if d.function is run.job_events for t in transitions_of(d.event)}
+    expected = fleet.expected()
+
+    # every job that should stop was stopped, exactly once (the sweeps recover what was dead-lettered)
+    assert dict(seen.stops) == {p.name: 1 for p in fleet.plans if p.kind == "stop"}
+    # nothing announced that should not be; once more only for each attempt killed in the publish window
+    assert set(published) <= set(expected)
+    assert all(n <= 1 + seen.exposed[t] for t, n in published.items())
+    # every transition announced, unless its event was dead-lettered: findings on running jobs always
+    # (the sweeper reconciles them), a job's end (failed, stopped) only if one delivery got through
+    missing = set(expected) - set(published)
+    assert missing <= dead_transitions
+    assert {expected[t] for t in missing} <= {"job_failed", "job_stopped"}
+    # a stop announced is the guard's; the end of a job it stopped is attributed to it
+    assert {n["job"]["name"] for n in notes if n["outcome"] == "stopped"} <= set(seen.stops)
+    assert all(by_guard(n) for n in notes if n["kind"] == "job_stopped")
+    # ... but a finding it stopped a job for may be announced "notified": the known defect pinned by
+    # test_a_stopped_event_that_takes_a_killed_stop_over_announces_the_stop, and nothing else
+    misannounced = [n for n in notes if n["kind"] == "issues_found" and n["outcome"] != "stopped"]
+    assert all("only a running job is stopped" in n["reason"] for n in misannounced)
+    # nothing left in progress but what a dead-lettered delivery claimed (a redrive takes it over)
+    items = run.aws.client("dynamodb").scan(TableName=TABLE)["Items"]
+    states = {i[contract.TABLE_PARTITION_KEY]["S"]: i.get("state", {}).get("S") for i in items}
+    assert {k for k, state in states.items() if state == "in_progress"} <= {k for d in dead for k in d.claimed}
+    assert {k for k, state in states.items() if state == "done" and k.startswith("t#")} <= set(published)
+    # the fleet went through what the campaign is about (dead letters and busy waits have their own tests)
+    assert seen.takeovers
+    assert seen.concurrent_duplicates
+    assert seen.retries
+    assert any(a.killed_at for sweep in fleet.sweeps for a in sweep.attempts)
+    figures.update(
+        jobs=len(fleet.plans),
+        events=sum(len(p.events) for p in fleet.plans) + len(fleet.stopped_events),
+        deliveries=sum(d.function is run.job_events for d in run.model.deliveries),
+        sweeps=len(fleet.sweeps),
+        virtual_minutes=round((run.clock.now - fleet.start).total_seconds() / 60),
+        **figures_of(run),
+        not_announced_after_dead_letter=len(missing),
+        guard_stops_announced_notified=len(misannounced),
+    )
