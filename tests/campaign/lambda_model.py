@@ -4,8 +4,8 @@ What Lambda does, as modelled here (AWS Lambda developer guide, "How Lambda hand
 with asynchronous invocation", https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html):
 a function error, timeouts included, makes Lambda run the event two more times, one minute after the
 first attempt and two minutes after the second; an event that has waited longer than the maximum event
-age (60 s to 6 h, https://docs.aws.amazon.com/lambda/latest/api/API_FunctionEventInvokeConfig.html; the
-stack sets 2 h) is not run again. Either way it goes to the on-failure destination: here it is counted
+age (60 s to 6 h, https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_lambda.EventInvokeConfigOptions.html;
+the stack sets 2 h) is not run again. Either way it goes to the on-failure destination: here it is counted
 as dead-lettered. An attempt stopped by its timeout runs none of its `except`/`finally` code: it
 releases nothing (docs/domain.md §7).
 
