@@ -86,7 +86,7 @@ def decide(
 ) -> list[Decision]:
     if not config.selects(job.name):
         return []
-    decisions = [d for rule in job.rules or () if (d := _decide_rule(job, rule, config, now))]
+    decisions = [d for rule in job.rules or () if (d := _decide_rule(job, rule, config, now, guard_stop))]
     lifecycle = _decide_lifecycle(job, config, guard_stop)
     if lifecycle is not None:
         decisions.append(lifecycle)
@@ -100,7 +100,9 @@ def selection_reason(job_name: str, config: GuardConfig) -> str | None:
     return "job name is outside jobs.include_prefixes / jobs.exclude_prefixes"
 
 
-def _decide_rule(job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: datetime) -> Decision | None:
+def _decide_rule(
+    job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: datetime, guard_stop: GuardStop | None
+) -> Decision | None:
     action = config.action_for(rule.name, profiler=rule.kind == PROFILER)
     if action is Action.IGNORE or rule.status not in (ISSUES_FOUND, RULE_ERROR):
         return None
@@ -112,7 +114,9 @@ def _decide_rule(job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: d
         key = transition_key(job.name, rule.kind, rule.name, rule.status)
         return Decision(key, Kind.RULE_ERROR, Plan.NOTIFY, reason, rule)
     setting = _rule_setting(config, rule)
-    return decide_finding(job, rule, action=action, setting=setting, config=config, now=now, kind=Kind.ISSUES_FOUND)
+    return decide_finding(
+        job, rule, action=action, setting=setting, config=config, now=now, kind=Kind.ISSUES_FOUND, guard_stop=guard_stop
+    )
 
 
 def decide_finding(
@@ -124,11 +128,19 @@ def decide_finding(
     config: GuardConfig,
     now: datetime,
     kind: Kind,
+    guard_stop: GuardStop | None = None,
 ) -> Decision:
-    """The one path from a finding (rule, metric alarm, stall) to stop / would-stop / notify."""
+    """The one path from a finding (rule, metric alarm, stall) to stop / would-stop / notify.
+
+    `guard_stop`: the guard's own record of stopping this job, if any. A finding on a job that is no
+    longer running is still the guard's stop when the record names it: an attempt that stopped the job
+    and was killed before it tagged and announced the stop is finished by whoever takes it over.
+    """
     key = transition_key(job.name, finding.kind, finding.name, finding.status)
     if action is not Action.STOP:
         return Decision(key, kind, Plan.NOTIFY, f"{setting}: notify only", finding)
+    if not job.running and guard_stop is not None and guard_stop.rule == finding.name:
+        return Decision(key, kind, Plan.STOP, setting, finding)
     if not job.running:
         reason = f"{setting}, but the job is {job.status}: only a running job is stopped"
         return Decision(key, kind, Plan.NOTIFY, reason, finding)
@@ -150,13 +162,24 @@ def decide_finding(
 
 
 def decide_metric(
-    job: TrainingJob, finding: RuleStatus, action: Action, setting: str, config: GuardConfig, *, now: datetime
+    job: TrainingJob,
+    finding: RuleStatus,
+    action: Action,
+    setting: str,
+    config: GuardConfig,
+    *,
+    now: datetime,
+    guard_stop: GuardStop | None = None,
 ) -> list[Decision]:
     """A metric guard's alarm or a stall, for a job the guard selects."""
     if not config.selects(job.name):
         return []
     kind = Kind.METRIC_STALL if finding.status == STALLED else Kind.METRIC_ALARM
-    return [decide_finding(job, finding, action=action, setting=setting, config=config, now=now, kind=kind)]
+    return [
+        decide_finding(
+            job, finding, action=action, setting=setting, config=config, now=now, kind=kind, guard_stop=guard_stop
+        )
+    ]
 
 
 def guard_tag_problems(job: TrainingJob, problems: list[str]) -> Decision:

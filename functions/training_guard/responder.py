@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from training_guard import contract, messages, metrics, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import COMPLETED, FAILED, STOPPED, JobEvent, RuleStatus, TrainingJob
+from training_guard.events import COMPLETED, FAILED, STOPPED, STOPPING, JobEvent, RuleStatus, TrainingJob
 from training_guard.messages import Outcome
 from training_guard.metrics import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
@@ -163,7 +163,10 @@ class Responder:
             detail_type=contract.ALARM_STATE_CHANGE,
             job=job,
         )
-        for decision in policy.decide_metric(job, finding, action, setting, self.config, now=now):
+        guard_stop = self._guard_stop(job)
+        for decision in policy.decide_metric(
+            job, finding, action, setting, self.config, now=now, guard_stop=guard_stop
+        ):
             self._react(event, job, decision, receipt, now)
         return receipt
 
@@ -228,7 +231,9 @@ class Responder:
         return _replace_tags(described, job.tags)
 
     def _guard_stop(self, job: TrainingJob) -> GuardStop | None:
-        if job.status != STOPPED or not self.config.notifications.stopped:
+        """The guard's record of stopping a job that is stopping or stopped (who stopped it, and a stop
+        of ours that an attempt killed mid-way left to finish)."""
+        if job.status not in (STOPPING, STOPPED):
             return None
         record = self.ledger.get_stop(job.name)
         return GuardStop(record.rule, record.reason, record.at) if record else None
@@ -294,7 +299,7 @@ class Responder:
         except BaseException:
             self.ledger.drop_stop(job.name)
             raise
-        if not stopped and claim.previous is None:
+        if not stopped and not self._stopped_by_earlier_attempt(job.name, claim):
             # The job left InProgress before we asked (a person, SageMaker, or it finished).
             self.ledger.drop_stop(job.name)
             return Outcome.ALREADY_ENDED
@@ -306,6 +311,17 @@ class Responder:
             if tags:
                 self.jobs.tag(job.arn, tags)
         return Outcome.STOPPED
+
+    def _stopped_by_earlier_attempt(self, name: str, claim: StopClaim) -> bool:
+        """The job was no longer running when we asked: was that our own earlier attempt's stop?
+
+        Its record says it meant to; the job says whether it did. An attempt can be killed after writing
+        the record and before StopTrainingJob took effect, while the job completes or fails on its own.
+        """
+        if claim.previous is None:
+            return False
+        current = self.jobs.describe(name)
+        return current is not None and current.status in (STOPPING, STOPPED)
 
 
 def lease_for(remaining_ms: int | None) -> int:

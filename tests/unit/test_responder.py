@@ -301,3 +301,39 @@ def test_tag_values_are_made_legal_for_sagemaker() -> None:
     assert value.startswith("rules.actions.X = stop debugger rule X step 500 b amp /b")
     tags = attribution_tags(StopRecord("j", "R(1)", "a;b", NOW, "e"))
     assert all(legal.match(v) for v in tags.values())
+
+
+def test_a_retry_of_our_killed_stop_that_finds_the_job_stopping_finishes_and_announces_the_stop() -> None:
+    world = World()
+    event = load_event("vanishing_gradient_issues_found")
+    job = event["detail"]["TrainingJobName"]
+    # A first attempt wrote the stop record, stopped the job, and was killed before tagging and announcing.
+    world.ledger.stops[job] = StopRecord(job, "VanishingGradient", "rules.debugger_default = stop", NOW, "e0")
+    stopping = with_detail(event, TrainingJobStatus="Stopping", SecondaryStatus="Stopping")
+    world.jobs.jobs[job] = parse_event(stopping).job
+    receipt = world.guard.handle(parse_event(stopping), now=NOW + timedelta(seconds=61))
+    assert receipt.outcomes == ["stopped"]
+    assert world.kinds() == [("issues_found", "stopped")]
+    assert world.jobs.tags_by_arn[parse_event(event).job.arn or ""][contract.TAG_STOPPED_BY] == "training-guard"
+
+
+def test_a_retry_of_our_killed_stop_of_a_job_that_completed_on_its_own_is_not_a_stop() -> None:
+    world = World()
+    event = load_event("vanishing_gradient_issues_found")
+    job = event["detail"]["TrainingJobName"]
+    # The first attempt wrote the stop record and was killed before StopTrainingJob; the job then completed.
+    world.ledger.stops[job] = StopRecord(job, "VanishingGradient", "rules.debugger_default = stop", NOW, "e0")
+    world.jobs.jobs[job] = replace(parse_event(event).job, status="Completed")
+    receipt = world.guard.handle(parse_event(event), now=NOW + timedelta(seconds=61))
+    assert receipt.outcomes == ["already_ended"]
+    assert world.jobs.tags_by_arn == {}
+    assert job not in world.ledger.stops  # the record of a stop that never happened is dropped
+
+
+def test_a_finding_on_a_job_stopped_by_someone_else_is_only_reported() -> None:
+    world = World()
+    stopped = with_detail(load_event("vanishing_gradient_issues_found"), TrainingJobStatus="Stopped")
+    world.jobs.jobs[stopped["detail"]["TrainingJobName"]] = parse_event(stopped).job
+    receipt = world.guard.handle(parse_event(stopped), now=NOW)
+    assert receipt.outcomes[0] == "notified"
+    assert world.jobs.stop_calls == []
