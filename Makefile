@@ -24,7 +24,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint typecheck unit synth preflight deploy diff demo bench mutation clean scan
+.PHONY: install test lint config-docs typecheck unit synth preflight deploy diff demo bench mutation clean scan
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -43,6 +43,11 @@ install: $(VENV)/.installed node_modules/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check functions infra local tests bench
 	$(VENV)/bin/ruff format --check functions infra local tests bench
+	$(PY) -m training_guard_local.config_docs --check
+
+# Regenerate the README's configuration table and configs/schema.json from the declarations in config.py.
+config-docs: $(VENV)/.installed
+	$(PY) -m training_guard_local.config_docs --write
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
