@@ -192,6 +192,8 @@ _SLACK_ID_PATTERN = r"^[A-Z0-9]{1,255}$"
 _METRIC_PATTERN = r"^[A-Za-z0-9_.:/\-]{1,255}$"
 # What the reader has always accepted as an address: an '@' inside, no space (SNS confirms the rest).
 _EMAIL_PATTERN = r"^[^@ ][^ ]*@[^ ]*[^@ ]$"
+# arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>
+_LAYER_ARN_PATTERN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]{1,140}:[0-9]{1,10}$"
 # Metrics Insights alarms: 200 per account and region; the guard keeps to a share of that.
 MAX_FLEET_GUARDS = 50
 
@@ -429,6 +431,13 @@ class GuardConfig:
         "(enforced by IAM too)",
     )
     sweep_minutes: int = setting(5, doc="how often the sweeper runs", minimum=1, maximum=60)
+    powertools_layer_arn: str | None = setting(
+        None,
+        doc="a Powertools for AWS Lambda (Python) layer version ARN (arm64, Python 3.13, the pinned version) used "
+        "instead of the public layer's SSM parameter, for regions where that parameter does not exist",
+        pattern=_LAYER_ARN_PATTERN,
+        pattern_error="not a Lambda layer version ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<n>): {value!r}",
+    )
 
     def metric_guard(self, name: str) -> MetricGuard | None:
         return next((g for g in self.metric_guards if g.name == name), None)

@@ -77,7 +77,10 @@ class GuardFunction(Construct):
             **environment,
         }
         _check_environment_size(construct_id, env)
-        layer_arn = ssm.StringParameter.value_for_string_parameter(self, POWERTOOLS_LAYER_PARAMETER)
+        # The configuration may name the layer instead, where the public parameter does not exist.
+        layer_arn = config.powertools_layer_arn or ssm.StringParameter.value_for_string_parameter(
+            self, POWERTOOLS_LAYER_PARAMETER
+        )
         self.config_layer = config_layer(self, config, architecture=ARCHITECTURE, runtime=RUNTIME).layer
         self.function = lambda_.Function(
             self,

@@ -86,6 +86,7 @@ class Plan:
     source: str
     layer_parameter: str
     secrets: tuple[WebhookSecret, ...]
+    layer_arn: str | None = None  # the configuration's powertools_layer_arn, used instead of the parameter
 
 
 @dataclass(frozen=True)
@@ -159,11 +160,26 @@ def check_powertools_layer(ssm: Any, region: str, parameter: str) -> Check:
                 FAIL,
                 f"{parameter} does not exist in {region}: Powertools does not publish this layer version "
                 "there, and CloudFormation would fail the deploy when it resolves the parameter",
-                f"deploy to a region Powertools publishes to ({POWERTOOLS_LAYERS_PAGE}), or pin a version "
-                f"present in {region} (POWERTOOLS_VERSION in infra/components/functions.py)",
+                f"deploy to a region Powertools publishes to ({POWERTOOLS_LAYERS_PAGE}), or name a Powertools "
+                f"layer version in {region} with the configuration's powertools_layer_arn",
             )
         return Check(name, WARN, f"could not read {parameter} in {region}: {_error_code(exc)}")
     return Check(name, OK, f"{parameter} in {region} -> {value}")
+
+
+def check_layer_arn(arn: str, region: str) -> Check:
+    """A configured layer must live in the region of the functions that use it."""
+    name = "powertools-layer"
+    layer_region = arn.split(":")[3]
+    if layer_region != region:
+        return Check(
+            name,
+            FAIL,
+            f"powertools_layer_arn is in {layer_region}, the deploy goes to {region}: Lambda takes layers of its "
+            "own region only",
+            f"publish the Powertools layer in {region} and name that version",
+        )
+    return Check(name, OK, f"powertools_layer_arn {arn} (the configuration's, instead of the SSM parameter)")
 
 
 def check_concurrency(lambda_client: Any, region: str) -> Check:
@@ -301,7 +317,9 @@ def run_checks(
         checks += [not_checked(n, why) for n in ("powertools-layer", "lambda-concurrency", "slack-secrets")]
     else:
         region = aws.region
-        if isinstance(plan, Plan):
+        if isinstance(plan, Plan) and plan.layer_arn:
+            checks.append(check_layer_arn(plan.layer_arn, region))
+        elif isinstance(plan, Plan):
             checks.append(check_powertools_layer(aws.client("ssm"), region, plan.layer_parameter))
         else:
             checks.append(not_checked("powertools-layer", no_plan))
@@ -379,7 +397,12 @@ def load_plan(config_file: str | None, project: Path) -> Plan | Check:
         for webhook, hook in config.slack.webhooks.items()
     )
     source = f"-c config={config_file}" if config_file else f"cdk.json context {guard_config.CONTEXT_KEY!r}"
-    return Plan(source=f"{source}, stack {STACK_NAME}", layer_parameter=POWERTOOLS_LAYER_PARAMETER, secrets=secrets)
+    return Plan(
+        source=f"{source}, stack {STACK_NAME}",
+        layer_parameter=POWERTOOLS_LAYER_PARAMETER,
+        secrets=secrets,
+        layer_arn=config.powertools_layer_arn,
+    )
 
 
 def connect(environ: Mapping[str, str]) -> Aws:

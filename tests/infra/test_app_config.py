@@ -14,7 +14,7 @@ from aws_cdk import App
 
 from infra.app import build_app
 from tests.infra.conftest import Synth
-from training_guard.config import ConfigError
+from training_guard.config import ConfigError, GuardConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,3 +73,18 @@ def test_an_opt_in_tag_makes_iam_refuse_to_stop_untagged_jobs(tmp_path: Path) ->
                 "Sid": "StopOptedInTrainingJobs",
             }
         ]
+
+
+def test_a_configured_powertools_layer_replaces_the_ssm_parameter(tmp_path: Path) -> None:
+    arn = "arn:aws:lambda:me-central-1:123456789012:layer:powertools-python-arm64:4"
+    config_file = tmp_path / "layer.json"
+    config_file.write_text(json.dumps({"powertools_layer_arn": arn}))
+    synth = Synth(tmp_path / "out", {"config": str(config_file)})
+    for _, fn in synth.resources("AWS::Lambda::Function").items():
+        assert arn in fn["Properties"]["Layers"]
+    assert "/aws/service/powertools/" not in json.dumps(synth.json.get("Parameters", {}))
+
+
+def test_a_powertools_layer_that_is_not_a_layer_arn_is_named() -> None:
+    with pytest.raises(ConfigError, match="powertools_layer_arn: not a Lambda layer version ARN"):
+        GuardConfig.from_dict({"powertools_layer_arn": "arn:aws:lambda:us-east-1:123456789012:function:x"})

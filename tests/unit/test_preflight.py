@@ -156,7 +156,15 @@ def test_a_region_without_the_layer_fails_naming_region_parameter_and_fix(stubbe
     assert check.status == FAIL
     assert check.message.startswith(f"{PARAMETER} does not exist in me-central-1")
     assert preflight.POWERTOOLS_LAYERS_PAGE in check.fix
-    assert "POWERTOOLS_VERSION" in check.fix
+    assert "powertools_layer_arn" in check.fix
+
+
+def test_a_configured_layer_arn_replaces_the_parameter_and_must_be_in_the_deploy_region() -> None:
+    arn = "arn:aws:lambda:me-central-1:123456789012:layer:powertools-python:3"
+    assert preflight.check_layer_arn(arn, "me-central-1").status == OK
+    elsewhere = preflight.check_layer_arn(arn, "eu-west-1")
+    assert elsewhere.status == FAIL
+    assert "is in me-central-1, the deploy goes to eu-west-1" in elsewhere.message
 
 
 def test_an_unreadable_layer_parameter_is_a_warning(stubbed) -> None:
