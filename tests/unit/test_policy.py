@@ -423,3 +423,33 @@ def test_stop_requires_tag_matches_true_exactly_like_the_iam_condition(value: st
     [decision] = decide(tagged, config, now=NOW)
     assert decision.plan is Plan.WOULD_STOP
     assert decision.reason.endswith("but stop_requires_tag: the job is not tagged training-guard:guarded=true")
+
+
+# --- a stop the guard made but did not finish announcing ---------------------------------------------------------
+def test_a_finding_on_a_job_the_guard_stopped_for_that_rule_is_still_the_guards_stop() -> None:
+    finding = rule("IssuesFound")
+    guard = GuardStop(rule="VanishingGradient", reason=STOP_LINE, at=NOW)
+    stopped = job("Stopped", finding, secondary_status="Stopped")
+    decisions = decide(stopped, GuardConfig(), now=NOW, guard_stop=guard)
+    assert decisions[0] == Decision(FINDING_KEY, Kind.ISSUES_FOUND, Plan.STOP, STOP_LINE, finding)
+
+
+def test_a_finding_on_a_job_the_guard_stopped_for_another_rule_is_only_reported() -> None:
+    guard = GuardStop(rule="ExplodingTensor", reason="rules.actions.ExplodingTensor = stop", at=NOW)
+    stopped = job("Stopped", rule("IssuesFound"), secondary_status="Stopped")
+    [finding, _lifecycle] = decide(stopped, GuardConfig(), now=NOW, guard_stop=guard)
+    assert (finding.plan, finding.reason) == (
+        Plan.NOTIFY,
+        f"{STOP_LINE}, but the job is Stopped: only a running job is stopped",
+    )
+
+
+def test_a_metric_finding_on_a_job_the_guard_stopped_for_that_guard_is_still_the_guards_stop() -> None:
+    finding = RuleStatus(name="loss-diverging", kind=METRIC, status="ALARM")
+    guard = GuardStop(rule="loss-diverging", reason="guard line", at=NOW)
+    stopped = job("Stopped", secondary_status="Stopped")
+    decisions = decide_metric(stopped, finding, Action.STOP, "guard line", GUARDED, now=NOW, guard_stop=guard)
+    assert [d.plan for d in decisions] == [Plan.STOP]
+    assert [d.plan for d in decide_metric(stopped, finding, Action.STOP, "guard line", GUARDED, now=NOW)] == [
+        Plan.NOTIFY
+    ]
