@@ -54,7 +54,7 @@ class Target:
 
 MODULES: dict[str, Target] = {
     "policy": Target("src/training_guard/policy.py", ("tests/unit/test_policy.py",)),
-    "metrics": Target("src/training_guard/metrics.py", ("tests/unit/test_metrics.py",)),
+    "metric_guards": Target("src/training_guard/metric_guards.py", ("tests/unit/test_metric_guards.py",)),
     "adapters/ledger": Target(
         "src/training_guard/adapters/ledger.py",
         ("tests/integration/test_job_events_moto.py", "tests/campaign/test_aws_failing.py"),
@@ -91,7 +91,7 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             "equivalent: without a secondary status both look up a key that no stop cause has, and get None",
         ),
     ),
-    "metrics": (
+    "metric_guards": (
         Explained(
             "_parse_tag",
             '(match.group("action") or "notify").lower()',

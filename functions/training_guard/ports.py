@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from training_guard.events import TrainingJob
     from training_guard.messages import Notification
-    from training_guard.metrics import AlarmObservation, JobAlarmSpec
+    from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 
 
 class JobsPort(Protocol):

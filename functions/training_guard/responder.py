@@ -23,12 +23,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from training_guard import contract, messages, metrics, policy
+from training_guard import contract, messages, metric_guards, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import COMPLETED, FAILED, STOPPED, STOPPING, JobEvent, RuleStatus, TrainingJob
 from training_guard.messages import Outcome
-from training_guard.metrics import AlarmObservation, JobAlarmSpec
+from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
 from training_guard.ports import AlarmsPort, Claim, JobsPort, LedgerPort, PublisherPort, StopClaim, StopRecord
 
@@ -182,7 +182,7 @@ class Responder:
                 return f"metric_guards.{guard.name}.job_tag: the job has no tag {guard.job_tag}"
             finding = RuleStatus(name=guard.name, kind=policy.METRIC, status="ALARM", details=alarm.reason)
             return finding, guard.action, guard.describe()
-        specs, _ = metrics.job_alarm_specs(job.name, job.tags)
+        specs, _ = metric_guards.job_alarm_specs(job.name, job.tags)
         spec = next((s for s in specs if s.alarm_name == alarm.alarm_name), None)
         if spec is None:
             return f"alarm {alarm.alarm_name} matches no training-guard:alarm tag of {job.name}"
@@ -192,7 +192,7 @@ class Responder:
     def _keep_job_alarms(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> None:
         """Create a job's per-job alarms when it is first seen running; delete them when it ends."""
         assert self.alarms is not None
-        specs, problems = metrics.job_alarm_specs(job.name, job.tags)
+        specs, problems = metric_guards.job_alarm_specs(job.name, job.tags)
         if job.running:
             if problems:
                 self._react(event, job, policy.guard_tag_problems(job, problems), receipt, now)

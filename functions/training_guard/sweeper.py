@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from training_guard import contract, metrics, policy
+from training_guard import contract, metric_guards, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import ISSUES_FOUND, TRAINING, JobEvent, RuleStatus, TrainingJob
-from training_guard.metrics import AlarmObservation
+from training_guard.metric_guards import AlarmObservation
 from training_guard.ports import AlarmsPort, JobsPort
 from training_guard.responder import Receipt, Responder
 
@@ -127,7 +127,7 @@ class Sweeper:
         """Per-job alarms and fleet-guard contributors in ALARM now, for jobs still running."""
         firing = list(self.alarms.firing_job_alarms()) if self.config.per_job_alarms else []
         for guard in self.config.metric_guards:
-            firing += self.alarms.firing_contributors(metrics.fleet_alarm_name(guard))
+            firing += self.alarms.firing_contributors(metric_guards.fleet_alarm_name(guard))
         return [alarm for alarm in firing if alarm.job in running]
 
     def _event(self, job: TrainingJob, now: datetime, account: str | None, region: str | None) -> JobEvent:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from training_guard import clock, contract
-from training_guard.metrics import fleet_alarm_name, insights_query
+from training_guard.metric_guards import fleet_alarm_name, insights_query
 from training_guard_local import alarm_events
 from training_guard_local.emulator import ACCOUNT, REGION, Emulation, LambdaContext, handler_output_to_stderr
 from training_guard_local.scenario import Job, Scenario, Step

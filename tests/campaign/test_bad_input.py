@@ -16,7 +16,7 @@ from tests.helpers import EVENTS_DIR, NOW, event_names, load_event
 from training_guard.config import ConfigError, GuardConfig
 from training_guard.events import EventError, parse_event
 from training_guard.handlers.job_events import process
-from training_guard.metrics import parse_alarm_event
+from training_guard.metric_guards import parse_alarm_event
 from training_guard.responder import Responder
 
 EXAMPLES = 1000

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import EVENTS_DIR, load_event
 from training_guard import contract
 from training_guard.config import GuardConfig
-from training_guard.metrics import job_alarm_name
+from training_guard.metric_guards import job_alarm_name
 from training_guard_local.alarm_events import contributor_event, metric_alarm_event
 from training_guard_local.emulator import Emulation
 

@@ -24,7 +24,7 @@ from botocore.stub import Stubber
 
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, load_event
-from training_guard import contract, metrics, slack_messages
+from training_guard import contract, metric_guards, slack_messages
 from training_guard.adapters.cloudwatch import DELETE_BATCH, METRIC_DATA_BATCH, CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
@@ -35,7 +35,7 @@ from training_guard.config import GuardConfig, StallGuard, settings_of
 from training_guard.errors import ActionFailed
 from training_guard.events import TRAINING, TrainingJob, parse_event
 from training_guard.messages import SUBJECT_MAX_CHARS
-from training_guard.metrics import AlarmObservation, JobAlarmSpec
+from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.ports import Claim, StopRecord
 from training_guard.responder import AUDIT_RETENTION_SECONDS, Responder, attribution_tags, tag_value
 from training_guard.sweeper import EVER_PUBLISHED_LOOKBACK, EVER_PUBLISHED_PERIOD_SECONDS, Sweeper
@@ -589,7 +589,7 @@ def test_a_per_job_alarm_at_the_longest_names_and_window_is_a_valid_put_metric_a
     (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/cloudwatch/aws.sdk.kotlin.services.cloudwatch.model/-put-metric-alarm-request/period.html).
     The longest job name, a metric filling SageMaker's 128-character tag key, 180 of 180 minutes."""
     metric = "m" * (TAG_KEY_MAX - len(contract.JOB_ALARM_TAG_PREFIX))
-    specs, problems = metrics.job_alarm_specs(
+    specs, problems = metric_guards.job_alarm_specs(
         "j" * JOB_NAME_MAX,
         {contract.JOB_ALARM_TAG_PREFIX + metric: "max at-or-above -1.7976931348623157e+308 180/180 stop"},
     )

@@ -10,7 +10,7 @@ from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW
 from training_guard.config import GuardConfig
 from training_guard.events import TrainingJob
-from training_guard.metrics import AlarmObservation, JobAlarmSpec, job_alarm_name
+from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
 from training_guard.responder import Responder
 from training_guard.sweeper import Sweeper, training_since
 

@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from training_guard import contract
 from training_guard.adapters.clients import error_code
 from training_guard.errors import ActionFailed
-from training_guard.metrics import AlarmObservation, JobAlarmSpec, job_of_dimensions
+from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_of_dimensions
 
 DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
 METRIC_DATA_BATCH = 500  # GetMetricData takes at most 500 queries

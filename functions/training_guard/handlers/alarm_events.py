@@ -13,7 +13,7 @@ from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.events import EventError
 from training_guard.handlers import wiring
 from training_guard.handlers.receipts import count_outcomes, ignore_other_account, reject
-from training_guard.metrics import parse_alarm_event
+from training_guard.metric_guards import parse_alarm_event
 from training_guard.responder import Receipt, Responder
 
 logger = Logger()
