@@ -46,9 +46,12 @@ class ForeignEvent(EventError):
 
 
 @dataclass(frozen=True)
-class RuleStatus:
-    name: str
-    kind: str  # DEBUGGER | PROFILER
+class Finding:
+    """Something a rule or a guard found about a job: a Debugger or Profiler rule's evaluation status,
+    a metric guard's alarm (status ALARM) or a stall (status NoData)."""
+
+    name: str  # the rule's RuleConfigurationName, the metric guard's name, or "stall"
+    source: str  # DEBUGGER | PROFILER | policy.METRIC: who found it
     status: str
     details: str | None = None
     evaluation_job_arn: str | None = None
@@ -64,7 +67,7 @@ class TrainingJob:
     failure_reason: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     # None: the source did not say (the event omitted the lists); () : it said "no rules".
-    rules: tuple[RuleStatus, ...] | None = None
+    rules: tuple[Finding, ...] | None = None
     creation_time: datetime | None = None
     training_start_time: datetime | None = None
     training_end_time: datetime | None = None
@@ -225,9 +228,9 @@ def _tags(value: Any) -> dict[str, str]:
     return {}
 
 
-def _rules(data: Mapping[str, Any]) -> tuple[RuleStatus, ...] | None:
+def _rules(data: Mapping[str, Any]) -> tuple[Finding, ...] | None:
     present = False
-    rules: list[RuleStatus] = []
+    rules: list[Finding] = []
     for key, kind in _RULE_LISTS:
         entries = data.get(key)
         if entries is None:
@@ -243,9 +246,9 @@ def _rules(data: Mapping[str, Any]) -> tuple[RuleStatus, ...] | None:
             if not name or not status:
                 continue
             rules.append(
-                RuleStatus(
+                Finding(
                     name=name,
-                    kind=kind,
+                    source=kind,
                     status=status,
                     details=_text(entry.get("StatusDetails")),
                     evaluation_job_arn=_text(entry.get("RuleEvaluationJobArn")),

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from training_guard import contract
-from training_guard.events import JobEvent, RuleStatus, TrainingJob
+from training_guard.events import Finding, JobEvent, TrainingJob
 from training_guard.policy import Decision, Kind
 from training_guard.text import format_duration
 
@@ -61,7 +61,7 @@ class Notification:
     title: str
     reason: str
     job: TrainingJob
-    rule: RuleStatus | None
+    finding: Finding | None
     account: str | None
     region: str | None
     event_id: str
@@ -98,15 +98,15 @@ class Notification:
                 "tags": dict(job.tags),
             },
             "rule": None,
-            "links": links(job.name, self.region, self.rule),
+            "links": links(job.name, self.region, self.finding),
         }
-        if self.rule is not None:
+        if self.finding is not None:
             doc["rule"] = {
-                "name": self.rule.name,
-                "kind": self.rule.kind,
-                "status": self.rule.status,
-                "details": self.rule.details,
-                "evaluation_job_arn": self.rule.evaluation_job_arn,
+                "name": self.finding.name,
+                "kind": self.finding.source,
+                "status": self.finding.status,
+                "details": self.finding.details,
+                "evaluation_job_arn": self.finding.evaluation_job_arn,
             }
         return doc
 
@@ -133,14 +133,14 @@ class Notification:
         if training is not None:
             lines.append(f"Trained:   {format_duration(training)}")
         lines.append(f"Account:   {self.account or '-'}   Region: {self.region or '-'}")
-        if self.rule is not None:
-            lines += ["", f"Rule:      {self.rule.name} ({self.rule.kind}) -> {self.rule.status}"]
-            if self.rule.details:
-                lines.append(f"Details:   {self.rule.details}")
+        if self.finding is not None:
+            lines += ["", f"Rule:      {self.finding.name} ({self.finding.source}) -> {self.finding.status}"]
+            if self.finding.details:
+                lines.append(f"Details:   {self.finding.details}")
         if self.dry_run:
             lines += ["", "The guard is in dry-run mode: it stops nothing."]
         lines.append("")
-        for label, url in links(job.name, self.region, self.rule).items():
+        for label, url in links(job.name, self.region, self.finding).items():
             lines.append(f"{label}: {url}")
         lines += ["", f"Event {self.event_id} at {self.time.isoformat()}."]
         return "\n".join(lines)
@@ -154,10 +154,10 @@ def build(
         kind=decision.kind,
         outcome=outcome,
         severity=severity,
-        title=title(decision.kind, outcome, job, decision.rule),
+        title=title(decision.kind, outcome, job, decision.finding),
         reason=decision.reason,
         job=job,
-        rule=decision.rule,
+        finding=decision.finding,
         account=event.account,
         region=event.region,
         event_id=event.event_id,
@@ -167,7 +167,7 @@ def build(
     )
 
 
-def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: RuleStatus | None) -> str:
+def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: Finding | None) -> str:
     name = job.name
     rule_name = rule.name if rule else "?"
     if kind in (Kind.METRIC_ALARM, Kind.METRIC_STALL):
@@ -197,7 +197,7 @@ def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: RuleStatus | Non
     }[kind]
 
 
-def links(job_name: str, region: str | None, rule: RuleStatus | None = None) -> dict[str, str]:
+def links(job_name: str, region: str | None, rule: Finding | None = None) -> dict[str, str]:
     if not region:
         return {}
     console = f"https://{region}.console.aws.amazon.com"

@@ -21,11 +21,11 @@ from training_guard.events import (
     PROFILER,
     RULE_ERROR,
     STOPPED,
-    RuleStatus,
+    Finding,
     TrainingJob,
 )
 
-METRIC = "metric"  # the kind of a metric finding (RuleStatus.kind)
+METRIC = "metric"  # the source of a metric guard's or a stall's finding (Finding.source)
 STALLED = "NoData"  # the status of a stall finding
 
 # Tag values that switch an override tag off rather than on.
@@ -74,7 +74,7 @@ class Decision:
     kind: Kind
     plan: Plan
     reason: str  # the policy line that decided it, shown to people
-    rule: RuleStatus | None = None
+    finding: Finding | None = None  # what the decision is about (None for lifecycle changes)
 
 
 def transition_key(job: str, source: str, name: str, status: str) -> str:
@@ -101,17 +101,17 @@ def selection_reason(job_name: str, config: GuardConfig) -> str | None:
 
 
 def _decide_rule(
-    job: TrainingJob, rule: RuleStatus, config: GuardConfig, now: datetime, guard_stop: GuardStop | None
+    job: TrainingJob, rule: Finding, config: GuardConfig, now: datetime, guard_stop: GuardStop | None
 ) -> Decision | None:
-    action = config.action_for(rule.name, profiler=rule.kind == PROFILER)
+    action = config.action_for(rule.name, profiler=rule.source == PROFILER)
     if action is Action.IGNORE or rule.status not in (ISSUES_FOUND, RULE_ERROR):
         return None
     if rule.status == RULE_ERROR:
         reason = (
-            f"{rule.kind} rule {rule.name} could not evaluate: a broken rule is not a finding about "
+            f"{rule.source} rule {rule.name} could not evaluate: a broken rule is not a finding about "
             "the model, so the guard reports it and never stops the job for it"
         )
-        key = transition_key(job.name, rule.kind, rule.name, rule.status)
+        key = transition_key(job.name, rule.source, rule.name, rule.status)
         return Decision(key, Kind.RULE_ERROR, Plan.NOTIFY, reason, rule)
     setting = _rule_setting(config, rule)
     return decide_finding(
@@ -121,7 +121,7 @@ def _decide_rule(
 
 def decide_finding(
     job: TrainingJob,
-    finding: RuleStatus,
+    finding: Finding,
     *,
     action: Action,
     setting: str,
@@ -136,7 +136,7 @@ def decide_finding(
     longer running is still the guard's stop when the record names it: an attempt that stopped the job
     and was killed before it tagged and announced the stop is finished by whoever takes it over.
     """
-    key = transition_key(job.name, finding.kind, finding.name, finding.status)
+    key = transition_key(job.name, finding.source, finding.name, finding.status)
     if action is not Action.STOP:
         return Decision(key, kind, Plan.NOTIFY, f"{setting}: notify only", finding)
     if not job.running and guard_stop is not None and guard_stop.rule == finding.name:
@@ -163,7 +163,7 @@ def decide_finding(
 
 def decide_metric(
     job: TrainingJob,
-    finding: RuleStatus,
+    finding: Finding,
     action: Action,
     setting: str,
     config: GuardConfig,
@@ -189,12 +189,12 @@ def guard_tag_problems(job: TrainingJob, problems: list[str]) -> Decision:
     )
 
 
-def _rule_setting(config: GuardConfig, rule: RuleStatus) -> str:
-    action = config.action_for(rule.name, profiler=rule.kind == PROFILER)
+def _rule_setting(config: GuardConfig, rule: Finding) -> str:
+    action = config.action_for(rule.name, profiler=rule.source == PROFILER)
     if rule.name in config.rules.actions:
         return f"rules.actions.{rule.name} = {action.value}"
-    default = "rules.profiler_default" if rule.kind == PROFILER else "rules.debugger_default"
-    return f"{default} = {action.value} ({rule.kind} rule {rule.name})"
+    default = "rules.profiler_default" if rule.source == PROFILER else "rules.debugger_default"
+    return f"{default} = {action.value} ({rule.source} rule {rule.name})"
 
 
 def _tag_set(job: TrainingJob, key: str) -> bool:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from training_guard import contract, messages, metric_guards, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import COMPLETED, FAILED, STOPPED, STOPPING, JobEvent, RuleStatus, TrainingJob
+from training_guard.events import COMPLETED, FAILED, STOPPED, STOPPING, Finding, JobEvent, TrainingJob
 from training_guard.messages import Outcome
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
@@ -170,7 +170,7 @@ class Responder:
             self._react(event, job, decision, receipt, now)
         return receipt
 
-    def _alarm_rule(self, alarm: AlarmObservation, job: TrainingJob) -> tuple[RuleStatus, Action, str] | str:
+    def _alarm_rule(self, alarm: AlarmObservation, job: TrainingJob) -> tuple[Finding, Action, str] | str:
         """The finding, action and policy line of an alarm, or why it does not apply to this job."""
         if alarm.guard_name is not None:
             guard = self.config.metric_guard(alarm.guard_name)
@@ -180,13 +180,13 @@ class Responder:
                 return f"metric_guards.{guard.name}.job_prefix does not select {job.name}"
             if guard.job_tag and guard.job_tag not in job.tags:
                 return f"metric_guards.{guard.name}.job_tag: the job has no tag {guard.job_tag}"
-            finding = RuleStatus(name=guard.name, kind=policy.METRIC, status="ALARM", details=alarm.reason)
+            finding = Finding(name=guard.name, source=policy.METRIC, status="ALARM", details=alarm.reason)
             return finding, guard.action, guard.describe()
         specs, _ = metric_guards.job_alarm_specs(job.name, job.tags)
         spec = next((s for s in specs if s.alarm_name == alarm.alarm_name), None)
         if spec is None:
             return f"alarm {alarm.alarm_name} matches no training-guard:alarm tag of {job.name}"
-        finding = RuleStatus(name=spec.metric, kind=policy.METRIC, status="ALARM", details=alarm.reason)
+        finding = Finding(name=spec.metric, source=policy.METRIC, status="ALARM", details=alarm.reason)
         return finding, spec.action, spec.describe()
 
     def _keep_job_alarms(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> None:
@@ -289,7 +289,7 @@ class Responder:
         return self._stop(event, job, decision, now)
 
     def _stop(self, event: JobEvent, job: TrainingJob, decision: Decision, now: datetime) -> Outcome:
-        rule = decision.rule.name if decision.rule else "?"
+        rule = decision.finding.name if decision.finding else "?"
         record = StopRecord(job=job.name, rule=rule, reason=decision.reason, at=now, event_id=event.event_id)
         claim = self.ledger.claim_stop(record, ttl_seconds=AUDIT_RETENTION_SECONDS)
         if not claim.granted:

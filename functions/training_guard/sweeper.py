@@ -28,7 +28,7 @@ from typing import TypeVar
 from training_guard import contract, metric_guards, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import ISSUES_FOUND, TRAINING, JobEvent, RuleStatus, TrainingJob
+from training_guard.events import ISSUES_FOUND, TRAINING, Finding, JobEvent, TrainingJob
 from training_guard.metric_guards import AlarmObservation
 from training_guard.ports import AlarmsPort, JobsPort
 from training_guard.responder import Receipt, Responder
@@ -177,18 +177,18 @@ class Sweeper:
         for job in quiet:
             names = ", ".join(job.metric_names)
             if job.name in published_before:
-                finding = RuleStatus(
+                finding = Finding(
                     name=STALL,
-                    kind=policy.METRIC,
+                    source=policy.METRIC,
                     status=policy.STALLED,
                     details=f"no datapoint of {names} in the last {stall.minutes} min",
                 )
                 action, setting = stall.action, f"stall.minutes = {stall.minutes} -> {stall.action.value}"
             else:
                 trained = int((now - since[job.name]).total_seconds() // 60)
-                finding = RuleStatus(
+                finding = Finding(
                     name=NO_METRICS,
-                    kind=policy.METRIC,
+                    source=policy.METRIC,
                     status=policy.STALLED,
                     details=f"no datapoint of {names} in {trained} min of training: "
                     "do its MetricDefinitions match its logs?",
@@ -202,7 +202,7 @@ class Sweeper:
     def _stall(
         self,
         quiet: TrainingJob,
-        finding: RuleStatus,
+        finding: Finding,
         action: Action,
         setting: str,
         *,

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import NOW
 from tests.infra.conftest import Synth
 from training_guard.config import GuardConfig
-from training_guard.events import DEBUGGER, RuleStatus, TrainingJob
+from training_guard.events import DEBUGGER, Finding, TrainingJob
 from training_guard.policy import Plan, decide
 
 TAG = "training-guard:guarded"
@@ -59,7 +59,7 @@ def test_the_policy_stops_exactly_the_jobs_iam_lets_it_stop(
         name="mnist-1",
         status="InProgress",
         arn="arn:aws:sagemaker:us-east-1:123456789012:training-job/mnist-1",
-        rules=(RuleStatus(name="VanishingGradient", kind=DEBUGGER, status="IssuesFound"),),
+        rules=(Finding(name="VanishingGradient", source=DEBUGGER, status="IssuesFound"),),
         training_start_time=NOW - timedelta(minutes=30),
         tags={TAG: value},
     )

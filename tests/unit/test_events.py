@@ -72,7 +72,7 @@ def test_absent_rule_lists_mean_unknown_but_empty_lists_mean_none() -> None:
     assert parse_event(load_event("in_progress_no_rule_lists")).job.rules is None
     profiler = parse_event(load_event("profiler_issues_found")).job
     assert profiler.rules is not None
-    assert [(r.name, r.kind, r.status) for r in profiler.rules] == [("LowGPUUtilization", PROFILER, "IssuesFound")]
+    assert [(r.name, r.source, r.status) for r in profiler.rules] == [("LowGPUUtilization", PROFILER, "IssuesFound")]
 
 
 def test_rule_statuses_keep_details_and_the_rule_job() -> None:
@@ -81,7 +81,7 @@ def test_rule_statuses_keep_details_and_the_rule_job() -> None:
     found = [r for r in job.rules if r.status == "IssuesFound"]
     assert len(found) == 1
     assert found[0].name == "VanishingGradient"
-    assert found[0].kind == DEBUGGER
+    assert found[0].source == DEBUGGER
     assert found[0].details is not None
     assert found[0].details.startswith("RuleEvaluationConditionMet")
     assert found[0].evaluation_job_arn is not None

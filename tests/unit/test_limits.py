@@ -283,7 +283,7 @@ def test_twenty_debugger_and_twenty_profiler_findings_stop_the_job_once_and_anno
     receipt = Responder(GuardConfig(), jobs, FakeLedger(), publisher).handle(parsed, now=NOW)
     assert jobs.stop_calls == [parsed.job.name]
     assert receipt.stopped is True
-    outcomes = [(n.rule.kind if n.rule else "", n.outcome.value) for n in publisher.published]
+    outcomes = [(n.finding.source if n.finding else "", n.outcome.value) for n in publisher.published]
     assert outcomes.count(("debugger", "stopped")) == 1
     assert outcomes.count(("debugger", "already_stopping")) == RULE_STATUSES_MAX - 1
     assert outcomes.count(("profiler", "notified")) == RULE_STATUSES_MAX

@@ -79,7 +79,7 @@ def test_email_prose_has_the_facts_and_links() -> None:
 
 def test_links_point_at_the_job_its_log_streams_and_the_rule_job() -> None:
     note = notification("vanishing_gradient_issues_found", Outcome.STOPPED)
-    out = links(note.job.name, "eu-west-1", note.rule)
+    out = links(note.job.name, "eu-west-1", note.finding)
     assert out["Job"] == (
         "https://eu-west-1.console.aws.amazon.com/sagemaker/home?region=eu-west-1"
         "#/jobs/pytorch-mnist-lr01-2026-11-30-02-10-00-123"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import NOW
 from training_guard.config import Action, GuardConfig
-from training_guard.events import DEBUGGER, PROFILER, RuleStatus, TrainingJob
+from training_guard.events import DEBUGGER, PROFILER, Finding, TrainingJob
 from training_guard.policy import (
     METRIC,
     STALLED,
@@ -28,7 +28,7 @@ RULE_STATUSES = ("InProgress", "NoIssuesFound", "IssuesFound", "Error", "Stoppin
 ACTIONS = ("stop", "notify", "ignore")
 
 
-def job(status: str = "InProgress", *rules: RuleStatus, **changes: object) -> TrainingJob:
+def job(status: str = "InProgress", *rules: Finding, **changes: object) -> TrainingJob:
     base = TrainingJob(
         name="mnist-1",
         status=status,
@@ -40,14 +40,14 @@ def job(status: str = "InProgress", *rules: RuleStatus, **changes: object) -> Tr
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
-def rule(status: str, name: str = "VanishingGradient", kind: str = DEBUGGER) -> RuleStatus:
-    return RuleStatus(name=name, kind=kind, status=status)
+def rule(status: str, name: str = "VanishingGradient", kind: str = DEBUGGER) -> Finding:
+    return Finding(name=name, source=kind, status=status)
 
 
 def rule_decisions(job_status: str, rule_status: str, action: str, config: GuardConfig | None = None):
     config = config or GuardConfig.from_dict({"rules": {"actions": {"VanishingGradient": action}}})
     decisions = decide(job(job_status, rule(rule_status)), config, now=NOW)
-    return [d for d in decisions if d.rule is not None]
+    return [d for d in decisions if d.finding is not None]
 
 
 @pytest.mark.parametrize("job_status", JOB_STATUSES)
@@ -381,21 +381,21 @@ GUARDED = GuardConfig.from_dict({"jobs": {"include_prefixes": ["mnist-"]}})
 
 @pytest.mark.parametrize(("status", "kind"), [("ALARM", Kind.METRIC_ALARM), (STALLED, Kind.METRIC_STALL)])
 def test_a_metric_finding_is_decided_like_a_rule_finding_under_its_own_kind(status: str, kind: Kind) -> None:
-    finding = RuleStatus(name="loss-diverging", kind=METRIC, status=status)
+    finding = Finding(name="loss-diverging", source=METRIC, status=status)
     setting = "metric_guards.loss-diverging: MAX(train:loss) > 5 for 3 of 3 min -> stop"
     decisions = decide_metric(job("InProgress"), finding, Action.STOP, setting, GUARDED, now=NOW)
     assert decisions == [Decision(f"t#mnist-1#metric#loss-diverging#{status}", kind, Plan.STOP, setting, finding)]
 
 
 def test_a_metric_finding_within_the_grace_period_is_deferred() -> None:
-    finding = RuleStatus(name="loss-diverging", kind=METRIC, status="ALARM")
+    finding = Finding(name="loss-diverging", source=METRIC, status="ALARM")
     config = GuardConfig.from_dict({"min_training_minutes": 45})
     [decision] = decide_metric(job("InProgress"), finding, Action.STOP, "guard line", config, now=NOW)
     assert (decision.plan, decision.key) == (Plan.DEFER, "t#mnist-1#metric#loss-diverging#ALARM#deferred")
 
 
 def test_a_metric_finding_on_an_unselected_job_decides_nothing() -> None:
-    finding = RuleStatus(name="loss-diverging", kind=METRIC, status="ALARM")
+    finding = Finding(name="loss-diverging", source=METRIC, status="ALARM")
     config = GuardConfig.from_dict({"jobs": {"include_prefixes": ["prod-"]}})
     assert decide_metric(job("InProgress"), finding, Action.STOP, "guard line", config, now=NOW) == []
 
@@ -445,7 +445,7 @@ def test_a_finding_on_a_job_the_guard_stopped_for_another_rule_is_only_reported(
 
 
 def test_a_metric_finding_on_a_job_the_guard_stopped_for_that_guard_is_still_the_guards_stop() -> None:
-    finding = RuleStatus(name="loss-diverging", kind=METRIC, status="ALARM")
+    finding = Finding(name="loss-diverging", source=METRIC, status="ALARM")
     guard = GuardStop(rule="loss-diverging", reason="guard line", at=NOW)
     stopped = job("Stopped", secondary_status="Stopped")
     decisions = decide_metric(stopped, finding, Action.STOP, "guard line", GUARDED, now=NOW, guard_stop=guard)
