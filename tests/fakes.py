@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from training_guard.events import TrainingJob
 from training_guard.messages import Notification
+from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.ports import Claim, StopClaim, StopRecord
 
 
@@ -93,3 +94,46 @@ class FakePublisher:
         if self.fail:
             raise self.fail
         self.published.append(notification)
+
+
+@dataclass
+class FakeAlarms:
+    """The guard's alarms: per-job alarms by name, and what is firing now."""
+
+    names: list[str] = field(default_factory=list)
+    put: list[JobAlarmSpec] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    firing_jobs: list[AlarmObservation] = field(default_factory=list)
+    contributors: dict[str, list[AlarmObservation]] = field(default_factory=dict)  # fleet alarm -> in ALARM
+
+    def put_job_alarm(self, spec: JobAlarmSpec) -> None:
+        self.put.append(spec)
+        self.names.append(spec.alarm_name)
+
+    def job_alarm_names(self, job: str | None = None) -> list[str]:
+        return list(self.names)
+
+    def delete_alarms(self, names: Sequence[str]) -> None:
+        self.deleted += names
+        self.names = [n for n in self.names if n not in names]
+
+    def firing_job_alarms(self) -> list[AlarmObservation]:
+        return list(self.firing_jobs)
+
+    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
+        return list(self.contributors.get(alarm_name, []))
+
+
+@dataclass
+class FakeTrainingMetrics:
+    """Datapoint reads, recorded; `publishing` names the jobs that have datapoints in any window."""
+
+    publishing: set[str] = field(default_factory=set)
+    reads: list[tuple[list[tuple[str, str]], datetime, datetime, int]] = field(default_factory=list)
+
+    def jobs_with_datapoints(
+        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
+    ) -> set[str]:
+        asked = list(series)
+        self.reads.append((asked, since, until, period_seconds))
+        return {job for job, _ in asked if job in self.publishing}

@@ -89,6 +89,10 @@ class AlarmsPort(Protocol):
         """The contributors (one per job or host) of a fleet guard's alarm that are in ALARM now."""
         ...
 
+
+class TrainingMetricsPort(Protocol):
     def jobs_with_datapoints(
         self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
-    ) -> set[str]: ...
+    ) -> set[str]:
+        """Of the (job, metric) series, the jobs that published at least one datapoint in the window."""
+        ...

@@ -30,7 +30,7 @@ from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import ISSUES_FOUND, TRAINING, Finding, JobEvent, TrainingJob
 from training_guard.metric_guards import AlarmObservation
-from training_guard.ports import AlarmsPort, JobsPort
+from training_guard.ports import AlarmsPort, JobsPort, TrainingMetricsPort
 from training_guard.responder import Receipt, Responder
 
 SWEEP_SOURCE = "training-guard.sweeper"
@@ -69,10 +69,11 @@ def job_of_alarm(name: str) -> str:
 
 
 class Sweeper:
-    def __init__(self, responder: Responder, jobs: JobsPort, alarms: AlarmsPort) -> None:
+    def __init__(self, responder: Responder, jobs: JobsPort, alarms: AlarmsPort, metrics: TrainingMetricsPort) -> None:
         self.responder = responder
         self.jobs = jobs
         self.alarms = alarms
+        self.metrics = metrics
 
     @property
     def config(self) -> GuardConfig:
@@ -163,11 +164,11 @@ class Sweeper:
         candidates = [j for j in jobs if j.name in since and now - since[j.name] >= window]
         if not candidates:
             return []
-        recent = self.alarms.jobs_with_datapoints(series(candidates), since=now - window, until=now)
+        recent = self.metrics.jobs_with_datapoints(series(candidates), since=now - window, until=now)
         quiet = [j for j in candidates if j.name not in recent]
         if not quiet:
             return []
-        published_before = self.alarms.jobs_with_datapoints(
+        published_before = self.metrics.jobs_with_datapoints(
             series(quiet),
             since=max(min(since[j.name] for j in quiet), now - EVER_PUBLISHED_LOOKBACK),
             until=now - window,

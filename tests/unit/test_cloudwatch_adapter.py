@@ -9,14 +9,18 @@ import pytest
 from botocore.stub import Stubber
 
 from training_guard import contract
-from training_guard.adapters.cloudwatch import CloudWatchAlarms
+from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
 from training_guard.errors import ActionFailed
 
 AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 
 
+def cloudwatch() -> object:
+    return boto3.client("cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+
+
 def stubbed() -> tuple[CloudWatchAlarms, Stubber]:
-    client = boto3.client("cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    client = cloudwatch()
     return CloudWatchAlarms(client), Stubber(client)
 
 
@@ -97,7 +101,8 @@ def test_per_job_alarms_in_alarm_are_asked_for_by_state_and_checked_again() -> N
 
 
 def test_the_long_look_back_asks_for_hourly_datapoints() -> None:
-    alarms, stub = stubbed()
+    client = cloudwatch()
+    metrics, stub = TrainingMetrics(client), Stubber(client)
     expected = {
         "MetricDataQueries": [
             {
@@ -119,7 +124,7 @@ def test_the_long_look_back_asks_for_hourly_datapoints() -> None:
     }
     stub.add_response("get_metric_data", {"MetricDataResults": [{"Id": "q0", "Values": [3.0]}]}, expected)
     with stub:
-        seen = alarms.jobs_with_datapoints(
+        seen = metrics.jobs_with_datapoints(
             [("job-a", "train:loss")], since=AT, until=datetime(2026, 11, 30, 4, 0, tzinfo=UTC), period_seconds=3600
         )
     assert seen == {"job-a"}

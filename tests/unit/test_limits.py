@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import cache
@@ -22,10 +22,10 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from tests.fakes import FakeJobs, FakeLedger, FakePublisher
+from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, load_event
 from training_guard import contract, metric_guards, slack_messages
-from training_guard.adapters.cloudwatch import DELETE_BATCH, METRIC_DATA_BATCH, CloudWatchAlarms
+from training_guard.adapters.cloudwatch import DELETE_BATCH, METRIC_DATA_BATCH, CloudWatchAlarms, TrainingMetrics
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.adapters.slack import MIN_INTERVAL_SECONDS, Delivery, WebhookSender
@@ -35,7 +35,6 @@ from training_guard.config import GuardConfig, StallGuard, settings_of
 from training_guard.errors import ActionFailed
 from training_guard.events import TRAINING, TrainingJob, parse_event
 from training_guard.messages import SUBJECT_MAX_CHARS
-from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.ports import Claim, StopRecord
 from training_guard.responder import AUDIT_RETENTION_SECONDS, Responder, attribution_tags, tag_value
 from training_guard.sweeper import EVER_PUBLISHED_LOOKBACK, EVER_PUBLISHED_PERIOD_SECONDS, Sweeper
@@ -115,35 +114,6 @@ def sagemaker_tag_text(text: str) -> bool:
     return all(unicodedata.category(c)[0] in "LZN" or c in TAG_PUNCTUATION for c in text)
 
 
-class RecordingAlarms:
-    """An AlarmsPort that records what the sweeper and the responder ask of CloudWatch."""
-
-    def __init__(self) -> None:
-        self.put: list[JobAlarmSpec] = []
-        self.datapoint_reads: list[tuple[list[tuple[str, str]], datetime, datetime, int]] = []
-
-    def put_job_alarm(self, spec: JobAlarmSpec) -> None:
-        self.put.append(spec)
-
-    def job_alarm_names(self, job: str | None = None) -> list[str]:
-        return []
-
-    def delete_alarms(self, names: Sequence[str]) -> None:
-        pass
-
-    def firing_job_alarms(self) -> list[AlarmObservation]:
-        return []
-
-    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
-        return []
-
-    def jobs_with_datapoints(
-        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
-    ) -> set[str]:
-        self.datapoint_reads.append((list(series), since, until, period_seconds))
-        return set()
-
-
 # --- The largest notification the guard builds -------------------------------------------------------
 
 
@@ -201,7 +171,7 @@ def published(event: dict[str, Any]) -> list[dict[str, Any]]:
         stub.add_response("publish", {"MessageId": "m-1"})
     parsed = parse_event(event)
     jobs = FakeJobs(jobs={parsed.job.name: parsed.job})
-    guard = Responder(GuardConfig(), jobs, FakeLedger(), SnsPublisher(client, TOPIC_ARN), alarms=RecordingAlarms())
+    guard = Responder(GuardConfig(), jobs, FakeLedger(), SnsPublisher(client, TOPIC_ARN), alarms=FakeAlarms())
     with stub:
         guard.handle(parsed, now=NOW)
     return requests
@@ -531,7 +501,7 @@ def test_datapoints_are_read_at_most_500_queries_a_call(series: int, calls: list
     for _ in calls:
         stub.add_response("get_metric_data", {"MetricDataResults": []})
     with stub:
-        CloudWatchAlarms(client).jobs_with_datapoints(
+        TrainingMetrics(client).jobs_with_datapoints(
             [(f"job-{i:03d}", "train:loss") for i in range(series)], since=NOW - timedelta(hours=1), until=NOW
         )
     assert [len(r["MetricDataQueries"]) for r in requests] == calls
@@ -549,7 +519,7 @@ def test_the_ever_published_look_back_over_500_series_reads_every_page() -> None
     stub.add_response("get_metric_data", {"MetricDataResults": [{"Id": "q0", "Values": []}], "NextToken": "page-2"})
     stub.add_response("get_metric_data", {"MetricDataResults": [{"Id": f"q{METRIC_DATA_BATCH - 1}", "Values": [1.0]}]})
     with stub:
-        seen = CloudWatchAlarms(client).jobs_with_datapoints(
+        seen = TrainingMetrics(client).jobs_with_datapoints(
             [(f"job-{i:03d}", "train:loss") for i in range(METRIC_DATA_BATCH)],
             since=NOW - EVER_PUBLISHED_LOOKBACK,
             until=NOW,
@@ -572,11 +542,11 @@ def test_every_window_the_sweeper_reads_is_kept_by_cloudwatch_at_the_period_it_a
         training_phase_start=NOW - timedelta(days=30),
         metric_names=("train:loss",),
     )
-    jobs, alarms = FakeJobs(jobs={job.name: job}), RecordingAlarms()
+    jobs, alarms, metrics = FakeJobs(jobs={job.name: job}), FakeAlarms(), FakeTrainingMetrics()
     config = replace(GuardConfig(), stall=StallGuard(minutes=minutes))
     responder = Responder(config, jobs, FakeLedger(), FakePublisher(), alarms=alarms)
-    Sweeper(responder, jobs, alarms).sweep(now=NOW, account=ACCOUNT, region=REGION)
-    [(_, since, until, period), (_, since_ever, until_ever, period_ever)] = alarms.datapoint_reads
+    Sweeper(responder, jobs, alarms, metrics).sweep(now=NOW, account=ACCOUNT, region=REGION)
+    [(_, since, until, period), (_, since_ever, until_ever, period_ever)] = metrics.reads
     assert (period, until - since) == (60, timedelta(minutes=minutes))
     assert until - since <= RETENTION_BY_PERIOD[period]
     assert until_ever - since_ever > RETENTION_BY_PERIOD[60]  # longer than 1-minute data lives...

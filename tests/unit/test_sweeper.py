@@ -2,44 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from tests.fakes import FakeJobs, FakeLedger, FakePublisher
+from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW
 from training_guard.config import GuardConfig
 from training_guard.events import TrainingJob
-from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
+from training_guard.metric_guards import job_alarm_name
 from training_guard.responder import Responder
 from training_guard.sweeper import Sweeper, training_since
-
-
-@dataclass
-class FakeAlarms:
-    names: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-
-    def put_job_alarm(self, spec: JobAlarmSpec) -> None:
-        self.names.append(spec.alarm_name)
-
-    def job_alarm_names(self, job: str | None = None) -> list[str]:
-        return list(self.names)
-
-    def delete_alarms(self, names: Sequence[str]) -> None:
-        self.deleted += names
-        self.names = [n for n in self.names if n not in names]
-
-    def firing_job_alarms(self) -> list[AlarmObservation]:
-        return []
-
-    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
-        return []
-
-    def jobs_with_datapoints(
-        self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
-    ) -> set[str]:
-        return set()
 
 
 class JobStartsBetweenTheReads:
@@ -77,7 +48,9 @@ class JobStartsBetweenTheReads:
 def test_a_job_that_starts_during_a_sweep_keeps_its_new_alarm() -> None:
     world = JobStartsBetweenTheReads()
     responder = Responder(GuardConfig(), world.jobs, FakeLedger(), FakePublisher())
-    report = Sweeper(responder, world.jobs, world.alarms).sweep(now=NOW, account=None, region=None)
+    report = Sweeper(responder, world.jobs, world.alarms, FakeTrainingMetrics()).sweep(
+        now=NOW, account=None, region=None
+    )
     assert report.orphaned_alarms_deleted == [job_alarm_name("ended-job", "train:loss")]
     assert world.alarms.names == [job_alarm_name("new-job", "train:loss")]
 

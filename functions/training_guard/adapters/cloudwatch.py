@@ -1,4 +1,4 @@
-"""CloudWatch: per-job alarms and the batched last-datapoint query behind stall detection."""
+"""CloudWatch: the guard's alarms (per-job alarms, alarms still firing) and the training metrics' datapoints."""
 
 from __future__ import annotations
 
@@ -111,6 +111,13 @@ class CloudWatchAlarms:
             except ClientError as exc:
                 if error_code(exc) != "ResourceNotFound":  # already gone: that is the goal
                     raise ActionFailed(f"DeleteAlarms {batch[0]}...", exc) from exc
+
+
+class TrainingMetrics:
+    """Reads of the training metrics SageMaker publishes (namespace /aws/sagemaker/TrainingJobs)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
 
     def jobs_with_datapoints(
         self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60

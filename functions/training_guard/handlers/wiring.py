@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from training_guard.adapters.clients import client
-from training_guard.adapters.cloudwatch import CloudWatchAlarms
+from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
@@ -49,7 +49,10 @@ def responder() -> Responder:
 
 @cache
 def sweeper() -> Sweeper:
-    return Sweeper(responder(), SageMakerJobs(client("sagemaker")), CloudWatchAlarms(client("cloudwatch")))
+    cloudwatch = client("cloudwatch")
+    return Sweeper(
+        responder(), SageMakerJobs(client("sagemaker")), CloudWatchAlarms(cloudwatch), TrainingMetrics(cloudwatch)
+    )
 
 
 @cache
