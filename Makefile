@@ -109,4 +109,4 @@ deploy: preflight
 	$(CDK) deploy $(CDK_FLAGS) $(CDK_DEPLOY_FLAGS)
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache mutants
