@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TypeVar
 
 from training_guard import contract, metric_guards, policy
@@ -93,12 +94,12 @@ class Sweeper:
             report.orphaned_alarms_deleted = orphans
         still_running: dict[str, TrainingJob] = {}
         for name in running:
-            reconciled = self._guarded(report, name, lambda name=name: self._reconcile(name, now, account, region))  # type: ignore[misc]
+            reconciled = self._guarded(report, name, partial(self._reconcile, name, now, account, region))
             if reconciled is not None and not self._note(report, reconciled[1]).stopped:
                 still_running[name] = reconciled[0]
         for alarm in self._firing(still_running):
             observed = replace(alarm, event_id=f"sweep-{now:%Y%m%dT%H%M%S}", account=account, region=region)
-            receipt = self._guarded(report, alarm.job or "", lambda a=observed: self.responder.handle_alarm(a, now=now))  # type: ignore[misc]
+            receipt = self._guarded(report, alarm.job or "", partial(self.responder.handle_alarm, observed, now=now))
             if receipt is not None and self._note(report, receipt).stopped:
                 still_running.pop(alarm.job or "", None)
         if self.config.stall is not None:
