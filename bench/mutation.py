@@ -57,17 +57,24 @@ MODULES: dict[str, Target] = {
     "metric_guards": Target("src/training_guard/metric_guards.py", ("tests/unit/test_metric_guards.py",)),
     "adapters/ledger": Target(
         "src/training_guard/adapters/ledger.py",
-        ("tests/integration/test_job_events_moto.py", "tests/campaign/test_aws_failing.py"),
+        (
+            "tests/integration/test_ledger_contract.py",  # the ledger's contract on moto and on the fake
+            "tests/unit/test_limits.py",  # the longest keys DynamoDB must take
+        ),
     ),
     "responder": Target(
         "src/training_guard/responder.py",
         (
             "tests/unit/test_responder.py",
+            "tests/unit/test_limits.py",
             "tests/campaign/test_duplicates.py",
-            "tests/integration/test_metric_guards.py",  # the alarm path has no unit tests of its own
+            "tests/integration/test_metric_guards.py",  # the alarm path end to end on moto
         ),
     ),
-    "sweeper": Target("src/training_guard/sweeper.py", ("tests/integration/test_metric_guards.py",)),
+    "sweeper": Target(
+        "src/training_guard/sweeper.py",
+        ("tests/unit/test_sweeper.py", "tests/integration/test_metric_guards.py", "tests/unit/test_limits.py"),
+    ),
 }
 
 
