@@ -1,42 +1,51 @@
 """The composition root of every function: typed settings, clients, adapters and services, built once
 per execution environment and shared by the handlers, which keep only their entry points.
 
+Each builder imports what it builds: one module serves four functions, and a function must not pay at
+cold start for another's libraries (slack_sdk, the notifier's, costs the event handlers ~30-80 ms).
 Tests and the local emulation replace what is built here by clearing the caches (`reset()`).
 """
 
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from training_guard.adapters.clients import client
-from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
-from training_guard.adapters.ledger import DynamoLedger
-from training_guard.adapters.sagemaker import SageMakerJobs
-from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
-from training_guard.adapters.slack import WebhookSender
-from training_guard.adapters.sns import SnsPublisher
-from training_guard.adapters.sqs import DeadLetterParker
-from training_guard.chat import ChatDelivery
-from training_guard.responder import Responder, lease_for
-from training_guard.settings import ChatSettings, Settings
-from training_guard.sweeper import Sweeper
+from training_guard.responder import lease_for
+
+if TYPE_CHECKING:
+    from training_guard.adapters.sqs import DeadLetterParker
+    from training_guard.chat import ChatDelivery
+    from training_guard.responder import Responder
+    from training_guard.settings import Settings
+    from training_guard.sweeper import Sweeper
 
 
 @cache
 def settings() -> Settings:
+    from training_guard.settings import Settings
+
     return Settings.from_env()
 
 
 @cache
 def parker() -> DeadLetterParker | None:
     """Where the event handlers park unusable events at once (None: they raise instead)."""
+    from training_guard.adapters.sqs import DeadLetterParker
+
     url = settings().dead_letter_queue_url
     return DeadLetterParker(client("sqs"), url) if url else None
 
 
 @cache
 def responder() -> Responder:
+    from training_guard.adapters.cloudwatch import CloudWatchAlarms
+    from training_guard.adapters.ledger import DynamoLedger
+    from training_guard.adapters.sagemaker import SageMakerJobs
+    from training_guard.adapters.sns import SnsPublisher
+    from training_guard.responder import Responder
+
     settings_ = settings()
     return Responder(
         settings_.config,
@@ -49,6 +58,10 @@ def responder() -> Responder:
 
 @cache
 def sweeper() -> Sweeper:
+    from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
+    from training_guard.adapters.sagemaker import SageMakerJobs
+    from training_guard.sweeper import Sweeper
+
     cloudwatch = client("cloudwatch")
     return Sweeper(
         responder(), SageMakerJobs(client("sagemaker")), CloudWatchAlarms(cloudwatch), TrainingMetrics(cloudwatch)
@@ -57,6 +70,13 @@ def sweeper() -> Sweeper:
 
 @cache
 def delivery() -> ChatDelivery:
+    from training_guard.adapters.ledger import DynamoLedger
+    from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
+    from training_guard.adapters.slack import WebhookSender
+    from training_guard.adapters.sqs import DeadLetterParker
+    from training_guard.chat import ChatDelivery
+    from training_guard.settings import ChatSettings
+
     settings_ = ChatSettings.from_env()
     return ChatDelivery(
         settings_.config.slack,

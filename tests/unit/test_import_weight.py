@@ -1,0 +1,34 @@
+"""Cold start is part of reaction time: a function loads only its own libraries, though one module
+(handlers/wiring.py) builds every function's objects."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+HEAVY = ("slack_sdk", "pydantic", "aws_lambda_powertools.utilities.parameters", "moto", "aws_cdk")
+
+
+def loaded_after_import(handler: str) -> set[str]:
+    code = (
+        f"import json, sys; import training_guard.handlers.{handler}; "
+        f"print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
+    )
+    return set(json.loads(out.stdout))
+
+
+@pytest.mark.parametrize("handler", ["job_events", "alarm_events", "sweeper"])
+def test_the_event_handlers_load_no_chat_library_and_no_validation_library(handler: str) -> None:
+    assert loaded_after_import(handler) == set()
+
+
+def test_the_notifier_loads_slack_sdk_but_nothing_heavier() -> None:
+    assert loaded_after_import("slack_notifier") <= {"slack_sdk"}
