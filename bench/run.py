@@ -31,6 +31,27 @@ sys.path[:0] = [str(ROOT), str(ROOT / "functions"), str(ROOT / "local")]
 REPORT = ROOT / "docs" / "benchmarks.md"
 IMPORT_RUNS = 15
 HANDLERS = ("job_events", "alarm_events", "sweeper", "slack_notifier")
+# What handlers/wiring.py imports inside the builder each function calls on its first invocation.
+_RESPONDER_IMPORTS = (
+    "training_guard.settings",
+    "training_guard.adapters.sqs",
+    "training_guard.adapters.cloudwatch",
+    "training_guard.adapters.ledger",
+    "training_guard.adapters.sagemaker",
+    "training_guard.adapters.sns",
+)
+FIRST_CALL_IMPORTS = {
+    "job_events": _RESPONDER_IMPORTS,
+    "alarm_events": _RESPONDER_IMPORTS,
+    "sweeper": (*_RESPONDER_IMPORTS, "training_guard.sweeper"),
+    "slack_notifier": (
+        "training_guard.settings",
+        "training_guard.adapters.ledger",
+        "training_guard.adapters.secrets",
+        "training_guard.adapters.slack",
+        "training_guard.adapters.sqs",
+    ),
+}
 LATENCY_EVENTS = 150
 SCALE_JOBS = 1000
 SCALE_EVENTS = 10_000
@@ -88,6 +109,9 @@ def cold_start() -> list[dict[str, Any]]:
         for h in HANDLERS:
             cases[f"handlers.{h}"] = (f"import training_guard.handlers.{h}", with_bytecode)
             cases[f"handlers.{h} (source only)"] = (f"import training_guard.handlers.{h}", source_only)
+            # handlers/wiring.py imports each function's adapters when it first builds them: count them too
+            first_call = "; ".join(f"import {m}" for m in (f"training_guard.handlers.{h}", *FIRST_CALL_IMPORTS[h]))
+            cases[f"handlers.{h} + first call's imports"] = (first_call, with_bytecode)
         samples: dict[str, list[float]] = {k: [] for k in cases}
         for _ in range(IMPORT_RUNS):  # interleaved, so drift hits every case alike
             for name, (statement, path) in cases.items():
@@ -401,7 +425,8 @@ def findings(
     size: dict[str, Any],
 ) -> list[str]:
     ratio = {r["module"]: r["ratio"] for r in cold}
-    over = [h for h in HANDLERS if ratio[f"handlers.{h}"] > TARGETS["cold start"]]
+    # judged with what the first invocation imports too (the wiring imports adapters lazily)
+    over = [h for h in HANDLERS if ratio[f"handlers.{h} + first call's imports"] > TARGETS["cold start"]]
     saved = [round(ratio[f"handlers.{h} (source only)"] - ratio[f"handlers.{h}"], 2) for h in HANDLERS]
     out = [
         f"- **Cold start.** Shipping bytecode in the asset is worth {min(saved)}-{max(saved)}x of a bare boto3 import "
