@@ -42,6 +42,12 @@ class Parker(Protocol):
     def park(self, body: str, reason: str) -> None: ...
 
 
+class Budget(Protocol):
+    def allows(self, wait: float) -> bool:
+        """Whether one more send (after waiting `wait` seconds) fits in the invocation's time left."""
+        ...
+
+
 class NotConfigured(Exception):
     """A webhook's secret holds no usable URL yet (a permanent failure until an operator acts)."""
 
@@ -61,13 +67,14 @@ class MessageResult:
     delivered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already delivered (a duplicate)
     busy: list[str] = field(default_factory=list)  # another attempt is delivering it: retried later
+    deferred: list[str] = field(default_factory=list)  # too little time left in this invocation: retried later
     transient: list[str] = field(default_factory=list)
     permanent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
     def retry(self) -> bool:
-        return bool(self.transient or self.busy)
+        return bool(self.transient or self.busy or self.deferred)
 
 
 class ChatDelivery:
@@ -80,7 +87,9 @@ class ChatDelivery:
         parker: Parker,
         *,
         ttl_seconds: int,
+        budget: Budget | None = None,
     ) -> None:
+        self.budget = budget
         self.slack = slack
         self.urls = urls
         self.sender = sender
@@ -108,6 +117,11 @@ class ChatDelivery:
             return result
         targets = self.slack.route(severity, tags if isinstance(tags, Mapping) else {})
         for webhook in targets:
+            if self.budget is not None and not self.budget.allows(0):
+                # Not started rather than cut off by the function's timeout (which would count as an
+                # error and return the whole batch): the message comes back after its visibility timeout.
+                result.deferred.append(webhook)
+                continue
             key = f"c#{transition}#{webhook}"
             claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
             if claim is Claim.DONE:

@@ -13,9 +13,10 @@ import pytest
 from tests.helpers import load_event, with_detail
 from training_guard import contract
 from training_guard.adapters.ledger import DynamoLedger
+from training_guard.adapters.slack import ATTEMPT_SECONDS
 from training_guard.config import GuardConfig
 from training_guard.ports import Claim
-from training_guard_local.emulator import Emulation
+from training_guard_local.emulator import Emulation, LambdaContext
 from training_guard_local.slack_listener import Reply, SlackListener, render_text
 
 ONE_CHANNEL: dict[str, object] = {"webhooks": {"default": {}}}
@@ -233,4 +234,32 @@ def test_a_message_another_attempt_is_delivering_comes_back_later_instead_of_bei
         assert slack.received("default") == []
         ledger.release(f"c#{transition}#default")  # that attempt failed after all
         assert aws.pump_chat() == [{"batchItemFailures": []}]
+    assert len(slack.received("default")) == 1
+
+
+class ShortContext(LambdaContext):
+    """An invocation with `seconds` left: too little for one more send."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(function_name="slack-notifier")
+        self.seconds = seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.seconds * 1000)
+
+
+def test_a_send_that_could_outlast_the_invocation_is_not_started_and_the_message_comes_back(
+    slack: SlackListener,
+) -> None:
+    from training_guard.handlers import slack_notifier
+
+    with emulate(slack) as aws:
+        aws.deliver(load_event("rule_error"))
+        sqs = aws.client("sqs")
+        [message] = sqs.receive_message(QueueUrl=aws.chat_queue_url, VisibilityTimeout=0)["Messages"]
+        record = {"messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"]}
+        short = slack_notifier.handler({"Records": [record]}, ShortContext(ATTEMPT_SECONDS - 1))
+        assert short == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+        assert slack.received("default") == []
+        assert aws.pump_chat() == [{"batchItemFailures": []}]  # a later invocation with time delivers it
     assert len(slack.received("default")) == 1

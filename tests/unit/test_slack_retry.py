@@ -11,7 +11,14 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
-from training_guard.adapters.slack import MAX_RETRIES, MAX_RETRY_AFTER_SECONDS, retry_handlers
+from training_guard.adapters.slack import (
+    ATTEMPT_SECONDS,
+    MAX_BACKOFF_SECONDS,
+    MAX_RETRIES,
+    MAX_RETRY_AFTER_SECONDS,
+    Deadline,
+    retry_handlers,
+)
 
 REQUEST = HttpRequest(method="POST", url="https://hooks.example/x", headers={}, body_params=None, data=None)
 
@@ -48,3 +55,38 @@ def test_client_errors_are_not_retried(status: int) -> None:
 def test_timeouts_and_connection_errors_are_retried_until_the_count_runs_out() -> None:
     assert verdicts(None, TimeoutError("timed out")) == [False, False, True]
     assert verdicts(None, TimeoutError("timed out"), attempt=MAX_RETRIES) == [False, False, False]
+
+
+def deadline_with(seconds_left: float) -> Deadline:
+    deadline = Deadline()
+    deadline.time_left = lambda: seconds_left
+    return deadline
+
+
+@pytest.mark.parametrize(
+    ("seconds_left", "retried"),
+    [(5 + ATTEMPT_SECONDS, True), (5 + ATTEMPT_SECONDS - 0.01, False)],
+)
+def test_a_429_is_not_waited_for_when_the_wait_and_one_more_attempt_outlast_the_invocation(
+    seconds_left: float, retried: bool
+) -> None:
+    response = HttpResponse(status_code=429, headers={"Retry-After": ["5"]}, body={})
+    handlers = retry_handlers(0.0, deadline_with(seconds_left))
+    state = RetryState(current_attempt=0)
+    assert handlers[0].can_retry(state=state, request=REQUEST, response=response) is retried
+
+
+def test_server_and_connection_errors_are_not_retried_without_time_for_the_longest_back_off() -> None:
+    short = retry_handlers(0.0, deadline_with(MAX_BACKOFF_SECONDS + ATTEMPT_SECONDS - 0.01))
+    enough = retry_handlers(0.0, deadline_with(MAX_BACKOFF_SECONDS + ATTEMPT_SECONDS))
+    state = RetryState(current_attempt=0)
+    error_503 = HttpResponse(status_code=503, headers={}, body={})
+    assert short[1].can_retry(state=state, request=REQUEST, response=error_503) is False
+    assert enough[1].can_retry(state=state, request=REQUEST, response=error_503) is True
+    timeout = TimeoutError("timed out")
+    assert short[2].can_retry(state=state, request=REQUEST, error=timeout) is False
+    assert enough[2].can_retry(state=state, request=REQUEST, error=timeout) is True
+
+
+def test_without_an_invocation_the_deadline_never_stops_a_retry() -> None:
+    assert Deadline().allows(3600)

@@ -11,6 +11,7 @@ of its own at WARNING with a filter that blanks any URL it is given.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 import time
@@ -36,6 +37,13 @@ MAX_RETRIES = 3
 BACKOFF_FACTOR = 0.5  # retries after about 0.5, 1 and 2 s (plus up to as much jitter)
 MAX_RETRY_AFTER_SECONDS = 10  # a longer Slack back-off: the queue redelivers later instead
 MIN_INTERVAL_SECONDS = 1.0  # Slack allows about one message per second per webhook
+# Longest back-off before a retry of a 5xx or a connection error: the last interval, doubled by jitter.
+MAX_BACKOFF_SECONDS = 2 * BACKOFF_FACTOR * 2 ** (MAX_RETRIES - 1)
+# What one attempt may take at most: pacing, then the HTTP timeout. A send is started, and a retry
+# taken, only with this much time left in the invocation (plus the wait before it), so that the
+# notifier never times out mid-send: a timed-out invocation counts as an error and returns its whole
+# batch to the queue.
+ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
 _URL = re.compile(r"https?://\S+")
 
 
@@ -58,7 +66,21 @@ def _sdk_logger() -> logging.Logger:
 # and delegates to it, and every built-in handler implements it
 # (https://docs.slack.dev/tools/python-slack-sdk/reference/http_retry/handler.html). The underscore
 # notwithstanding, it is the interface; tests/unit/test_slack_retry.py breaks if slack_sdk changes it.
+class Deadline:
+    """The invocation's time left, shared by the sender and its retry handlers (unbounded locally)."""
+
+    def __init__(self) -> None:
+        self.time_left: Callable[[], float] = lambda: math.inf
+
+    def allows(self, wait: float) -> bool:
+        return self.time_left() >= wait + ATTEMPT_SECONDS
+
+
 class _BoundedRateLimitHandler(RateLimitErrorRetryHandler):
+    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.deadline = deadline
+
     def _can_retry(
         self,
         *,
@@ -74,10 +96,14 @@ class _BoundedRateLimitHandler(RateLimitErrorRetryHandler):
             wait = int(values[0])
         except ValueError:
             wait = 1
-        return wait <= MAX_RETRY_AFTER_SECONDS
+        return wait <= MAX_RETRY_AFTER_SECONDS and self.deadline.allows(wait)
 
 
 class _AllServerErrorsHandler(ServerErrorRetryHandler):
+    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.deadline = deadline
+
     def _can_retry(
         self,
         *,
@@ -86,7 +112,24 @@ class _AllServerErrorsHandler(ServerErrorRetryHandler):
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> bool:
-        return response is not None and 500 <= response.status_code < 600
+        return response is not None and 500 <= response.status_code < 600 and self.deadline.allows(MAX_BACKOFF_SECONDS)
+
+
+class _ConnectionErrorHandler(ConnectionErrorRetryHandler):
+    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.deadline = deadline
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        retry = super()._can_retry(state=state, request=request, response=response, error=error)
+        return retry and self.deadline.allows(MAX_BACKOFF_SECONDS)
 
 
 class _ProportionalJitter(Jitter):
@@ -96,15 +139,17 @@ class _ProportionalJitter(Jitter):
         return duration * (1 + random.random())  # noqa: S311 - jitter, not cryptography
 
 
-def retry_handlers(backoff_factor: float) -> list[Any]:
+def retry_handlers(backoff_factor: float, deadline: Deadline | None = None) -> list[Any]:
     interval = BackoffRetryIntervalCalculator(backoff_factor=backoff_factor, jitter=_ProportionalJitter())
+    deadline = deadline or Deadline()
     return [
-        _BoundedRateLimitHandler(max_retry_count=MAX_RETRIES),
-        _AllServerErrorsHandler(max_retry_count=MAX_RETRIES, interval_calculator=interval),
-        ConnectionErrorRetryHandler(
+        _BoundedRateLimitHandler(max_retry_count=MAX_RETRIES, deadline=deadline),
+        _AllServerErrorsHandler(max_retry_count=MAX_RETRIES, interval_calculator=interval, deadline=deadline),
+        _ConnectionErrorHandler(
             max_retry_count=MAX_RETRIES,
             interval_calculator=interval,
             error_types=[URLError, ConnectionError, TimeoutError],
+            deadline=deadline,
         ),
     ]
 
@@ -120,12 +165,14 @@ class WebhookSender:
     def __init__(
         self,
         *,
+        deadline: Deadline | None = None,
         backoff_factor: float | None = None,
         min_interval: float = MIN_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._handlers = retry_handlers(BACKOFF_FACTOR if backoff_factor is None else backoff_factor)
+        self.deadline = deadline or Deadline()
+        self._handlers = retry_handlers(BACKOFF_FACTOR if backoff_factor is None else backoff_factor, self.deadline)
         self._logger = _sdk_logger()
         self._min_interval = min_interval
         self._clock = clock

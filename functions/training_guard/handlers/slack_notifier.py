@@ -21,6 +21,7 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 def handler(event: dict[str, Any], context: Any) -> dict[str, list[dict[str, str]]]:
     chat = wiring.delivery()
     chat.lease_seconds = wiring.lease(context)
+    wiring.chat_deadline().time_left = wiring.time_left(context)
     return process(event, chat)
 
 

@@ -8,6 +8,8 @@ Tests and the local emulation replace what is built here by clearing the caches 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from training_guard.adapters.clients import client
 from training_guard.responder import lease_for
 
 if TYPE_CHECKING:
+    from training_guard.adapters.slack import Deadline
     from training_guard.adapters.sqs import DeadLetterParker
     from training_guard.chat import ChatDelivery
     from training_guard.responder import Responder
@@ -69,6 +72,14 @@ def sweeper() -> Sweeper:
 
 
 @cache
+def chat_deadline() -> Deadline:
+    """The notifier's time budget, shared by the delivery loop and the Slack sender's retries."""
+    from training_guard.adapters.slack import Deadline
+
+    return Deadline()
+
+
+@cache
 def delivery() -> ChatDelivery:
     from training_guard.adapters.ledger import DynamoLedger
     from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
@@ -81,10 +92,11 @@ def delivery() -> ChatDelivery:
     return ChatDelivery(
         settings_.config.slack,
         urls=SecretWebhookUrls(Secrets(client("secretsmanager")), settings_.webhook_secrets),
-        sender=WebhookSender(min_interval=settings_.min_interval_seconds),
+        sender=WebhookSender(deadline=chat_deadline(), min_interval=settings_.min_interval_seconds),
         ledger=DynamoLedger(client("dynamodb"), settings_.table),
         parker=DeadLetterParker(client("sqs"), settings_.dead_letter_queue_url),
         ttl_seconds=settings_.config.dedup_ttl_days * 86400,
+        budget=chat_deadline(),
     )
 
 
@@ -93,6 +105,14 @@ def lease(context: Any) -> int:
     an attempt killed by its timeout finds the lease run out and takes the transition over."""
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     return lease_for(remaining() if callable(remaining) else None)
+
+
+def time_left(context: Any) -> Callable[[], float]:
+    """Seconds left in this invocation, read when asked (unbounded without a Lambda context)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return lambda: math.inf
+    return lambda: remaining() / 1000
 
 
 def account_of(context: Any) -> str | None:
@@ -104,5 +124,5 @@ def account_of(context: Any) -> str | None:
 def reset() -> None:
     """Forget everything built (the emulation changes the environment between runs)."""
     client.cache_clear()
-    for built in (settings, parker, responder, sweeper, delivery):
+    for built in (settings, parker, responder, sweeper, chat_deadline, delivery):
         built.cache_clear()
