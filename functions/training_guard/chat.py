@@ -25,7 +25,7 @@ from training_guard.config import SlackConfig
 from training_guard.ports import Claim, LedgerPort
 
 # Without an invocation to measure (local runs): longer than the notifier's timeout. In Lambda the
-# handler sets the lease from the invocation's remaining time (responder.lease_for).
+# handler sets the lease from the invocation's remaining time (leases.lease_for).
 CLAIM_LEASE_SECONDS = 180
 _LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")
 

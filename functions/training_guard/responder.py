@@ -27,12 +27,15 @@ from training_guard import contract, messages, metric_guards, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import COMPLETED, FAILED, STOPPED, STOPPING, Finding, JobEvent, TrainingJob
+from training_guard.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
 from training_guard.messages import Outcome
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
 from training_guard.ports import AlarmsPort, Claim, JobsPort, LedgerPort, PublisherPort, StopClaim, StopRecord
 
 __all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "LEASE_MARGIN_SECONDS",
     "AlarmsPort",
     "JobsPort",
     "LedgerPort",
@@ -46,11 +49,6 @@ __all__ = [
 
 _ENDED = (COMPLETED, FAILED, STOPPED)
 
-# Without an invocation to measure (local runs), a claim's lease: longer than any function's timeout.
-DEFAULT_LEASE_SECONDS = 120
-# Added to the invocation's remaining time: clocks of two Lambda hosts may differ by this much. The
-# retry of a timed-out asynchronous invocation comes about 60 s later, after a 30 s timeout's lease.
-LEASE_MARGIN_SECONDS = 10
 # How long a delivery that finds its transition busy waits for the holder to finish before it gives up
 # and raises (a duplicate delivered at the same moment is the common case: its holder takes < 1 s).
 BUSY_WAIT_SECONDS = 3.0
@@ -322,14 +320,6 @@ class Responder:
             return False
         current = self.jobs.describe(name)
         return current is not None and current.status in (STOPPING, STOPPED)
-
-
-def lease_for(remaining_ms: int | None) -> int:
-    """The lease of a claim made by an invocation with `remaining_ms` left: it ends when the invocation
-    can no longer be acting (plus clock margin), so a timed-out attempt's retry can take over."""
-    if remaining_ms is None:
-        return DEFAULT_LEASE_SECONDS
-    return -(-max(remaining_ms, 0) // 1000) + LEASE_MARGIN_SECONDS
 
 
 # In order of importance: a job with little room for tags keeps the first ones.

@@ -14,10 +14,11 @@ FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 HEAVY = ("slack_sdk", "pydantic", "aws_lambda_powertools.utilities.parameters", "moto", "aws_cdk")
 
 
-def loaded_after_import(handler: str) -> set[str]:
+def loaded_after_import(handler: str, also: tuple[str, ...] = ()) -> set[str]:
+    watched = [*HEAVY, *also]
     code = (
         f"import json, sys; import training_guard.handlers.{handler}; "
-        f"print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+        f"print(json.dumps([m for m in {watched!r} if m in sys.modules]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
@@ -30,5 +31,8 @@ def test_the_event_handlers_load_no_chat_library_and_no_validation_library(handl
     assert loaded_after_import(handler) == set()
 
 
-def test_the_notifier_loads_slack_sdk_but_nothing_heavier() -> None:
+def test_the_notifier_loads_slack_sdk_but_nothing_heavier_and_not_the_policy() -> None:
     assert loaded_after_import("slack_notifier") <= {"slack_sdk"}
+    assert loaded_after_import("slack_notifier", also=("training_guard.policy", "training_guard.responder")) <= {
+        "slack_sdk"
+    }

@@ -14,7 +14,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from training_guard.adapters.clients import client
-from training_guard.responder import lease_for
+from training_guard.leases import lease_for
 
 if TYPE_CHECKING:
     from training_guard.adapters.slack import Deadline
