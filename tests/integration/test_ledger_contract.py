@@ -121,21 +121,108 @@ def test_a_dropped_stop_record_is_gone(tables: Tables) -> None:
     assert ledger.get_stop("mnist-1") is None
 
 
-def test_the_stop_record_expires_after_its_retention() -> None:
+def stored(dynamodb: Any, key: str) -> dict[str, Any]:
+    item: dict[str, Any] = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}})["Item"]
+    return item
+
+
+def test_the_stop_record_is_stored_whole_and_expires_after_its_retention() -> None:
+    # The audit record is what an operator reads to learn who stopped a job and why: every field, by name.
     with Emulation() as aws:
         dynamodb = aws.client("dynamodb")
         DynamoLedger(dynamodb, TABLE).claim_stop(record("VanishingGradient"), ttl_seconds=400 * 86400)
-        item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"}})["Item"]
-        assert float(item[contract.TABLE_TTL_ATTRIBUTE]["N"]) == NOW.timestamp() + 400 * 86400
+        assert stored(dynamodb, "stop#mnist-1") == {
+            contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"},
+            "job": {"S": "mnist-1"},
+            "rule": {"S": "VanishingGradient"},
+            "reason": {"S": "why"},
+            "stopped_at": {"S": "2026-11-30T03:00:00+00:00"},
+            "event_id": {"S": "e1"},
+            "stopped_by": {"S": "training-guard"},
+            contract.TABLE_TTL_ATTRIBUTE: {"N": str(int(NOW.timestamp()) + 400 * 86400)},
+        }
 
 
-def test_an_abandoned_claim_still_expires_after_a_day() -> None:
+def test_a_claim_is_stored_with_its_lease_and_a_day_to_live_and_completed_without_the_lease() -> None:
     with Emulation() as aws:
         dynamodb = aws.client("dynamodb")
-        DynamoLedger(dynamodb, TABLE).claim(KEY, now=NOW, lease_seconds=40)
-        item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": KEY}})["Item"]
-        assert float(item[contract.TABLE_TTL_ATTRIBUTE]["N"]) == NOW.timestamp() + 86400
-        assert float(item["lease_until"]["N"]) == NOW.timestamp() + 40
+        ledger = DynamoLedger(dynamodb, TABLE)
+        ledger.claim(KEY, now=NOW, lease_seconds=40)
+        epoch = int(NOW.timestamp())
+        # An abandoned claim still expires, a day later.
+        assert stored(dynamodb, KEY) == {
+            contract.TABLE_PARTITION_KEY: {"S": KEY},
+            "state": {"S": "in_progress"},
+            "lease_until": {"N": str(epoch + 40)},
+            contract.TABLE_TTL_ATTRIBUTE: {"N": str(epoch + 86400)},
+        }
+        ledger.complete(KEY, now=NOW + timedelta(seconds=3), ttl_seconds=3600, outcome="stopped")
+        assert stored(dynamodb, KEY) == {
+            contract.TABLE_PARTITION_KEY: {"S": KEY},
+            "state": {"S": "done"},
+            "outcome": {"S": "stopped"},
+            contract.TABLE_TTL_ATTRIBUTE: {"N": str(epoch + 3 + 3600)},
+        }
+
+
+class Recording:
+    """A DynamoDB client that records each call's arguments and passes it on."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+
+        def call(**kwargs: Any) -> Any:
+            self.calls.append((name, kwargs))
+            return method(**kwargs)
+
+        return call
+
+
+def test_every_read_of_a_stop_record_is_strongly_consistent() -> None:
+    # GetItem is eventually consistent unless ConsistentRead is true, and then "it always returns the last
+    # updated value" (https://docs.aws.amazon.com/cli/v1/reference/dynamodb/get-item.html). The
+    # record is read right after another invocation wrote it (a second rule's refused claim, a stop under
+    # way): a stale read would call the guard's stop someone else's. moto is always consistent, so only the
+    # request can show it.
+    with Emulation() as aws:
+        client = Recording(aws.client("dynamodb"))
+        ledger = DynamoLedger(client, TABLE)
+        ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+        assert ledger.claim_stop(record("LossNotDecreasing"), ttl_seconds=3600).previous == record("VanishingGradient")
+        assert ledger.get_stop("mnist-1") == record("VanishingGradient")
+        reads = [kwargs for name, kwargs in client.calls if name == "get_item"]
+        assert [read.get("ConsistentRead") for read in reads] == [True, True]
+
+
+def test_a_stop_record_missing_a_field_reads_back_with_it_empty() -> None:
+    # A record written by hand or by an earlier version: a missing field is empty, never "None" or a crash.
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        item = {
+            contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"},
+            "job": {"S": "mnist-1"},
+            "rule": {"S": "VanishingGradient"},
+            "reason": {"S": "why"},
+            "stopped_at": {"S": NOW.isoformat()},
+        }
+        dynamodb.put_item(TableName=TABLE, Item=item)
+        assert DynamoLedger(dynamodb, TABLE).get_stop("mnist-1") == StopRecord(
+            job="mnist-1", rule="VanishingGradient", reason="why", at=NOW, event_id=""
+        )
+
+
+def test_a_stop_record_without_a_readable_time_fails_naming_the_record() -> None:
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        item = {contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"}, "job": {"S": "mnist-1"}, "stopped_at": {"S": "x"}}
+        dynamodb.put_item(TableName=TABLE, Item=item)
+        with pytest.raises(ActionFailed) as failed:
+            DynamoLedger(dynamodb, TABLE).get_stop("mnist-1")
+        assert str(failed.value) == "read stop record stop#mnist-1 failed: stopped_at is not a timestamp"
 
 
 class Failing:
@@ -152,18 +239,20 @@ class Failing:
 
 
 @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "AccessDeniedException"])
-def test_real_failures_are_raised_by_every_operation(code: str) -> None:
+def test_real_failures_are_raised_by_every_operation_naming_what_failed(code: str) -> None:
+    # The action names what failed in the dead-letter reason and the sweeper's report.
     ledger = DynamoLedger(Failing(code), TABLE)
-    for call in (
-        lambda: ledger.claim(KEY, now=NOW, lease_seconds=40),
-        lambda: ledger.complete(KEY, now=NOW, ttl_seconds=60, outcome="x"),
-        lambda: ledger.release(KEY),
-        lambda: ledger.claim_stop(record("r"), ttl_seconds=60),
-        lambda: ledger.get_stop("mnist-1"),
-        lambda: ledger.drop_stop("mnist-1"),
+    for call, action in (
+        (lambda: ledger.claim(KEY, now=NOW, lease_seconds=40), f"claim {KEY}"),
+        (lambda: ledger.complete(KEY, now=NOW, ttl_seconds=60, outcome="x"), f"complete {KEY}"),
+        (lambda: ledger.release(KEY), f"release {KEY}"),
+        (lambda: ledger.claim_stop(record("r"), ttl_seconds=60), "record stop of mnist-1"),
+        (lambda: ledger.get_stop("mnist-1"), "read stop record of mnist-1"),
+        (lambda: ledger.drop_stop("mnist-1"), "drop stop record of mnist-1"),
     ):
-        with pytest.raises(ActionFailed, match=code):
+        with pytest.raises(ActionFailed, match=code) as failed:
             call()
+        assert failed.value.action == action
 
 
 def test_releasing_what_another_attempt_completed_is_not_an_error() -> None:
