@@ -7,14 +7,16 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeJobs, FakeLedger, FakePublisher
+from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, load_event, rule_status, with_detail
 from training_guard import contract
 from training_guard.config import GuardConfig
 from training_guard.errors import ActionFailed, TransitionBusy
-from training_guard.events import parse_event, parse_job
+from training_guard.events import Finding, TrainingJob, parse_event, parse_job
+from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
 from training_guard.ports import Claim
 from training_guard.responder import (
+    BUSY_POLL_SECONDS,
     BUSY_WAIT_SECONDS,
     LEASE_MARGIN_SECONDS,
     Receipt,
@@ -337,3 +339,254 @@ def test_a_finding_on_a_job_stopped_by_someone_else_is_only_reported() -> None:
     receipt = world.guard.handle(parse_event(stopped), now=NOW)
     assert receipt.outcomes[0] == "notified"
     assert world.jobs.stop_calls == []
+
+
+# --- the receipt, the ledger's records, the busy wait ------------------------------------------------------
+def test_the_receipt_of_a_stop_is_what_the_handler_returns_and_simulate_prints() -> None:
+    world = World()
+    receipt = world.see(load_event("vanishing_gradient_issues_found"))
+    assert receipt.as_dict() == {
+        "job": "pytorch-mnist-lr01-2026-11-30-02-10-00-123",
+        "event_id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "stopped": True,
+        "notifications": ["issues_found"],
+        "outcomes": ["stopped"],
+        "duplicates": 0,
+        "ignored": None,
+        "rejected": None,
+        "described": False,
+        "alarms_created": [],
+        "alarms_deleted": [],
+        "unrecorded": [],
+    }
+    # The transition is remembered for dedup_ttl_days (35 by default) from now.
+    assert world.ledger.items[VANISHING_KEY] == {
+        "state": "done",
+        "outcome": "stopped",
+        "expires_at": NOW.timestamp() + 35 * 86400,
+    }
+
+
+def test_every_duplicate_transition_of_an_event_is_counted() -> None:
+    world = World()
+    event = with_detail(
+        load_event("vanishing_gradient_issues_found"),
+        DebugRuleEvaluationStatuses=[
+            rule_status("VanishingGradient", "IssuesFound"),
+            rule_status("ExplodingTensor", "IssuesFound"),
+        ],
+    )
+    world.see(event)
+    assert world.see(event).duplicates == 2
+
+
+def test_a_transition_acted_on_whose_record_failed_is_reported_unrecorded() -> None:
+    class LedgerDown(FakeLedger):
+        def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
+            raise ActionFailed(f"complete {key}", RuntimeError("throttled"))
+
+    world = World()
+    world.guard.ledger = LedgerDown()
+    receipt = world.see(load_event("vanishing_gradient_issues_found"))
+    assert (receipt.stopped, receipt.unrecorded) == (True, [VANISHING_KEY])
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_a_holder_whose_lease_runs_out_during_the_wait_is_taken_over() -> None:
+    # The wait advances the claim's clock: a holder killed 1 s before its lease ended is taken over at once.
+    world = World()
+    world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=1)
+    assert world.see(load_event("vanishing_gradient_issues_found")).stopped is True
+    assert world.sleeps == [BUSY_POLL_SECONDS] * 8  # claimed at NOW + 2 s, the first second after the lease
+
+
+def test_a_busy_transition_is_given_up_after_exactly_the_busy_wait() -> None:
+    world = World()
+    world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=120)
+    with pytest.raises(TransitionBusy) as busy:
+        world.see(load_event("vanishing_gradient_issues_found"), now=NOW + timedelta(seconds=60))
+    assert busy.value.key == VANISHING_KEY
+    assert world.sleeps == [BUSY_POLL_SECONDS] * int(BUSY_WAIT_SECONDS / BUSY_POLL_SECONDS)
+
+
+def test_the_stopped_notification_names_the_guards_rule_and_its_reason() -> None:
+    world = World()
+    world.see(load_event("vanishing_gradient_issues_found"))
+    world.see(
+        with_detail(
+            load_event("vanishing_gradient_issues_found"), TrainingJobStatus="Stopped", SecondaryStatus="Stopped"
+        )
+    )
+    [stopped] = [n for n in world.publisher.published if n.kind.value == "job_stopped"]
+    assert stopped.reason == (
+        "by Training Guard at 2026-11-30T03:00:00+00:00: rule VanishingGradient "
+        "(rules.debugger_default = stop (debugger rule VanishingGradient))"
+    )
+
+
+# --- per-job alarms --------------------------------------------------------------------------------------
+LOSS_TAG = f"{contract.JOB_ALARM_TAG_PREFIX}train:loss"
+
+
+def job_with_alarm_tag(status: str, secondary: str) -> dict[str, Any]:
+    return with_detail(
+        load_event("in_progress_no_rule_lists"),
+        TrainingJobStatus=status,
+        SecondaryStatus=secondary,
+        DebugRuleEvaluationStatuses=[],
+        Tags={LOSS_TAG: "max above 5 3/5 stop"},
+    )
+
+
+class AlarmWorld(World):
+    def __init__(self, config: GuardConfig | None = None) -> None:
+        super().__init__(config)
+        self.alarms = FakeAlarms()
+        self.guard.alarms = self.alarms
+
+
+def test_per_job_alarms_are_created_once_while_running_and_deleted_once_when_the_job_ends() -> None:
+    world = AlarmWorld()
+    running = job_with_alarm_tag("InProgress", "Training")
+    job = running["detail"]["TrainingJobName"]
+    name = job_alarm_name(job, "train:loss")
+    created = [world.see(running).alarms_created for _ in range(2)]
+    stopping = world.see(job_with_alarm_tag("Stopping", "Stopping")).alarms_deleted
+    deleted = [world.see(job_with_alarm_tag("Completed", "Completed")).alarms_deleted for _ in range(2)]
+    assert (created, stopping, deleted) == ([[name], []], [], [[name], []])
+    assert [spec.alarm_name for spec in world.alarms.put] == [name]
+    assert world.alarms.deleted == [name]
+    done = {"state": "done", "outcome": "done", "expires_at": NOW.timestamp() + 35 * 86400}
+    assert (world.ledger.items[f"a#{job}#created"], world.ledger.items[f"a#{job}#deleted"]) == (done, done)
+
+
+def test_a_failed_alarm_creation_releases_its_claim_so_the_retry_creates_it() -> None:
+    class AlarmsDown(FakeAlarms):
+        def put_job_alarm(self, spec: JobAlarmSpec) -> None:
+            raise ActionFailed("PutMetricAlarm", RuntimeError("throttled"))
+
+    world = AlarmWorld()
+    world.guard.alarms = AlarmsDown()
+    running = job_with_alarm_tag("InProgress", "Training")
+    with pytest.raises(ActionFailed):
+        world.see(running)
+    world.guard.alarms = world.alarms
+    job = running["detail"]["TrainingJobName"]
+    assert world.see(running).alarms_created == [job_alarm_name(job, "train:loss")]
+
+
+# --- a metric guard's alarm ------------------------------------------------------------------------------
+ALARM_JOB = "resnet50-2026-11-30-02-20-00-001"
+ALARM_ARN = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{ALARM_JOB}"
+REASON = "Threshold Crossed: 1 datapoint was greater than the threshold (5.0)."
+GUARDS = {
+    "metric_guards": [
+        {"name": "loss-diverging", "metric": "train:loss", "threshold": 5, "action": "stop"},
+        {"name": "vision-only", "metric": "train:loss", "threshold": 5, "job_prefix": "vision-"},
+        {"name": "tagged-only", "metric": "train:loss", "threshold": 5, "job_tag": "team"},
+    ]
+}
+
+
+def observed(alarm_name: str = "training-guard-loss-diverging", **changes: Any) -> AlarmObservation:
+    fired = AlarmObservation(
+        event_id="alarm-1",
+        account="123456789012",
+        region="eu-west-1",
+        time=NOW,
+        alarm_name=alarm_name,
+        state="ALARM",
+        reason=REASON,
+        job=ALARM_JOB,
+        metric="train:loss",
+        contributor=True,
+    )
+    return replace(fired, **changes)
+
+
+def alarm_world(status: str = "InProgress", tags: dict[str, str] | None = None) -> World:
+    world = World(GuardConfig.from_dict(GUARDS))
+    world.jobs.jobs[ALARM_JOB] = TrainingJob(
+        name=ALARM_JOB, status=status, arn=ALARM_ARN, secondary_status="Training", training_start_time=NOW
+    )
+    world.jobs.tags_by_arn[ALARM_ARN] = dict(tags or {})
+    return world
+
+
+def test_a_fleet_guards_alarm_stops_the_job_and_says_where_and_what_fired() -> None:
+    world = alarm_world()
+    receipt = world.guard.handle_alarm(observed(), now=NOW)
+    assert receipt.as_dict() == {
+        "job": ALARM_JOB,
+        "event_id": "alarm-1",
+        "stopped": True,
+        "notifications": ["metric_alarm"],
+        "outcomes": ["stopped"],
+        "duplicates": 0,
+        "ignored": None,
+        "rejected": None,
+        "described": False,
+        "alarms_created": [],
+        "alarms_deleted": [],
+        "unrecorded": [],
+    }
+    [note] = world.publisher.published
+    assert (note.account, note.region, note.event_id, note.transition) == (
+        "123456789012",
+        "eu-west-1",
+        "alarm-1",
+        f"t#{ALARM_JOB}#metric#loss-diverging#ALARM",
+    )
+    assert note.finding == Finding(name="loss-diverging", source="metric", status="ALARM", details=REASON)
+
+
+def test_a_per_job_alarm_is_the_finding_of_its_tags_metric() -> None:
+    world = alarm_world(tags={LOSS_TAG: "max above 5 3/5 notify"})
+    receipt = world.guard.handle_alarm(observed(job_alarm_name(ALARM_JOB, "train:loss")), now=NOW)
+    assert receipt.outcomes == ["notified"]
+    [note] = world.publisher.published
+    assert note.finding == Finding(name="train:loss", source="metric", status="ALARM", details=REASON)
+    assert note.transition == f"t#{ALARM_JOB}#metric#train:loss#ALARM"
+
+
+@pytest.mark.parametrize(
+    ("alarm", "tags", "ignored"),
+    [
+        (observed(state="OK"), {}, "alarm training-guard-loss-diverging is OK"),
+        (observed(job=None), {}, "alarm training-guard-loss-diverging names no training job"),
+        (observed(job="gone"), {}, "training job gone does not exist"),
+        (observed("training-guard-removed"), {}, "no metric guard named 'removed' in the configuration"),
+        (
+            observed("training-guard-vision-only"),
+            {},
+            f"metric_guards.vision-only.job_prefix does not select {ALARM_JOB}",
+        ),
+        (observed("training-guard-tagged-only"), {}, "metric_guards.tagged-only.job_tag: the job has no tag team"),
+        (
+            observed(job_alarm_name(ALARM_JOB, "train:acc")),
+            {LOSS_TAG: "max above 5"},
+            f"alarm {job_alarm_name(ALARM_JOB, 'train:acc')} matches no training-guard:alarm tag of {ALARM_JOB}",
+        ),
+    ],
+)
+def test_an_alarm_that_does_not_apply_is_ignored_with_its_reason(
+    alarm: AlarmObservation, tags: dict[str, str], ignored: str
+) -> None:
+    world = alarm_world(tags=tags)
+    receipt = world.guard.handle_alarm(alarm, now=NOW)
+    assert (receipt.job, receipt.event_id, receipt.ignored) == (alarm.job or "", "alarm-1", ignored)
+    assert world.publisher.published == []
+
+
+def test_a_guard_limited_to_a_tag_applies_to_a_job_carrying_it() -> None:
+    world = alarm_world(tags={"team": "vision"})
+    assert world.guard.handle_alarm(observed("training-guard-tagged-only"), now=NOW).outcomes == ["notified"]
+
+
+def test_an_alarm_retried_after_our_killed_stop_finishes_and_announces_the_stop() -> None:
+    # An attempt wrote the stop record and stopped the job, then was killed before tagging and announcing.
+    world = alarm_world(status="Stopping")
+    world.ledger.stops[ALARM_JOB] = StopRecord(ALARM_JOB, "loss-diverging", "metric_guards.loss-diverging", NOW, "a0")
+    receipt = world.guard.handle_alarm(observed(), now=NOW + timedelta(seconds=61))
+    assert receipt.outcomes == ["stopped"]
+    assert world.jobs.tags_by_arn[ALARM_ARN][contract.TAG_STOP_RULE] == "loss-diverging"
