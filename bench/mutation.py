@@ -112,6 +112,33 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             "equivalent: both branches that follow assign dimensions before it is read",
         ),
     ),
+    "adapters/ledger": (
+        *(
+            Explained(
+                function,
+                removed,
+                added,
+                "equivalent: DynamoDB lists its reserved words, AND, OR, SET and REMOVE among them, as not case-sensitive "
+                "(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ReservedWords.html); moto "
+                "parses both spellings",
+            )
+            for function, removed, added in (
+                ("DynamoLedger.claim", "attribute_not_exists(#pk) OR (#state", "attribute_not_exists(#pk) or (#state"),
+                ("DynamoLedger.claim_stop", "attribute_not_exists(#pk) OR #rule", "attribute_not_exists(#pk) or #rule"),
+                ("DynamoLedger.complete", 'UpdateExpression="SET #state', 'UpdateExpression="set #state'),
+            )
+        ),
+        *(
+            Explained(
+                "DynamoLedger.claim",
+                'old.get("state", {})',
+                added,
+                "equivalent: every item under a transition key has a state (claim writes in_progress, complete "
+                "sets done), so the default is never used",
+            )
+            for added in ('old.get("state", None)', 'old.get("state", ).')
+        ),
+    ),
 }
 
 
