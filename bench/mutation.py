@@ -118,9 +118,9 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
                 function,
                 removed,
                 added,
-                "equivalent: DynamoDB lists its reserved words, AND, OR, SET and REMOVE among them, as not case-sensitive "
-                "(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ReservedWords.html); moto "
-                "parses both spellings",
+                "equivalent: DynamoDB lists its reserved words, AND, OR, SET and REMOVE among them, as not "
+                "case-sensitive (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ReservedWords.html); "
+                "moto parses both spellings",
             )
             for function, removed, added in (
                 ("DynamoLedger.claim", "attribute_not_exists(#pk) OR (#state", "attribute_not_exists(#pk) or (#state"),
