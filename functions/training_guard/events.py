@@ -66,6 +66,9 @@ class TrainingJob:
     secondary_status: str | None = None
     failure_reason: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    # False when the source said nothing of tags (an event without `Tags`, DescribeTrainingJob): `tags`
+    # is then empty for want of knowing, not because the job has none.
+    tags_known: bool = True
     # None: the source did not say (the event omitted the lists); () : it said "no rules".
     rules: tuple[Finding, ...] | None = None
     creation_time: datetime | None = None
@@ -147,6 +150,7 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
         secondary_status=_text(data.get("SecondaryStatus")),
         failure_reason=_text(data.get("FailureReason")),
         tags=_tags(data.get("Tags")),
+        tags_known=data.get("Tags") is not None,
         rules=_rules(data),
         creation_time=parse_time(data.get("CreationTime")),
         training_start_time=parse_time(data.get("TrainingStartTime")),

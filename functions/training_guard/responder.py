@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from training_guard import contract, messages, metric_guards, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import COMPLETED, FAILED, STOPPED, STOPPING, Finding, JobEvent, TrainingJob
+from training_guard.events import COMPLETED, FAILED, ISSUES_FOUND, STOPPED, STOPPING, Finding, JobEvent, TrainingJob
 from training_guard.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
 from training_guard.messages import Outcome
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
@@ -125,6 +125,10 @@ class Responder:
             # The event did not carry rule statuses: ask SageMaker so no finding is missed.
             job = self._describe(job)
             receipt.described = True
+        if not job.tags_known and job.arn and self._needs_tags(job):
+            # An exemption, notify-only or opt-in tag (and a per-job guard) lives in the tags: never
+            # decide on tags that were merely absent from the event.
+            job = _replace_tags(job, self.jobs.tags(job.arn))
         guard_stop = self._guard_stop(job)
         for decision in policy.decide(job, self.config, now=now, guard_stop=guard_stop):
             self._react(event, job, decision, receipt, now)
@@ -221,12 +225,21 @@ class Responder:
         self.ledger.complete(key, now=now, ttl_seconds=self.config.dedup_ttl_days * 86400, outcome="done")
         return done
 
+    def _needs_tags(self, job: TrainingJob) -> bool:
+        """Whether a decision about this job may turn on its tags: a running job with a finding, or one
+        whose per-job guard tags the guard keeps alarms for."""
+        if not job.running:
+            return False
+        return any(r.status == ISSUES_FOUND for r in job.rules or ()) or (
+            self.alarms is not None and self.config.per_job_alarms
+        )
+
     def _describe(self, job: TrainingJob) -> TrainingJob:
         described = self.jobs.describe(job.name)
         if described is None:
             return job
         # DescribeTrainingJob returns no tags; the event's are the ones the policy needs.
-        return _replace_tags(described, job.tags)
+        return replace(described, tags=dict(job.tags), tags_known=job.tags_known)
 
     def _guard_stop(self, job: TrainingJob) -> GuardStop | None:
         """The guard's record of stopping a job that is stopping or stopped (who stopped it, and a stop
@@ -343,4 +356,5 @@ def tag_value(text: str) -> str:
 
 
 def _replace_tags(job: TrainingJob, tags: Mapping[str, str]) -> TrainingJob:
-    return replace(job, tags=dict(tags) or dict(job.tags))
+    """The job with the tags SageMaker listed for it (ListTags: the whole truth, none included)."""
+    return replace(job, tags=dict(tags), tags_known=True)

@@ -29,7 +29,7 @@ from typing import TypeVar
 from training_guard import contract, metric_guards, policy
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import ISSUES_FOUND, TRAINING, Finding, JobEvent, TrainingJob
+from training_guard.events import TRAINING, Finding, JobEvent, TrainingJob
 from training_guard.metric_guards import AlarmObservation
 from training_guard.ports import AlarmsPort, JobsPort, TrainingMetricsPort
 from training_guard.responder import Receipt, Responder
@@ -144,7 +144,7 @@ class Sweeper:
         )
 
     def _with_tags(self, job: TrainingJob) -> TrainingJob:
-        return replace(job, tags=self.jobs.tags(job.arn)) if job.arn else job
+        return replace(job, tags=self.jobs.tags(job.arn), tags_known=True) if job.arn else job
 
     def _reconcile(
         self, name: str, now: datetime, account: str | None, region: str | None
@@ -152,9 +152,7 @@ class Sweeper:
         job = self.jobs.describe(name)
         if job is None:
             return None
-        # Tags (exemptions, per-job guards) are read only for jobs that have something to act on.
-        if any(r.status == ISSUES_FOUND for r in job.rules or ()) or self.config.per_job_alarms:
-            job = self._with_tags(job)
+        # DescribeTrainingJob carries no tags: the responder reads them when a decision may turn on them.
         return job, self.responder.handle(self._event(job, now, account, region), now=now)
 
     def _stalls(self, jobs: list[TrainingJob], *, now: datetime, account: str | None, region: str | None) -> list[str]:
