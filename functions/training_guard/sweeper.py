@@ -97,13 +97,13 @@ class Sweeper:
             reconciled = self._guarded(report, name, partial(self._reconcile, name, now, account, region))
             if reconciled is not None and not self._note(report, reconciled[1]).stopped:
                 still_running[name] = reconciled[0]
-        for alarm in self._firing(still_running):
+        for alarm in self._firing(report, still_running):
             observed = replace(alarm, event_id=f"sweep-{now:%Y%m%dT%H%M%S}", account=account, region=region)
             receipt = self._guarded(report, alarm.job or "", partial(self.responder.handle_alarm, observed, now=now))
             if receipt is not None and self._note(report, receipt).stopped:
                 still_running.pop(alarm.job or "", None)
         if self.config.stall is not None:
-            report.stalled = self._stalls(list(still_running.values()), now=now, account=account, region=region)
+            report.stalled = self._stalls(report, list(still_running.values()), now=now, account=account, region=region)
         if report.failed:
             raise SweepIncomplete(report)
         return report
@@ -125,12 +125,21 @@ class Sweeper:
             report.reconciled.append(receipt.as_dict())
         return receipt
 
-    def _firing(self, running: dict[str, TrainingJob]) -> list[AlarmObservation]:
-        """Per-job alarms and fleet-guard contributors in ALARM now, for jobs still running."""
-        firing = list(self.alarms.firing_job_alarms()) if self.config.per_job_alarms else []
+    def _firing(self, report: SweepReport, running: dict[str, TrainingJob]) -> list[AlarmObservation]:
+        """Per-job alarms and stopping fleet guards' contributors in ALARM now, for jobs still running,
+        once per (alarm, job) (an instance-metric guard has a contributor per host). A notify-only guard
+        is not re-read: its event said all there was to say, and nothing of it waits on a grace period."""
+        firing = (
+            (self._guarded(report, "per-job alarms", self.alarms.firing_job_alarms) or [])
+            if (self.config.per_job_alarms)
+            else []
+        )
         for guard in self.config.metric_guards:
-            firing += self.alarms.firing_contributors(metric_guards.fleet_alarm_name(guard))
-        return [alarm for alarm in firing if alarm.job in running]
+            if guard.action is Action.STOP:
+                name = metric_guards.fleet_alarm_name(guard)
+                firing += self._guarded(report, f"alarm {name}", partial(self.alarms.firing_contributors, name)) or []
+        once = {(alarm.alarm_name, alarm.job): alarm for alarm in firing if alarm.job in running}
+        return list(once.values())
 
     def _event(self, job: TrainingJob, now: datetime, account: str | None, region: str | None) -> JobEvent:
         return JobEvent(
@@ -155,7 +164,9 @@ class Sweeper:
         # DescribeTrainingJob carries no tags: the responder reads them when a decision may turn on them.
         return job, self.responder.handle(self._event(job, now, account, region), now=now)
 
-    def _stalls(self, jobs: list[TrainingJob], *, now: datetime, account: str | None, region: str | None) -> list[str]:
+    def _stalls(
+        self, report: SweepReport, jobs: list[TrainingJob], *, now: datetime, account: str | None, region: str | None
+    ) -> list[str]:
         stall = self.config.stall
         assert stall is not None
         window = timedelta(minutes=stall.minutes)
@@ -163,16 +174,27 @@ class Sweeper:
         candidates = [j for j in jobs if j.name in since and now - since[j.name] >= window]
         if not candidates:
             return []
-        recent = self.metrics.jobs_with_datapoints(series(candidates), since=now - window, until=now)
-        quiet = [j for j in candidates if j.name not in recent]
+        recent = self._guarded(
+            report,
+            "stall check",
+            partial(self.metrics.jobs_with_datapoints, series(candidates), since=now - window, until=now),
+        )
+        quiet = [j for j in candidates if recent is not None and j.name not in recent]
         if not quiet:
             return []
-        published_before = self.metrics.jobs_with_datapoints(
-            series(quiet),
-            since=max(min(since[j.name] for j in quiet), now - EVER_PUBLISHED_LOOKBACK),
-            until=now - window,
-            period_seconds=EVER_PUBLISHED_PERIOD_SECONDS,
+        published_before = self._guarded(
+            report,
+            "stall check",
+            partial(
+                self.metrics.jobs_with_datapoints,
+                series(quiet),
+                since=max(min(since[j.name] for j in quiet), now - EVER_PUBLISHED_LOOKBACK),
+                until=now - window,
+                period_seconds=EVER_PUBLISHED_PERIOD_SECONDS,
+            ),
         )
+        if published_before is None:
+            return []
         stalled: list[str] = []
         for job in quiet:
             names = ", ".join(job.metric_names)
@@ -196,7 +218,8 @@ class Sweeper:
                 # Never stopped for this: a stall needs a job that published, then went quiet.
                 action = Action.NOTIFY
                 setting = f"stall.minutes = {stall.minutes}: never published, so notify only"
-            stalled += self._stall(job, finding, action, setting, now=now, account=account, region=region)
+            step = partial(self._stall, job, finding, action, setting, now=now, account=account, region=region)
+            stalled += self._guarded(report, job.name, step) or []
         return stalled
 
     def _stall(
@@ -214,10 +237,7 @@ class Sweeper:
         receipt = Receipt(job=job.name, event_id="")
         event = self._event(job, now, account, region)
         for decision in policy.decide_metric(job, finding, action, setting, self.config, now=now):
-            try:
-                self.responder.react(event, job, decision, receipt, now)
-            except TransitionBusy:
-                return []  # an event's invocation is on it; the next sweep looks again
+            self.responder.react(event, job, decision, receipt, now)  # busy or failing: see _guarded
         return [job.name] if receipt.notifications else []
 
 

@@ -81,9 +81,15 @@ class CloudWatchAlarms:
         paginator in botocore: NextToken by hand)."""
         firing: list[AlarmObservation] = []
         request: dict[str, Any] = {"AlarmName": alarm_name}
+        # The operation is recent (2025): a runtime whose botocore predates it must fail as an AWS call
+        # does (the sweep goes on and its error alarm fires), not with an AttributeError.
+        describe = getattr(self._client, "describe_alarm_contributors", None)
+        if describe is None:
+            missing = RuntimeError("this runtime's botocore does not know DescribeAlarmContributors")
+            raise ActionFailed(f"DescribeAlarmContributors {alarm_name}", missing)
         try:
             while True:
-                page = self._client.describe_alarm_contributors(**request)
+                page = describe(**request)
                 for contributor in page.get("AlarmContributors", []):
                     firing.append(
                         _observation(

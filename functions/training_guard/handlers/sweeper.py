@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from typing import Any
 
@@ -20,11 +19,10 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    region = os.environ.get("AWS_REGION")  # set by the Lambda runtime
     sweeper = wiring.sweeper()
     sweeper.responder.lease_seconds = wiring.lease(context)
     try:
-        report = sweeper.sweep(now=clock.utcnow(), account=wiring.account_of(context), region=region)
+        report = sweeper.sweep(now=clock.utcnow(), account=wiring.account_of(context), region=wiring.region_of(context))
     except SweepIncomplete as incomplete:
         logger.error("sweep incomplete", extra={"report": asdict(incomplete.report)})
         metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=len(incomplete.report.failed))

@@ -116,9 +116,18 @@ def time_left(context: Any) -> Callable[[], float]:
 
 
 def account_of(context: Any) -> str | None:
+    return _arn_part(context, 4)
+
+
+def region_of(context: Any) -> str | None:
+    return _arn_part(context, 3)
+
+
+def _arn_part(context: Any, index: int) -> str | None:
+    """A part of the invoked function's ARN (arn:aws:lambda:<region>:<account>:function:<name>)."""
     arn = getattr(context, "invoked_function_arn", "") or ""
     parts = arn.split(":")
-    return parts[4] if len(parts) > 4 and parts[4] else None
+    return parts[index] if len(parts) > index and parts[index] else None
 
 
 def reset() -> None:
