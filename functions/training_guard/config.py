@@ -1,7 +1,9 @@
 """The guard's one configuration surface: `GuardConfig`.
 
 The CDK app reads it from `cdk.json` context (or a per-account file), validates it at synth and
-hands it to the functions as one JSON environment value, which they validate again at start-up.
+ships it to the functions as a file in a Lambda layer (`TRAINING_GUARD_CONFIG_FILE` names it; the
+4 KB of a function's environment would not hold 50 metric guards), which they validate again at
+start-up.
 
 Each setting is declared once, as a dataclass field made by `setting()`: its type (the
 annotation), default, bounds, choices, pattern and one-line meaning. The strict reader below is
@@ -192,6 +194,11 @@ _SLACK_ID_PATTERN = r"^[A-Z0-9]{1,255}$"
 _METRIC_PATTERN = r"^[A-Za-z0-9_.:/\-]{1,255}$"
 # What the reader has always accepted as an address: an '@' inside, no space (SNS confirms the rest).
 _EMAIL_PATTERN = r"^[^@ ][^ ]*@[^ ]*[^@ ]$"
+# Secrets Manager names: ASCII letters, digits and /_+=.@- (CreateSecret's Name,
+# https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/secretsmanager/aws.sdk.kotlin.services.secretsmanager.model/-create-secret-request/name.html);
+# the guard keeps them to 100 characters so that 20 of them fit in the notifier's 4 KB environment.
+_SECRET_NAME_PATTERN = r"^[A-Za-z0-9/_+=.@-]{1,100}$"  # noqa: S105 - a pattern, not a password
+MAX_WEBHOOKS = 20
 # arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>
 _LAYER_ARN_PATTERN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]{1,140}:[0-9]{1,10}$"
 # Metrics Insights alarms: 200 per account and region; the guard keeps to a share of that.
@@ -201,7 +208,10 @@ MAX_FLEET_GUARDS = 50
 @dataclass(frozen=True)
 class SlackWebhook:
     secret_name: str | None = setting(
-        None, doc="the Secrets Manager secret holding the webhook URL (null: the stack creates one)"
+        None,
+        doc="the name of the Secrets Manager secret holding the webhook URL (null: the stack creates one)",
+        pattern=_SECRET_NAME_PATTERN,
+        pattern_error="a secret name is 1-100 letters, digits or /_+=.@- (the name, not the ARN): {value!r}",
     )
 
 
@@ -216,6 +226,8 @@ class SlackConfig:
     webhooks: Mapping[str, SlackWebhook] = setting(
         factory=dict,
         doc="Slack incoming webhooks by name (the shipped `cdk.json` names one, `default`)",
+        max_items=MAX_WEBHOOKS,
+        why="the notifier's environment names each webhook's secret, and Lambda allows 4 KB of environment",
         key_pattern=_NAME_PATTERN,
         key_error="webhook names are 1-40 letters, digits or '-', starting with a letter or digit",
     )
@@ -664,6 +676,8 @@ def _read_value(d: Declared, value: Any, where: str, problems: list[str]) -> Any
             read = _read_one(d.item_kind, d.item, s, item, where=item_where, problems=problems)
             if read is not _INVALID:
                 out[str(key)] = read
+        if s.max_items is not None and len(value) > s.max_items:
+            problems.append(f"{where}: at most {s.max_items} entries, got {len(value)}{_because(s)}")
         return out
     return _read_one(d.kind, d.item, s, value, where=where, problems=problems)
 

@@ -155,6 +155,8 @@ def _property_schema(d: Declared, defs: dict[str, Any]) -> dict[str, Any]:
         member = _value_schema(d.item_kind, d.item, s, defs, item=True)
         # a section in a map may be null, like any section: `"webhooks": {"default": null}`
         value = {"type": "object", "additionalProperties": _nullable(member) if d.item_kind == "section" else member}
+        if s.max_items is not None:
+            value["maxProperties"] = s.max_items
         if s.keys is not None:
             value["propertyNames"] = {"enum": list(s.keys)}
         elif s.key_pattern is not None:

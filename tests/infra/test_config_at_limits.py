@@ -15,9 +15,8 @@ import pytest
 from infra.components import config_layer, functions
 from tests.infra.conftest import Synth
 from training_guard import contract
-from training_guard.config import MAX_FLEET_GUARDS, GuardConfig
+from training_guard.config import MAX_FLEET_GUARDS, MAX_WEBHOOKS, GuardConfig
 
-MAX_WEBHOOKS = 20  # what the guard promises to deploy (README, configuration)
 FUNCTIONS = ("JobEventsHandler", "AlarmEvents", "Sweeper", "ChatNotifier")
 # A value CloudFormation fills in at deploy time (a name, an ARN, a queue URL) counted generously,
 # as the stack's own check does.
@@ -34,7 +33,8 @@ def largest_config() -> dict[str, Any]:
     webhooks: dict[str, Any] = {}
     for i in range(MAX_WEBHOOKS):
         # half created by the stack, half named secrets that already exist
-        webhooks[_name("team", i)] = {"secret_name": f"platform/ml/slack/{_name('channel', i, 60)}"} if i % 2 else {}
+        # (a named secret at the longest name the configuration accepts, 100 characters)
+        webhooks[_name("team", i)] = {"secret_name": f"platform/ml/slack/{_name('channel', i, 82)}"} if i % 2 else {}
     names = list(webhooks)
     return {
         "metric_guards": [

@@ -223,3 +223,20 @@ def test_every_setting_is_declared_with_a_meaning() -> None:
             if declared.item_kind == "section" and declared.item not in seen:
                 todo.append(declared.item)
     assert {MetricGuard, StallGuard, QDeveloperConfig, SlackConfig, SlackWebhook} <= seen
+
+
+def test_twenty_webhooks_at_most_each_secret_named_not_by_arn() -> None:
+    from training_guard.config import MAX_WEBHOOKS, ConfigError
+
+    hooks: dict[str, dict[str, str]] = {f"team-{i}": {} for i in range(MAX_WEBHOOKS - 1)}
+    hooks["default"] = {}
+    assert len(GuardConfig.from_dict({"slack": {"webhooks": hooks}}).slack.webhooks) == MAX_WEBHOOKS
+    with pytest.raises(ConfigError, match=r"slack\.webhooks: at most 20 entries, got 21"):
+        GuardConfig.from_dict({"slack": {"webhooks": {**hooks, "one-more": {}}}})
+    with pytest.raises(ConfigError, match=r"secret_name: a secret name is 1-100 letters"):
+        GuardConfig.from_dict(
+            {"slack": {"webhooks": {"default": {"secret_name": "arn:aws:secretsmanager:us-east-1:1:secret:x"}}}}
+        )
+    assert GuardConfig.from_dict({"slack": {"webhooks": {"default": {"secret_name": "s" * 100}}}})
+    with pytest.raises(ConfigError, match="secret_name"):
+        GuardConfig.from_dict({"slack": {"webhooks": {"default": {"secret_name": "s" * 101}}}})
