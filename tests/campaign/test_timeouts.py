@@ -344,8 +344,8 @@ def describe(kill: Kill, calls: list[str]) -> str:
     return f"{'timeout' if kill.slow else 'crash'} at call {kill.step} ({calls[kill.step - 1]}) {effect}"
 
 
-# Defects the campaign found: (scenario, the killed call, whether AWS acted on it). They are left out of
-# the enumeration and kept as strict xfail tests below, which run exactly these cases.
+# Defects the campaign found, now fixed: (scenario, the killed call, whether AWS acted on it). The
+# enumeration runs them like every other case; the tests below run exactly these, by name.
 STOP_RECORD_TAKEN_FOR_A_STOP = {
     ("late-finding", "PutItem stop record", True),
     ("late-finding", "StopTrainingJob", False),
@@ -360,7 +360,7 @@ GUARD_STOP_SEEN_AS_ENDED = {
     ("stop-described", "Publish", True),
     ("stop-described", "UpdateItem complete", False),
 }
-KNOWN_DEFECTS = STOP_RECORD_TAKEN_FOR_A_STOP | GUARD_STOP_SEEN_AS_ENDED
+KNOWN_DEFECTS: frozenset[tuple[str, str, bool]] = frozenset()  # none left out of the enumeration
 
 
 def kill_cases(run: Run, scenario: Scenario, *, only: set[tuple[str, str, bool]] | None = None) -> dict[str, list[str]]:
@@ -665,10 +665,9 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
     # a stop announced is the guard's; the end of a job it stopped is attributed to it
     assert {n["job"]["name"] for n in notes if n["outcome"] == "stopped"} <= set(seen.stops)
     assert all(by_guard(n) for n in notes if n["kind"] == "job_stopped")
-    # ... but a finding it stopped a job for may be announced "notified": the known defect pinned by
-    # test_a_stopped_event_that_takes_a_killed_stop_over_announces_the_stop, and nothing else
+    # ... and a finding it stopped a job for is announced "stopped", never "notified"
     misannounced = [n for n in notes if n["kind"] == "issues_found" and n["outcome"] != "stopped"]
-    assert all("only a running job is stopped" in n["reason"] for n in misannounced)
+    assert misannounced == []
     # nothing left in progress but what a dead-lettered delivery claimed (a redrive takes it over)
     items = run.aws.client("dynamodb").scan(TableName=TABLE)["Items"]
     states = {i[contract.TABLE_PARTITION_KEY]["S"]: i.get("state", {}).get("S") for i in items}
