@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -473,6 +473,51 @@ def test_a_failed_alarm_creation_releases_its_claim_so_the_retry_creates_it() ->
     world.guard.alarms = world.alarms
     job = running["detail"]["TrainingJobName"]
     assert world.see(running).alarms_created == [job_alarm_name(job, "train:loss")]
+
+
+def without_tags(event: dict[str, Any]) -> dict[str, Any]:
+    del event["detail"]["Tags"]
+    return event
+
+
+@dataclass
+class ListingJobs(FakeJobs):
+    """Records every ListTags."""
+
+    listed: list[str] = field(default_factory=list)
+
+    def tags(self, arn: str) -> dict[str, str]:
+        self.listed.append(arn)
+        return super().tags(arn)
+
+
+def test_a_running_job_whose_event_lacks_tags_gets_its_per_job_alarms_from_the_listed_tags() -> None:
+    world = AlarmWorld()
+    world.guard.jobs = world.jobs = ListingJobs()
+    event = without_tags(job_with_alarm_tag("InProgress", "Training"))
+    job, job_arn = event["detail"]["TrainingJobName"], event["detail"]["TrainingJobArn"]
+    world.jobs.tags_by_arn[job_arn] = {LOSS_TAG: "max above 5 3/5 stop"}
+    assert world.see(event).alarms_created == [job_alarm_name(job, "train:loss")]
+    assert world.jobs.listed == [job_arn]
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        without_tags(load_event("failed")),  # an ended job: nothing it does turns on its tags
+        without_tags(  # no finding, and no per-job alarms kept (no alarms adapter)
+            with_detail(
+                load_event("vanishing_gradient_issues_found"),
+                DebugRuleEvaluationStatuses=[rule_status("VanishingGradient", "NoIssuesFound")],
+            )
+        ),
+    ],
+)
+def test_tags_are_listed_only_when_a_decision_may_turn_on_them(event: dict[str, Any]) -> None:
+    world = World()
+    world.guard.jobs = world.jobs = ListingJobs()
+    world.see(event)
+    assert world.jobs.listed == []
 
 
 # --- a metric guard's alarm ------------------------------------------------------------------------------
