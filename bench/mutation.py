@@ -66,6 +66,7 @@ MODULES: dict[str, Target] = {
         "src/training_guard/responder.py",
         (
             "tests/unit/test_responder.py",
+            "tests/unit/test_tags_unknown.py",  # an event without Tags
             "tests/unit/test_limits.py",
             "tests/campaign/test_duplicates.py",
             "tests/integration/test_metric_guards.py",  # the alarm path end to end on moto
@@ -137,6 +138,43 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
                 "sets done), so the default is never used",
             )
             for added in ('old.get("state", None)', 'old.get("state", ).')
+        ),
+    ),
+    "responder": (
+        *(
+            Explained(
+                "Responder._stop",
+                'rule = decision.finding.name if decision.finding else "?"',
+                added,
+                "equivalent: a stop always carries its finding (policy.decide_finding is the only place that plans "
+                "one), so the fallback is never used",
+            )
+            for added in ("if (decision.finding) or True else", 'else "XX?XX"')
+        ),
+        *(
+            Explained(
+                "Responder.handle_alarm",
+                removed,
+                added,
+                "equivalent: nothing reads a JobEvent's time, source or detail type, and the reaction to an alarm "
+                "reads its job from the job argument, not the event (only account, region and event_id are read)",
+            )
+            for removed, added in (
+                ("time=alarm.time,", "time=None,"),
+                ("source=contract.CLOUDWATCH_EVENT_SOURCE,", "source=None,"),
+                ("detail_type=contract.ALARM_STATE_CHANGE,", "detail_type=None,"),
+                ("job=job,", "job=None,"),
+            )
+        ),
+        *(
+            Explained(
+                "_replace_tags",
+                "tags_known=True)",
+                added,
+                "equivalent today: tags_known is read once, before the tags are listed (Responder.handle); nothing "
+                "reads it on the job that has them",
+            )
+            for added in ("tags_known=None)", "tags=dict(tags), )", "tags_known=False)")
         ),
     ),
 }
