@@ -74,7 +74,12 @@ MODULES: dict[str, Target] = {
     ),
     "sweeper": Target(
         "src/training_guard/sweeper.py",
-        ("tests/unit/test_sweeper.py", "tests/integration/test_metric_guards.py", "tests/unit/test_limits.py"),
+        (
+            "tests/unit/test_sweeper.py",
+            "tests/unit/test_sweeper_resilience.py",  # a failing read or job never ends the sweep
+            "tests/integration/test_metric_guards.py",
+            "tests/unit/test_limits.py",
+        ),
     ),
 }
 
