@@ -298,3 +298,35 @@ def test_transitions_another_attempt_holds_are_left_to_the_next_sweep() -> None:
     ]
     report = fleet.sweep()
     assert (report.busy, report.failed, fleet.published()) == (["held", "alarm-held"], {}, [])
+
+
+def test_a_failing_look_back_is_reported_as_the_stall_check_and_nothing_is_called_stalled() -> None:
+    class LookBackFails(Metrics):
+        def jobs_with_datapoints(
+            self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
+        ) -> set[str]:
+            if until < NOW:
+                raise ActionFailed("GetMetricData", RuntimeError("throttled"))
+            return super().jobs_with_datapoints(series, since=since, until=until, period_seconds=period_seconds)
+
+    fleet = Fleet(STALL, training("quiet"))
+    fleet.sweeper.metrics = LookBackFails()
+    with pytest.raises(SweepIncomplete) as incomplete:
+        fleet.sweep()
+    assert (incomplete.value.report.failed, incomplete.value.report.stalled) == (
+        {"stall check": "GetMetricData failed: throttled"},
+        [],
+    )
+    assert fleet.published() == []
+
+
+def test_a_failing_per_job_alarm_read_is_reported_by_name() -> None:
+    class AlarmsFail(FakeAlarms):
+        def firing_job_alarms(self) -> list[AlarmObservation]:
+            raise ActionFailed("DescribeAlarms", RuntimeError("throttled"))
+
+    fleet = Fleet({}, training("running"))
+    fleet.sweeper.alarms = AlarmsFail()
+    with pytest.raises(SweepIncomplete) as incomplete:
+        fleet.sweep()
+    assert incomplete.value.report.failed == {"per-job alarms": "DescribeAlarms failed: throttled"}
