@@ -182,6 +182,69 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             for added in ("tags_known=None)", "tags=dict(tags), )", "tags_known=False)")
         ),
     ),
+    "sweeper": (
+        *(
+            Explained(
+                "Sweeper._event",
+                removed,
+                added,
+                "equivalent: nothing reads a JobEvent's time, source or detail type (only its account, region, "
+                "event_id and job)",
+            )
+            for removed, added in (
+                ("time=now,", "time=None,"),
+                ("source=SWEEP_SOURCE,", "source=None,"),
+                ('detail_type="Reconciliation",', "detail_type="),
+            )
+        ),
+        *(
+            Explained(
+                "Sweeper._stall",
+                removed,
+                added,
+                "equivalent: a stall's receipt is read only for its notifications, and the reaction reads the job "
+                "from its job argument, not from the event",
+            )
+            for removed, added in (
+                ('receipt = Receipt(job=job.name, event_id="")', "receipt = Receipt("),
+                ("event = self._event(job, now, account, region)", "event = self._event(None, now, account, region)"),
+            )
+        ),
+        Explained(
+            "Sweeper._stalls",
+            "total_seconds() // 60)",
+            "total_seconds() / 60)",
+            "equivalent: int() truncates a positive quotient the same way (the minutes shown)",
+        ),
+        Explained(
+            "Sweeper._stalls",
+            "action = Action.NOTIFY",
+            "action = None",
+            "equivalent at run time: the policy stops only on Action.STOP, so None notifies like NOTIFY (the "
+            "never-published outcome is pinned as notified; mypy rejects None)",
+        ),
+        Explained(
+            "Sweeper._with_tags",
+            "tags_known=True) if job.arn else job",
+            "if job.arn else job",
+            "equivalent today: tags_known is read only by Responder.handle, before it lists tags; the stall path "
+            "never reads it",
+        ),
+        Explained(
+            "Sweeper.sweep",
+            'alarm.job or ""',
+            'alarm.job or "XXXX"',
+            "equivalent: _firing keeps only alarms whose job is running, so alarm.job is never empty",
+        ),
+        Explained(
+            "Sweeper.sweep",
+            'still_running.pop(alarm.job or "", None)',
+            'still_running.pop(alarm.job or "", )',
+            "equivalent: the job is in still_running (_firing's filter) and is popped at most once: a second alarm "
+            "with the same finding has the same transition key (a duplicate), with another the stop record refuses "
+            "it (already stopping)",
+        ),
+    ),
 }
 
 
