@@ -417,6 +417,16 @@ def ordered(results: dict[str, Any]) -> list[str]:
     return [m for m in MODULES if m in results] + [m for m in results if m not in MODULES]
 
 
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    """What a replaced baseline keeps: its counts, when, at which commit, against which tests."""
+    return {key: result[key] for key in ("counts", "date", "commit", "tests")}
+
+
+def _measured(result: dict[str, Any]) -> str:
+    killed, total = score(result)
+    return f"{percent(killed, total)} ({killed} / {total}, {result['date'][:10]}, {result['commit']})"
+
+
 def render(results: dict[str, Any]) -> str:
     machine = f"{platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}"
     versions = ", ".join(sorted({str(results[m]["latest"].get("mutmut", "unknown")) for m in results}))
@@ -428,7 +438,8 @@ def render(results: dict[str, Any]) -> str:
         "those tests of the module's row that reach the mutated function. Score = killed / mutants; a timeout "
         "counts as killed, a mutant that no test reaches (`no tests`) as surviving. The tests are a module's "
         "fast covering files, not the whole suite: a survivor here may still be caught by a slower layer. "
-        "`first measured` is a module's first run, kept as its baseline.",
+        "`first measured` is a module's first run, kept as its baseline while its test files stay the same; "
+        "earlier baselines (other test files) are listed under the module.",
         "",
         "| module | tests | killed / mutants | score | first measured | run time | measured |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -436,8 +447,7 @@ def render(results: dict[str, Any]) -> str:
     for module in ordered(results):
         latest, baseline = results[module]["latest"], results[module]["baseline"]
         killed, total = score(latest)
-        was = score(baseline)
-        first = f"{percent(*was)} ({was[0]} / {was[1]}, {baseline['date'][:10]}, {baseline['commit']})"
+        first = _measured(baseline)
         lines.append(
             f"| {module} | {', '.join(f'`{t}`' for t in latest['tests'])} | {killed} / {total} | "
             f"{percent(killed, total)} | {first} | {latest['seconds']:.0f} s | {latest['date']}, {latest['commit']} |"
@@ -457,6 +467,9 @@ def render(results: dict[str, Any]) -> str:
                 else "."
             ),
         ]
+        for earlier in results[module].get("earlier", ()):
+            tests = ", ".join(f"`{t}`" for t in earlier["tests"])
+            lines += ["", f"Earlier baseline, against {tests}: {_measured(earlier)}."]
         if survivors:
             lines.append("")
         for s in survivors:
@@ -504,7 +517,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         entry = results.setdefault(name, {"baseline": result})
         if entry["baseline"]["tests"] != result["tests"]:
-            entry["baseline"] = result  # a baseline compares like with like: the same test files
+            # A baseline compares like with like (the same test files); the one it replaces is kept as history.
+            entry.setdefault("earlier", []).append(_summary(entry["baseline"]))
+            entry["baseline"] = result
         entry["latest"] = result
         REPORT.write_text(render(results), encoding="utf-8")  # after each module: a stopped run keeps what it did
     say(f"written to {REPORT.relative_to(ROOT)} in {time.monotonic() - started:.0f} s")
