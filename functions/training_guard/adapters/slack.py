@@ -76,11 +76,15 @@ class Deadline:
         return self.time_left() >= wait + ATTEMPT_SECONDS
 
 
-class _BoundedRateLimitHandler(RateLimitErrorRetryHandler):
+class _WithDeadline:
+    """A retry handler that also holds the invocation's deadline (slack_sdk's handlers take kwargs)."""
+
     def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.deadline = deadline
 
+
+class _BoundedRateLimitHandler(_WithDeadline, RateLimitErrorRetryHandler):
     def _can_retry(
         self,
         *,
@@ -99,11 +103,7 @@ class _BoundedRateLimitHandler(RateLimitErrorRetryHandler):
         return wait <= MAX_RETRY_AFTER_SECONDS and self.deadline.allows(wait)
 
 
-class _AllServerErrorsHandler(ServerErrorRetryHandler):
-    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.deadline = deadline
-
+class _AllServerErrorsHandler(_WithDeadline, ServerErrorRetryHandler):
     def _can_retry(
         self,
         *,
@@ -115,11 +115,7 @@ class _AllServerErrorsHandler(ServerErrorRetryHandler):
         return response is not None and 500 <= response.status_code < 600 and self.deadline.allows(MAX_BACKOFF_SECONDS)
 
 
-class _ConnectionErrorHandler(ConnectionErrorRetryHandler):
-    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.deadline = deadline
-
+class _ConnectionErrorHandler(_WithDeadline, ConnectionErrorRetryHandler):
     def _can_retry(
         self,
         *,
