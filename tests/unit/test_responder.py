@@ -92,15 +92,20 @@ def test_stop_race_with_a_job_that_already_left_in_progress_is_not_an_error() ->
     assert world.jobs.tags_by_arn == {}
 
 
-def test_two_rules_finding_issues_cause_one_stop_call() -> None:
-    world = World()
-    event = with_detail(
+def two_findings() -> dict[str, Any]:
+    """The VanishingGradient event with a second rule finding issues too."""
+    return with_detail(
         load_event("vanishing_gradient_issues_found"),
         DebugRuleEvaluationStatuses=[
             rule_status("VanishingGradient", "IssuesFound"),
             rule_status("ExplodingTensor", "IssuesFound"),
         ],
     )
+
+
+def test_two_rules_finding_issues_cause_one_stop_call() -> None:
+    world = World()
+    event = two_findings()
     world.see(event)
     assert len(world.jobs.stop_calls) == 1
     assert world.kinds() == [("issues_found", "stopped"), ("issues_found", "already_stopping")]
@@ -369,13 +374,7 @@ def test_the_receipt_of_a_stop_is_what_the_handler_returns_and_simulate_prints()
 
 def test_every_duplicate_transition_of_an_event_is_counted() -> None:
     world = World()
-    event = with_detail(
-        load_event("vanishing_gradient_issues_found"),
-        DebugRuleEvaluationStatuses=[
-            rule_status("VanishingGradient", "IssuesFound"),
-            rule_status("ExplodingTensor", "IssuesFound"),
-        ],
-    )
+    event = two_findings()
     world.see(event)
     assert world.see(event).duplicates == 2
 
