@@ -1,0 +1,32 @@
+"""The stack's output keys: one definition shared by the stack, the README's runbooks and `training-guard doctor`.
+
+Every value a runbook or the doctor needs is an output, so nobody has to look a physical name up in the console.
+"""
+
+from __future__ import annotations
+
+TOPIC_ARN = "NotificationTopicArn"
+DASHBOARD_NAME = "DashboardName"
+STATE_TABLE_NAME = "StateTableName"
+
+JOB_EVENTS_FUNCTION = "JobEventsFunctionName"
+ALARM_EVENTS_FUNCTION = "AlarmEventsFunctionName"
+SWEEPER_FUNCTION = "SweeperFunctionName"
+SLACK_NOTIFIER_FUNCTION = "SlackNotifierFunctionName"  # only with Slack configured
+
+JOB_EVENTS_RULE = "JobEventsRuleName"
+ALARM_EVENTS_RULE = "AlarmEventsRuleName"
+SWEEP_SCHEDULE_RULE = "SweepScheduleRuleName"
+
+JOB_EVENTS_DEAD_LETTERS = "JobEventsDeadLetterQueueUrl"
+METRIC_GUARDS_DEAD_LETTERS = "MetricGuardsDeadLetterQueueUrl"
+CHAT_QUEUE = "ChatQueueUrl"  # only with Slack configured
+CHAT_DEAD_LETTERS = "ChatDeadLetterQueueUrl"  # only with Slack configured
+SUBSCRIPTIONS_DEAD_LETTERS = "SubscriptionsDeadLetterQueueUrl"  # only when the topic has a subscription with one
+
+SLACK_SECRET_PREFIX = "SlackWebhookSecret"  # noqa: S105 - an output key, not a secret; + the webhook's name without dashes, one per webhook
+
+
+def slack_secret(webhook: str) -> str:
+    """The output key of a Slack webhook's secret name."""
+    return SLACK_SECRET_PREFIX + webhook.replace("-", "")
