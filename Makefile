@@ -14,6 +14,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 
+# uv makes the environments from the committed locks (uv.lock, tools/checkov/uv.lock): exact versions, seconds
+# with a warm cache. It is installed at an exact version into a private .uv/ with the machine's own Python, so a
+# fresh machine needs only Python 3.11+, Node.js and the package registries. uv never downloads a Python here.
+UV_VERSION := 0.13.9
+UV := .uv/bin/uv
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := $(PYTHON)
+SYNC := $(UV) sync --locked --quiet
+# mypy's cache of the (large, typed) aws-cdk-lib and boto3 packages outlives a clone, like the package caches.
+export MYPY_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/training-guard/mypy
+
 # No Node end-of-life banners, no CLI telemetry, no update or notice checks over the network.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -24,18 +35,24 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint config-docs typecheck unit synth preflight deploy diff demo bench mutation clean scan
+.PHONY: install test lint config-docs typecheck unit synth preflight deploy diff demo bench bench-report first-day \
+	mutation clean scan
 
-$(VENV)/.installed: pyproject.toml
+$(UV):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
-	@echo "==> creating $(VENV) and installing pinned Python dependencies"
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	@echo "==> installing uv $(UV_VERSION) into .uv/"
+	@$(PYTHON) -m venv .uv
+	@.uv/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+# uv sync is a no-op in milliseconds when the environment already matches the lock, so it runs every time.
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock
+	@echo "==> syncing $(VENV) with uv.lock"
+	@$(SYNC) --extra dev
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
 	@echo "==> installing the pinned AWS CDK CLI"
-	npm ci --no-audit --no-fund --loglevel=error
+	@npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 install: $(VENV)/.installed node_modules/.installed
@@ -55,43 +72,49 @@ typecheck: $(VENV)/.installed
 demo: install
 	$(VENV)/bin/training-guard demo $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG))
 
+# Prints the figures; docs/benchmarks.md is rewritten only by `make bench-report`.
 bench: install
 	$(PY) -m bench.run
 
-# Mutation testing (minutes per module; not part of `make test`). mutmut is installed here only, at an exact
-# version, so that the project's dependencies stay as they are; bench/mutation.py holds the module table.
-MUTMUT_VERSION := 3.8.1
-$(VENV)/.mutmut-$(MUTMUT_VERSION): $(VENV)/.installed
-	@echo "==> installing mutmut $(MUTMUT_VERSION) into $(VENV)"
-	$(PY) -m pip install --quiet --disable-pip-version-check mutmut==$(MUTMUT_VERSION)
-	@touch $@
+bench-report: install
+	$(PY) -m bench.run --write
 
-mutation: $(VENV)/.mutmut-$(MUTMUT_VERSION)
+# The first day, measured: a fresh clone of HEAD, then `make demo` and `make test` in it, each timed.
+first-day: install
+	$(PY) -m bench.first_day
+
+# Mutation testing (minutes per module; not part of `make test`). mutmut comes from the lock's `mutation`
+# extra; bench/mutation.py holds the module table. The next `make test` syncs it away again.
+mutation: $(VENV)/.installed
+	@$(SYNC) --extra dev --extra mutation
 	$(PY) -m bench.mutation $(if $(MODULES),--modules "$(MODULES)")
+	@$(SYNC) --extra dev
 
-test: install lint typecheck scan
-	$(VENV)/bin/pytest
+# lint, types, the template scan and the suite run side by side (make -j); pytest spreads over every core.
+test: install
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck scan unit
 
-# checkov pins dependencies that clash with ours: it lives in its own virtualenv, at an exact version.
-CHECKOV_VERSION := 3.3.30
-CHECKOV_VENV := .venv-checkov
+unit: install
+	$(VENV)/bin/pytest -n auto
+
+# checkov pins dependencies that clash with ours: it lives in its own environment, locked in tools/checkov/.
+CHECKOV := tools/checkov/.venv/bin/checkov
 SCAN_OUT := cdk.out/scan
-$(CHECKOV_VENV)/.installed:
-	@echo "==> creating $(CHECKOV_VENV) with checkov $(CHECKOV_VERSION)"
-	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION)
+$(CHECKOV): $(UV) tools/checkov/uv.lock
+	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
+	@$(SYNC) --project tools/checkov
 	@touch $@
 
 # The app synthesized directly (no CDK CLI, no bundling, no credentials) with the context cdk.json
 # gives the CLI (and CONFIG=file if set), then checkov on the template. --skip-download: no call
 # to Prisma Cloud, so it runs offline.
-scan: $(VENV)/.installed $(CHECKOV_VENV)/.installed
+scan: $(VENV)/.installed $(CHECKOV)
 	@rm -rf $(SCAN_OUT)
 	@CDK_OUTDIR=$(SCAN_OUT) TG_SCAN_CONFIG="$(CONFIG)" CDK_CONTEXT_JSON="$$($(PY) -c 'import json, os; \
 		c = json.load(open("cdk.json"))["context"]; c["aws:cdk:bundling-stacks"] = []; \
 		c.update({"config": os.environ["TG_SCAN_CONFIG"]} if os.environ["TG_SCAN_CONFIG"] else {}); \
 		print(json.dumps(c))')" $(PY) -m infra.app
-	$(CHECKOV_VENV)/bin/checkov -f $(SCAN_OUT)/TrainingGuard.template.json --framework cloudformation \
+	$(CHECKOV) -f $(SCAN_OUT)/TrainingGuard.template.json --framework cloudformation \
 		--compact --quiet --skip-download
 
 synth: install
@@ -109,4 +132,4 @@ deploy: preflight
 	$(CDK) deploy $(CDK_FLAGS) $(CDK_DEPLOY_FLAGS)
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache mutants
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache mutants .venv .uv tools/checkov/.venv node_modules

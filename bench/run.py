@@ -1,6 +1,6 @@
 """`make bench`: what a reaction costs and how fast it is, measured, with a baseline in the same run.
 
-Prints a report and writes it to docs/benchmarks.md. Every time is a median of repeated runs and is
+Prints a report; with --write (`make bench-report`) also writes it to docs/benchmarks.md. Every time is a median of repeated runs and is
 given as a ratio against a baseline measured in the same run on the same machine, so the figures
 survive a slower or faster machine. Nothing here is a pass/fail test: it measures.
 """
@@ -496,7 +496,8 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    write = "--write" in (sys.argv[1:] if argv is None else argv)
     started = time.monotonic()
     facts = machine()
     say(f"Training Guard benchmarks, {facts['date']}\n{facts['machine']}; Python {facts['python']}\n")
@@ -510,7 +511,7 @@ def main() -> int:
     lines = [
         "# Benchmarks",
         "",
-        f"Written by `make bench` on {facts['date']}: {facts['machine']}; Python {facts['python']}; {facts['packages']}.",
+        f"Written by `make bench-report` on {facts['date']}: {facts['machine']}; Python {facts['python']}; {facts['packages']}.",
         "Times are medians of repeated runs, each given as a ratio against a baseline measured in the same run.",
         "",
         "## Cold start (import time of each handler module, fresh interpreter)",
@@ -568,10 +569,13 @@ def main() -> int:
         "",
     ]
     text = "\n".join(lines)
-    REPORT.parent.mkdir(exist_ok=True)
-    REPORT.write_text(text, encoding="utf-8")
     say("\n" + text)
-    say(f"written to {REPORT.relative_to(ROOT)}")
+    if write:
+        REPORT.parent.mkdir(exist_ok=True)
+        REPORT.write_text(text, encoding="utf-8")
+        say(f"written to {REPORT.relative_to(ROOT)}")
+    else:
+        say(f"(not written: `make bench-report` writes it to {REPORT.relative_to(ROOT)})")
     return 0
 
 
