@@ -3,8 +3,10 @@
 #   make test    lint, types and the whole test suite
 #   make synth   synthesize the CloudFormation template offline (cdk.out/)
 #   make preflight  check credentials, region, layer, concurrency, Slack secrets, Node.js (deploy runs it)
+#   make bootstrap  once per account and region, before the first deploy (runs preflight first)
 #   make deploy  deploy to the account and region of your AWS credentials (CONFIG=file optional)
-#   make bench   measure cold start, AWS calls, latency, throughput, asset size, cost (docs/benchmarks.md)
+#   make bench   measure cold start, AWS calls, latency, throughput, asset size, cost (bench-report: docs/benchmarks.md)
+#   make first-day  time the README's two commands, each on a fresh clone
 #   make mutation  mutation testing of the core, one module at a time (docs/mutation.md; MODULES=policy for one)
 #   make scan    checkov on the synthesized template, offline (cdk-nag runs at every synth)
 
@@ -13,6 +15,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
+# Every cdk command goes through a wrapper that passes the output on and adds a hint to the failures
+# a new user meets ("Unable to resolve AWS account to use", an account never bootstrapped).
+CDK_RUN := $(PY) -m training_guard_local.cdk_run
 
 # uv makes the environments from the committed locks (uv.lock, tools/checkov/uv.lock): exact versions, seconds
 # with a warm cache. It is installed at an exact version into a private .uv/ with the machine's own Python, so a
@@ -35,7 +40,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint config-docs typecheck unit synth preflight deploy diff demo bench bench-report first-day \
+.PHONY: install test lint config-docs typecheck unit synth preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -118,18 +123,22 @@ scan: $(VENV)/.installed $(CHECKOV)
 		--compact --quiet --skip-download
 
 synth: install
-	$(CDK) synth $(CDK_FLAGS) --quiet
+	$(CDK_RUN) synth $(CDK_FLAGS) --quiet
 	@echo "template: cdk.out/TrainingGuard.template.json"
 
 diff: install
-	$(CDK) diff $(CDK_FLAGS)
+	$(CDK_RUN) diff $(CDK_FLAGS)
 
 # What moto never checks, checked in the account first; a failure stops the deploy (exit 1).
 preflight: install
 	$(VENV)/bin/training-guard preflight $(if $(CONFIG),--config $(CONFIG))
 
 deploy: preflight
-	$(CDK) deploy $(CDK_FLAGS) $(CDK_DEPLOY_FLAGS)
+	$(CDK_RUN) deploy $(CDK_FLAGS) $(CDK_DEPLOY_FLAGS)
+
+# Once per account and region, before the first deploy: the CDK's staging bucket and roles (CDKToolkit stack).
+bootstrap: preflight
+	$(CDK_RUN) bootstrap $(CDK_FLAGS)
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache mutants .venv .uv tools/checkov/.venv node_modules
