@@ -283,12 +283,12 @@ class QDeveloperConfig:
     slack_workspace_id: str = setting(
         doc="the Slack workspace ID (e.g. `T0123ABCD`)",
         pattern=_SLACK_ID_PATTERN,
-        pattern_error="must be a Slack ID (capital letters and digits, e.g. T0123ABCD), got {value!r}",
+        pattern_error="must be a Slack workspace ID (capital letters and digits, e.g. T0123ABCD), got {value!r}",
     )
     slack_channel_id: str = setting(
         doc="the Slack channel ID (e.g. `C0123ABCD`)",
         pattern=_SLACK_ID_PATTERN,
-        pattern_error="must be a Slack ID (capital letters and digits, e.g. T0123ABCD), got {value!r}",
+        pattern_error="must be a Slack channel ID (capital letters and digits, e.g. C0123ABCD), got {value!r}",
     )
 
 

@@ -187,7 +187,11 @@ def test_a_whole_number_written_with_a_decimal_point_is_that_number() -> None:
         ),
         (
             {"q_developer": {"slack_workspace_id": "t01", "slack_channel_id": "C01"}},
-            "q_developer.slack_workspace_id: must be a Slack ID",
+            "q_developer.slack_workspace_id: must be a Slack workspace ID (capital letters and digits, e.g. T0123ABCD)",
+        ),
+        (
+            {"q_developer": {"slack_workspace_id": "T01", "slack_channel_id": "c01"}},
+            "q_developer.slack_channel_id: must be a Slack channel ID (capital letters and digits, e.g. C0123ABCD)",
         ),
         ({"slack": {"webhooks": {"bad name": {}}}}, "slack.webhooks.bad name: webhook names are 1-40 letters"),
         (
