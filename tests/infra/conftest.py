@@ -20,6 +20,22 @@ pytestmark = pytest.mark.infra
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
 
+def unordered(value: Any) -> Any:
+    """An IAM `Action` or `Resource` list, compared as the set it is (the recommended feature flag
+    `@aws-cdk/aws-iam:minimizePolicies` sorts them); a single value as it is."""
+    return sorted(value, key=json.dumps) if isinstance(value, list) else value
+
+
+def statement_rows(statements: list[dict[str, Any]]) -> list[tuple[Any, Any, Any]]:
+    """(Sid, actions, resources) of each statement, in the policy's order."""
+    return [(s.get("Sid"), unordered(s["Action"]), unordered(s["Resource"])) for s in statements]
+
+
+def expected_rows(rows: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """What `statement_rows` returns for these statements."""
+    return [(sid, unordered(actions), unordered(resources)) for sid, actions, resources in rows]
+
+
 def shipped_context() -> dict[str, Any]:
     """The context the CDK CLI passes to the app from cdk.json."""
     context: dict[str, Any] = json.loads(CDK_JSON.read_text())["context"]

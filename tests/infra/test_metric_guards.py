@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra.components import job_events, metric_guards
-from tests.infra.conftest import Synth
+from tests.infra.conftest import Synth, expected_rows, statement_rows
 from tests.infra.test_stack import getatt, job_alarms_arn, training_jobs_arn
 from training_guard import contract
 from training_guard.config import ConfigError, GuardConfig
@@ -128,7 +128,7 @@ def test_a_one_minute_sweep_gets_a_timeout_under_a_minute(tmp_path: Path) -> Non
 
 def _statements(synth: Synth, part: str) -> list[tuple[Any, Any, Any]]:
     _, policy = synth.one("AWS::IAM::Policy", part)
-    return [(s.get("Sid"), s["Action"], s["Resource"]) for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    return statement_rows(policy["Properties"]["PolicyDocument"]["Statement"])
 
 
 def _responder_statements(synth: Synth) -> list[tuple[Any, Any, Any]]:
@@ -151,23 +151,27 @@ def _responder_statements(synth: Synth) -> list[tuple[Any, Any, Any]]:
 
 def test_alarm_events_role_has_exactly_the_responders_permissions(guarded: Synth) -> None:
     log_id, _ = guarded.one("AWS::Logs::LogGroup", "AlarmEvents")
-    assert _statements(guarded, "AlarmEvents") == [
-        ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
-        (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
-        *_responder_statements(guarded),
-    ]
+    assert _statements(guarded, "AlarmEvents") == expected_rows(
+        [
+            ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
+            (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
+            *_responder_statements(guarded),
+        ]
+    )
 
 
 def test_sweeper_role_adds_only_alarm_upkeep_and_unscoped_reads(guarded: Synth) -> None:
     log_id, _ = guarded.one("AWS::Logs::LogGroup", "Sweeper")
-    assert _statements(guarded, "Sweeper") == [
-        ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
-        (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
-        *_responder_statements(guarded),
-        ("KeepPerJobAlarms", list(job_events.JOB_ALARM_ACTIONS), job_alarms_arn()),
-        ("ReadAlarms", list(metric_guards.ALARM_READ_ACTIONS), "*"),
-        ("ListRunningJobsAndMetrics", ["sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData"], "*"),
-    ]
+    assert _statements(guarded, "Sweeper") == expected_rows(
+        [
+            ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
+            (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
+            *_responder_statements(guarded),
+            ("KeepPerJobAlarms", list(job_events.JOB_ALARM_ACTIONS), job_alarms_arn()),
+            ("ReadAlarms", list(metric_guards.ALARM_READ_ACTIONS), "*"),
+            ("ListRunningJobsAndMetrics", ["sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData"], "*"),
+        ]
+    )
     assert job_events.JOB_ALARM_ACTIONS == (
         "cloudwatch:PutMetricAlarm",
         "cloudwatch:DeleteAlarms",
