@@ -9,6 +9,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra import outputs
 from infra.components.alerting import Alerting
 from infra.components.chat import ChatDelivery
 from infra.components.encryption import GuardKey
@@ -17,7 +18,7 @@ from infra.components.metric_guards import MetricGuards
 from infra.components.monitoring import Monitoring
 from infra.components.state import GuardState
 from infra.nag import acknowledge_findings
-from training_guard.config import GuardConfig
+from training_guard.config import ConfigError, GuardConfig
 
 
 class TrainingGuardStack(Stack):
@@ -58,17 +59,69 @@ class TrainingGuardStack(Stack):
         if self.chat:
             functions["SlackNotifier"] = self.chat.notifier.function
             queues["Chat"] = self.chat.dead_letters
-            queues["Subscriptions"] = self.alerting.dead_letters
+        # E-mail subscriptions have one too, with or without Slack.
+        if self.alerting.created_dead_letters is not None:
+            queues["Subscriptions"] = self.alerting.created_dead_letters
         self.monitoring = Monitoring(
             self, "Monitoring", topic=self.alerting.topic, functions=functions, dead_letter_queues=queues
         )
-        CfnOutput(self, "NotificationTopicArn", value=self.alerting.topic.topic_arn)
-        CfnOutput(self, "DashboardName", value=f"{self.stack_name}-activity")
-        CfnOutput(self, "MetricGuardsDeadLetterQueueUrl", value=self.metric_guards.dead_letters.queue_url)
-        if self.chat:
-            CfnOutput(self, "ChatDeadLetterQueueUrl", value=self.chat.dead_letters.queue_url)
-            for name, secret_name in self.chat.secret_names.items():
-                CfnOutput(self, f"SlackWebhookSecret{name.replace('-', '')}", value=secret_name)
-        CfnOutput(self, "StateTableName", value=self.state.table.table_name)
-        CfnOutput(self, "JobEventsDeadLetterQueueUrl", value=self.job_events.dead_letters.queue_url)
+        self._outputs()
         acknowledge_findings(self)
+
+    def _outputs(self) -> None:
+        """Every value a runbook or `training-guard doctor` needs, under the keys of infra/outputs.py.
+
+        Each is a reference to its resource (Ref or the construct's attribute), never a spelled-out
+        name: the output is what CloudFormation created. Ref of an EventBridge rule on the default
+        bus is its name; Ref of a queue is its URL; Ref of a function, table or dashboard is its name.
+        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-events-rule.html
+        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-sqs-queue.html
+        """
+
+        def output(key: str, value: str, description: str) -> None:
+            CfnOutput(self, key, value=value, description=description)
+
+        output(outputs.TOPIC_ARN, self.alerting.topic.topic_arn, "The notification topic (subscribe more here)")
+        output(outputs.DASHBOARD_NAME, self.monitoring.dashboard.dashboard_name, "The guard's activity dashboard")
+        output(outputs.STATE_TABLE_NAME, self.state.table.table_name, "Transitions handled and the stop audit")
+        functions = {
+            outputs.JOB_EVENTS_FUNCTION: (self.job_events.handler, "reacts to training job state changes"),
+            outputs.ALARM_EVENTS_FUNCTION: (self.metric_guards.alarm_handler, "reacts to metric guard alarms"),
+            outputs.SWEEPER_FUNCTION: (self.metric_guards.sweeper, "the scheduled sweep"),
+        }
+        if self.chat:
+            functions[outputs.SLACK_NOTIFIER_FUNCTION] = (self.chat.notifier, "delivers to Slack")
+        for key, (function, what) in functions.items():
+            output(key, function.function.function_name, f"The function that {what}")
+        output(outputs.JOB_EVENTS_RULE, self.job_events.rule.rule_name, "The rule for training job state changes")
+        output(outputs.ALARM_EVENTS_RULE, self.metric_guards.rule.rule_name, "The rule for the guard's alarms")
+        output(outputs.SWEEP_SCHEDULE_RULE, self.metric_guards.schedule.rule_name, "The sweeper's schedule")
+        queues: dict[str, tuple[sqs.IQueue, str]] = {
+            outputs.JOB_EVENTS_DEAD_LETTERS: (self.job_events.dead_letters, "job events the guard could not handle"),
+            outputs.METRIC_GUARDS_DEAD_LETTERS: (
+                self.metric_guards.dead_letters,
+                "alarm events and sweeps the guard could not handle",
+            ),
+        }
+        if self.chat:
+            queues[outputs.CHAT_QUEUE] = (self.chat.queue, "notifications waiting for the Slack notifier")
+            queues[outputs.CHAT_DEAD_LETTERS] = (self.chat.dead_letters, "notifications Slack did not take")
+        subscriptions = self.alerting.created_dead_letters
+        if subscriptions is not None:
+            queues[outputs.SUBSCRIPTIONS_DEAD_LETTERS] = (subscriptions, "notifications SNS could not deliver")
+        for key, (queue, what) in queues.items():
+            output(key, queue.queue_url, f"Queue URL: {what}")
+        if self.chat:
+            keys: dict[str, str] = {}
+            for name, secret_name in self.chat.secret_names.items():
+                key = outputs.slack_secret(name)
+                if key in keys:
+                    raise ConfigError(
+                        [
+                            f"slack.webhooks: {keys[key]!r} and {name!r} differ only in '-', so their secrets would "
+                            f"share the stack output {key}; rename one"
+                        ],
+                        "the stack's outputs",
+                    )
+                keys[key] = name
+                output(key, secret_name, f"The secret holding Slack webhook {name!r} (put its URL here)")

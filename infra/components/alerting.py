@@ -61,6 +61,11 @@ class Alerting(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(email, dead_letter_queue=self.dead_letters))
 
     @property
+    def created_dead_letters(self) -> sqs.IQueue | None:
+        """The subscriptions' dead-letter queue if a subscription created it, else None."""
+        return self._dead_letters
+
+    @property
     def dead_letters(self) -> sqs.IQueue:
         """The subscriptions' dead-letter queue, created with the first subscription."""
         if self._dead_letters is None:
