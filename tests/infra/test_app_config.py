@@ -25,7 +25,9 @@ def test_a_per_account_file_named_with_dash_c_config_is_used(tmp_path: Path) -> 
     synth = Synth(tmp_path / "out", {"config": str(config_file)})
     shipped = synth.shipped_config("JobEvents")
     assert shipped.dry_run is True
-    _, subscription = synth.one("AWS::SNS::Subscription")
+    [subscription] = [
+        s for s in synth.resources("AWS::SNS::Subscription").values() if s["Properties"]["Protocol"] == "email"
+    ]
     assert subscription["Properties"]["Protocol"] == "email"
     assert subscription["Properties"]["Endpoint"] == "ml-oncall@example.com"
     dlq_id, _ = synth.one("AWS::SQS::Queue", "AlertingDeadLetters")

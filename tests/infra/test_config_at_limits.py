@@ -67,7 +67,10 @@ def largest_config() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def largest(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     config = tmp_path_factory.mktemp("config") / "largest.json"
-    config.write_text(json.dumps(largest_config()))
+    document = largest_config()
+    # The file layers over cdk.json, whose webhook `default` would be the 21st: null removes it.
+    document["slack"]["webhooks"] = {"default": None, **document["slack"]["webhooks"]}
+    config.write_text(json.dumps(document))
     return Synth(tmp_path_factory.mktemp("largest"), {"config": str(config)})
 
 
