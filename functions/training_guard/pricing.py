@@ -1,0 +1,438 @@
+"""What a training job costs: list prices, spend so far, spend a stop avoids, and GPUs per instance type.
+
+Pure: the standard library only, no boto3 and no clock (the caller passes `now`). The Price List API call and
+the caches live in `adapters/price_list.py`; this module builds the request's filters, parses the answer,
+reads the shipped tables and does the arithmetic.
+
+Facts it relies on:
+- `GetProducts` returns `PriceList`, a list of JSON *strings*, each one product with `product.attributes`
+  and `terms.OnDemand.<offer>.priceDimensions.<rate>.{unit, pricePerUnit.USD}` (the API reference's response
+  syntax and botocore's example for the operation:
+  https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html).
+- SageMaker's products are filtered on `regionCode`, `instanceName` and `component` ("Training"): the
+  attribute names AWS Labs' llmeter uses for the same lookup (`component` "Hosting", `instanceName`,
+  `regionCode`, unit "Hrs";
+  https://awslabs.github.io/llmeter/reference/callbacks/cost/providers/sagemaker) and that public readers of
+  the bulk SageMaker offer file use (`productFamily` "ML Instance", `component`, `instanceName`). No AWS page
+  lists SageMaker's attribute values, so this follows that documented form; an answer whose product does not
+  match what was asked is ignored, not trusted.
+- You are billed from `TrainingStartTime` to `TrainingEndTime`; `BillableTimeInSeconds` is wall-clock time,
+  to be multiplied by the instance count; managed spot training saves `1 - Billable / TrainingTime`;
+  `MaxRuntimeInSeconds` defaults to one day
+  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html,
+  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html).
+- `ResourceConfig` holds `InstanceType` and `InstanceCount`, or heterogeneous `InstanceGroups`, or (with
+  `InstancePreferences`) the `SelectedInstanceType` and `SelectedInstanceCount` the job is billed for
+  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final
+
+from training_guard.events import COMPLETED, FAILED, STOPPED, parse_time
+from training_guard.price_data.gpu_counts import GPU_COUNTS
+from training_guard.price_data.training_prices import TRAINING_PRICES, TablePrice
+
+SECONDS_PER_HOUR: Final = 3600.0
+
+# --- The Price List API ---------------------------------------------------------------------------------
+PRICE_LIST_SERVICE_CODE: Final = "AmazonSageMaker"
+# The Price List Query API has two endpoints, us-east-1 and ap-south-1, whatever the region priced
+# (the SDK's service documentation: https://docs.rs/aws-sdk-pricing/0.24.0/aws_sdk_pricing/).
+PRICE_LIST_API_REGION: Final = "us-east-1"
+TRAINING_COMPONENT: Final = "Training"
+ON_DEMAND: Final = "OnDemand"
+HOURLY_UNIT: Final = "hrs"  # priceDimensions.unit, compared case-insensitively
+PRICE_CACHE_TTL_SECONDS: Final = 86400  # a day: list prices change rarely, the API is not free of quotas
+PRICE_KEY_PREFIX: Final = "price#"  # state-table items price#<region>#<type>, beside the ledger's t# and stop#
+
+SOURCE_API: Final = "price-list-api"
+SOURCE_TABLE: Final = "table"
+
+_ENDED = frozenset({COMPLETED, FAILED, STOPPED})
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    """The on-demand list price of one instance type in one region, and where it came from."""
+
+    instance_type: str
+    region: str
+    usd_per_hour: float
+    source: str  # SOURCE_API | SOURCE_TABLE
+    as_of: str | None = None  # the price list's publicationDate, or the table entry's date
+    reference: str | None = None  # the product's SKU, or the table entry's source
+
+    def label(self) -> str:
+        if self.source == SOURCE_TABLE:
+            return f"shipped price table ({self.as_of or 'undated'})"
+        return f"AWS Price List API ({self.as_of})" if self.as_of else "AWS Price List API"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "instance_type": self.instance_type,
+            "region": self.region,
+            "usd_per_hour": self.usd_per_hour,
+            "source": self.source,
+            "as_of": self.as_of,
+            "reference": self.reference,
+        }
+
+
+@dataclass(frozen=True)
+class PriceParse:
+    """What one GetProducts answer said about one instance type: a price, or why there is none."""
+
+    quote: PriceQuote | None
+    reason: str | None = None
+    products: int = 0  # price-list items read, usable or not
+
+
+def price_cache_key(region: str, instance_type: str) -> str:
+    return f"{PRICE_KEY_PREFIX}{region}#{instance_type}"
+
+
+def get_products_filters(region: str, instance_type: str) -> list[dict[str, str]]:
+    """The `Filters` of a GetProducts request for one training instance type's products in one region."""
+    wanted = {"regionCode": region, "instanceName": instance_type, "component": TRAINING_COMPONENT}
+    return [{"Type": "TERM_MATCH", "Field": name, "Value": value} for name, value in wanted.items()]
+
+
+def parse_usd(value: Any) -> float | None:
+    """A `pricePerUnit.USD` string ("0.1150000000") as a positive finite float; anything else is None.
+
+    Zero is not a list price (a free-tier or placeholder dimension) and a negative one is nonsense: both None.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        amount = Decimal(str(value).strip())
+    except InvalidOperation:
+        return None
+    if not amount.is_finite() or amount <= 0:
+        return None
+    usd = float(amount)
+    return usd if math.isfinite(usd) else None  # "1e999" is a finite Decimal but no float
+
+
+def parse_price_list(items: Iterable[Any], *, region: str, instance_type: str) -> PriceParse:
+    """The hourly on-demand USD price of `instance_type` in `region` from GetProducts' `PriceList` items.
+
+    Careful with what arrives: items are JSON strings (a decoded object is accepted too); a product for another
+    type or region, a spot product, one without OnDemand terms, a dimension in another unit or currency, or a
+    zero price is skipped. Several products that agree give that price; products that disagree give no price,
+    because choosing one would be a guess.
+    """
+    prices: dict[float, str | None] = {}  # price -> SKU
+    published: list[str] = []
+    count = 0
+    for item in items:
+        count += 1
+        product = _decode(item)
+        if product is None or not _is_on_demand_training(product, region, instance_type):
+            continue
+        for usd in _hourly_usd(product):
+            sku = _text(_mapping(product.get("product")).get("sku"))
+            prices.setdefault(usd, sku)
+            if published_at := _text(product.get("publicationDate")):
+                published.append(published_at)
+    if not prices:
+        reason = "no products" if count == 0 else f"none of {count} products has a usable hourly USD price"
+        return PriceParse(None, f"{instance_type} in {region}: {reason}", count)
+    if len(prices) > 1:
+        listed = ", ".join(f"{p:g}" for p in sorted(prices))
+        return PriceParse(None, f"{instance_type} in {region}: products disagree ({listed} USD/h)", count)
+    ((usd, sku),) = prices.items()
+    as_of = max(published)[:10] if published else None
+    return PriceParse(PriceQuote(instance_type, region, usd, SOURCE_API, as_of, sku), None, count)
+
+
+def _decode(item: Any) -> Mapping[str, Any] | None:
+    if isinstance(item, Mapping):
+        return item
+    if not isinstance(item, str | bytes):
+        return None
+    try:
+        decoded = json.loads(item)
+    except ValueError:
+        return None
+    return decoded if isinstance(decoded, Mapping) else None
+
+
+def _is_on_demand_training(product: Mapping[str, Any], region: str, instance_type: str) -> bool:
+    attributes = _mapping(_mapping(product.get("product")).get("attributes"))
+    # The filters asked for these; an answer that says otherwise is not about this job's instances.
+    for name, wanted in (("instanceName", instance_type), ("regionCode", region), ("component", TRAINING_COMPONENT)):
+        value = attributes.get(name)
+        if value is not None and value != wanted:
+            return False
+    # Managed spot training is billed differently; a spot product is never the list price.
+    return not any(isinstance(v, str) and "spot" in v.lower() for v in attributes.values())
+
+
+def _hourly_usd(product: Mapping[str, Any]) -> list[float]:
+    found: list[float] = []
+    for offer in _mapping(_mapping(product.get("terms")).get(ON_DEMAND)).values():
+        for raw in _mapping(_mapping(offer).get("priceDimensions")).values():
+            dimension = _mapping(raw)
+            if str(dimension.get("unit", "")).strip().lower() != HOURLY_UNIT:
+                continue
+            usd = parse_usd(_mapping(dimension.get("pricePerUnit")).get("USD"))
+            if usd is not None:
+                found.append(usd)
+    return found
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# --- The shipped table ------------------------------------------------------------------------------------
+def table_quote(region: str, instance_type: str) -> PriceQuote | None:
+    """The shipped table's price, marked with its date and source; None when the table has no entry."""
+    entry = _TABLE.get((region, instance_type))
+    if entry is None:
+        return None
+    usd = parse_usd(entry.usd_per_hour)
+    if usd is None:
+        return None
+    return PriceQuote(instance_type, region, usd, SOURCE_TABLE, entry.as_of, entry.source)
+
+
+_TABLE: Final[dict[tuple[str, str], TablePrice]] = {(p.region, p.instance_type): p for p in TRAINING_PRICES}
+
+
+# --- Spend ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InstanceGroup:
+    instance_type: str | None
+    count: int | None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Spend so far and spend a stop avoids, at list price. None means unknown, never zero for want of data."""
+
+    so_far_usd: float | None
+    avoided_usd: float | None  # "up to": the job may have ended sooner on its own
+    price_source: str | None
+    hourly_usd: float | None = None  # all instances of the job together
+    upper_bound: bool = False  # managed spot training: the list price is an upper bound
+    estimate: bool = True  # False once BillableTimeInSeconds gives the billed time
+    billed_seconds: float | None = None  # the time `so_far_usd` is for
+    seconds_left: float | None = None  # until MaxRuntimeInSeconds: the time `avoided_usd` is for
+    unknown_instance_types: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    quotes: tuple[PriceQuote, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form carried by notifications, records and `simulate` (money in cents, None as null)."""
+        return {
+            "so_far_usd": _cents(self.so_far_usd),
+            "avoided_usd": _cents(self.avoided_usd),
+            "avoided_label": "up to",
+            "price_source": self.price_source,
+            "hourly_usd": None if self.hourly_usd is None else round(self.hourly_usd, 4),
+            "list_price": True,
+            "upper_bound": self.upper_bound,
+            "estimate": self.estimate,
+            "billed_seconds": self.billed_seconds,
+            "seconds_left": self.seconds_left,
+            "unknown_instance_types": list(self.unknown_instance_types),
+            "notes": list(self.notes),
+            "prices": [q.as_dict() for q in self.quotes],
+        }
+
+
+def _cents(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def instance_groups(describe: Mapping[str, Any]) -> tuple[InstanceGroup, ...]:
+    """What the job is billed for: the selected type, the heterogeneous groups, or the one type and count."""
+    resources = _mapping(describe.get("ResourceConfig"))
+    selected = _text(resources.get("SelectedInstanceType"))
+    if selected:
+        return (InstanceGroup(selected, _count(resources.get("SelectedInstanceCount"))),)
+    groups = resources.get("InstanceGroups")
+    if isinstance(groups, list) and groups:
+        return tuple(
+            InstanceGroup(
+                _text(_mapping(g).get("InstanceType")),
+                _count(_mapping(g).get("InstanceCount")),
+                _text(_mapping(g).get("InstanceGroupName")),
+            )
+            for g in groups
+        )
+    instance_type = _text(resources.get("InstanceType"))
+    if instance_type is None:
+        return ()
+    return (InstanceGroup(instance_type, _count(resources.get("InstanceCount"))),)
+
+
+def instance_types(describe: Mapping[str, Any]) -> tuple[str, ...]:
+    """The instance types whose prices `spend_from_describe` needs, each once, in order."""
+    return tuple(dict.fromkeys(g.instance_type for g in instance_groups(describe) if g.instance_type))
+
+
+def spend_from_describe(
+    describe: Mapping[str, Any], prices: Mapping[str, PriceQuote | None], *, now: datetime
+) -> Spend:
+    """Spend of a job from a DescribeTrainingJob response (or an event detail, which mirrors it)."""
+    stopping = _mapping(describe.get("StoppingCondition"))
+    status = _text(describe.get("TrainingJobStatus"))
+    return compute_spend(
+        instance_groups(describe),
+        prices,
+        start=parse_time(describe.get("TrainingStartTime")),
+        end=parse_time(describe.get("TrainingEndTime")),
+        now=now,
+        ended=status in _ENDED,
+        max_runtime_seconds=_seconds(stopping.get("MaxRuntimeInSeconds")),
+        billable_seconds=_seconds(describe.get("BillableTimeInSeconds")),
+        training_seconds=_seconds(describe.get("TrainingTimeInSeconds")),
+        spot=describe.get("EnableManagedSpotTraining") is True,
+    )
+
+
+def compute_spend(
+    groups: Iterable[InstanceGroup],
+    prices: Mapping[str, PriceQuote | None],
+    *,
+    start: datetime | None,
+    end: datetime | None,
+    now: datetime,
+    ended: bool,
+    max_runtime_seconds: float | None,
+    billable_seconds: float | None = None,
+    training_seconds: float | None = None,
+    spot: bool = False,
+) -> Spend:
+    """so far = Σ count x hourly price x billed hours; avoided = the same rate x hours left to the max runtime.
+
+    The billed time is BillableTimeInSeconds once the job has ended and reports it, otherwise the time since
+    TrainingStartTime (to TrainingEndTime for an ended job). A group without a price or a count makes the rate
+    unknown: a partial sum would look like a (too small) answer.
+    """
+    notes: list[str] = []
+    rate, quotes, unknown = _rate(tuple(groups), prices, notes)
+
+    # Wall-clock seconds since training started (until it ended), for the time left to the max runtime.
+    ran: float | None = None
+    if ended and training_seconds is not None:
+        ran = training_seconds
+    elif start is not None:
+        stop_at = end if (ended and end is not None) else now
+        ran = (stop_at - start).total_seconds()
+        if ran < 0:
+            notes.append("clock before TrainingStartTime: counted as not started")
+            ran = 0.0
+
+    estimate = True
+    billed: float | None
+    if ended and billable_seconds is not None:
+        billed, estimate = billable_seconds, False
+    else:
+        billed = ran if start is not None else None
+        if start is None:
+            notes.append("no TrainingStartTime: spend so far unknown")
+
+    seconds_left: float | None = None
+    if max_runtime_seconds is None:
+        notes.append("no MaxRuntimeInSeconds: spend avoided unknown")
+    else:
+        # Without a start time nothing is known to have run: the whole max runtime is the upper bound.
+        seconds_left = max(0.0, max_runtime_seconds - (ran or 0.0))
+    if spot:
+        notes.append("managed spot training: the list price is an upper bound")
+
+    return Spend(
+        so_far_usd=None if rate is None or billed is None else rate * billed / SECONDS_PER_HOUR,
+        avoided_usd=None if rate is None or seconds_left is None else rate * seconds_left / SECONDS_PER_HOUR,
+        price_source="; ".join(dict.fromkeys(q.label() for q in quotes)) or None,
+        hourly_usd=rate,
+        upper_bound=spot,
+        estimate=estimate,
+        billed_seconds=billed,
+        seconds_left=seconds_left,
+        unknown_instance_types=unknown,
+        notes=tuple(notes),
+        quotes=quotes,
+    )
+
+
+def _rate(
+    groups: tuple[InstanceGroup, ...], prices: Mapping[str, PriceQuote | None], notes: list[str]
+) -> tuple[float | None, tuple[PriceQuote, ...], tuple[str, ...]]:
+    if not groups:
+        notes.append("no instance type: price unknown")
+        return None, (), ()
+    rate = 0.0
+    known = True
+    quotes: dict[str, PriceQuote] = {}
+    unknown: dict[str, None] = {}
+    for group in groups:
+        quote = prices.get(group.instance_type) if group.instance_type else None
+        if group.instance_type is None:
+            notes.append(f"instance group {group.name or '?'} has no instance type")
+            known = False
+        elif quote is None:
+            unknown[group.instance_type] = None
+            known = False
+        else:
+            quotes.setdefault(group.instance_type, quote)
+        if group.count is None or group.count <= 0:
+            notes.append(f"no instance count for {group.instance_type or group.name or '?'}")
+            known = False
+        if known and quote is not None and group.count:
+            rate += group.count * quote.usd_per_hour
+    if unknown:
+        notes.append("no price for " + ", ".join(unknown))
+    return (rate if known else None), tuple(quotes.values()), tuple(unknown)
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+# --- GPUs -------------------------------------------------------------------------------------------------
+def gpu_count(instance_type: str | None) -> int | None:
+    """GPUs of a SageMaker instance type ("ml.p4d.24xlarge"; the EC2 name without "ml." too); None if unknown."""
+    if not instance_type:
+        return None
+    name = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
+    entry = GPU_COUNTS.get(name)
+    return entry[0] if entry else None
+
+
+def normalised_utilisation(host_value: float, instance_type: str | None) -> float | None:
+    """A host's GPUUtilization (0 to 100 x GPUs) as a percentage of all its GPUs; None when the count is unknown."""
+    count = gpu_count(instance_type)
+    if count is None or not math.isfinite(host_value):
+        return None
+    return host_value / count
