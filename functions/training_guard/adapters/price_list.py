@@ -1,0 +1,197 @@
+"""The AWS Price List API, behind a cache in the container's memory and one in the state table.
+
+Order of lookup for one (region, instance type): this container's memory, the state table's item
+`price#<region>#<type>` (written with a TTL of a day), the Price List API (`GetProducts`, us-east-1 whatever the
+job's region), and when the API cannot be reached or answers nothing usable, the table shipped with the code
+(marked with its date and source). A type none of them knows is unknown: `None`, never a guess.
+
+A price is information, not an action: unlike the ledger, this adapter does not raise when AWS fails. A
+notification must go out without its price rather than not at all. What went wrong is kept in `problems`
+for the caller to log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from datetime import datetime
+from typing import Any, Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from training_guard import contract
+from training_guard.pricing import (
+    PRICE_CACHE_TTL_SECONDS,
+    PRICE_LIST_API_REGION,
+    PRICE_LIST_SERVICE_CODE,
+    SOURCE_API,
+    PriceQuote,
+    get_products_filters,
+    parse_price_list,
+    parse_usd,
+    price_cache_key,
+    table_quote,
+)
+
+_PK = contract.TABLE_PARTITION_KEY
+_TTL = contract.TABLE_TTL_ATTRIBUTE
+PAGE_SIZE: Final = 100  # GetProducts MaxResults: 1 to 100 (API reference)
+MAX_PAGES: Final = 5  # the filters select one instance type in one region: more pages mean a filter was ignored
+# After the API failed, this container asks it again only after this long (chosen: a sweep every few minutes
+# must not pay the SDK's retries and timeouts for every job while the endpoint is unreachable).
+RETRY_AFTER_FAILURE_SECONDS: Final = 900
+
+# Entries: (expires at, epoch seconds; the quote, or None when the API answered without a usable price).
+Memory = MutableMapping[str, tuple[float, PriceQuote | None]]
+_CONTAINER_MEMORY: Memory = {}
+
+
+def pricing_client() -> Any:
+    """A boto3 `pricing` client for the Price List API's endpoint, with few retries and short timeouts.
+
+    Built lazily so that importing this module does not load boto3. The Price List Query API has two endpoints,
+    us-east-1 and ap-south-1 (https://docs.rs/aws-sdk-pricing/0.24.0/aws_sdk_pricing/): the job's own region
+    is usually neither. Few retries and short timeouts (a choice): a price is information, and a notification
+    must not wait long for it.
+    """
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "pricing",
+        region_name=PRICE_LIST_API_REGION,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=2, read_timeout=5),
+    )
+
+
+class PriceList:
+    """Hourly on-demand list prices of SageMaker training instances.
+
+    `pricing` is a boto3 `pricing` client (in us-east-1: see `pricing_client`); `dynamodb` and `table` name the
+    state table (partition key `pk`, TTL attribute `expires_at`, as the ledger's); without them only the
+    memory cache is used. `memory` defaults to one dictionary per container (module level).
+    """
+
+    def __init__(
+        self,
+        pricing: Any,
+        *,
+        dynamodb: Any | None = None,
+        table: str | None = None,
+        memory: Memory | None = None,
+        ttl_seconds: int = PRICE_CACHE_TTL_SECONDS,
+    ) -> None:
+        self._pricing = pricing
+        self._dynamodb = dynamodb
+        self._table = table
+        self._memory = _CONTAINER_MEMORY if memory is None else memory
+        self._ttl = ttl_seconds
+        self.problems: list[str] = []
+
+    def hourly_price(self, region: str, instance_type: str, *, now: datetime) -> PriceQuote | None:
+        key = price_cache_key(region, instance_type)
+        epoch = now.timestamp()
+        remembered = self._memory.get(key)
+        if remembered is not None and remembered[0] > epoch:
+            return remembered[1] or table_quote(region, instance_type)
+
+        cached = self._read_cached(key, region, instance_type, epoch)
+        if cached is not None:
+            self._memory[key] = cached
+            return cached[1]
+
+        answered, quote = self._ask(region, instance_type)
+        if quote is not None:
+            self._write_cached(key, quote, epoch)
+        # Remember an answer for the TTL, a failure for a short while, so neither is asked again at once.
+        self._memory[key] = (epoch + (self._ttl if answered else RETRY_AFTER_FAILURE_SECONDS), quote)
+        return quote or table_quote(region, instance_type)
+
+    def prices(self, region: str, instance_types: tuple[str, ...], *, now: datetime) -> dict[str, PriceQuote | None]:
+        """Prices of several types (pricing.instance_types of a job), for pricing.spend_from_describe."""
+        return {t: self.hourly_price(region, t, now=now) for t in instance_types}
+
+    # --- The Price List API -------------------------------------------------------------------------------
+    def _ask(self, region: str, instance_type: str) -> tuple[bool, PriceQuote | None]:
+        """(whether the API answered, the price it gave)."""
+        items: list[Any] = []
+        request: dict[str, Any] = {
+            "ServiceCode": PRICE_LIST_SERVICE_CODE,
+            "Filters": get_products_filters(region, instance_type),
+            "FormatVersion": "aws_v1",
+            "MaxResults": PAGE_SIZE,
+        }
+        try:
+            for _ in range(MAX_PAGES):
+                page = self._pricing.get_products(**request)
+                items.extend(page.get("PriceList") or [])
+                token = page.get("NextToken")
+                if not token:
+                    break
+                request["NextToken"] = token
+            else:
+                self.problems.append(f"GetProducts {instance_type} in {region}: stopped after {MAX_PAGES} pages")
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            self.problems.append(f"GetProducts {instance_type} in {region} failed: {code or exc}")
+            return False, None
+        except BotoCoreError as exc:  # no endpoint, no credentials, a timeout: the API cannot be reached
+            self.problems.append(f"GetProducts {instance_type} in {region} failed: {exc}")
+            return False, None
+        parsed = parse_price_list(items, region=region, instance_type=instance_type)
+        if parsed.quote is None and parsed.reason:
+            self.problems.append(f"GetProducts: {parsed.reason}")
+        return True, parsed.quote
+
+    # --- The state table ----------------------------------------------------------------------------------
+    def _read_cached(self, key: str, region: str, instance_type: str, epoch: float) -> tuple[float, PriceQuote] | None:
+        """(when the item expires, its price), or None when there is no live item."""
+        if self._dynamodb is None or not self._table:
+            return None
+        try:
+            item = self._dynamodb.get_item(TableName=self._table, Key={_PK: {"S": key}}).get("Item")
+        except (ClientError, BotoCoreError) as exc:
+            self.problems.append(f"read cached price {key} failed: {exc}")
+            return None
+        if not item:
+            return None
+        # DynamoDB deletes expired items in the background, typically within two days; until then they are still
+        # read (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ttl-expired-items.html).
+        expires = _number(item.get(_TTL))
+        usd = parse_usd(item.get("usd_per_hour", {}).get("N"))
+        if expires is None or expires <= epoch or usd is None:
+            return None
+        return expires, PriceQuote(
+            instance_type=instance_type,
+            region=region,
+            usd_per_hour=usd,
+            source=SOURCE_API,
+            as_of=item.get("as_of", {}).get("S"),
+            reference=item.get("reference", {}).get("S"),
+        )
+
+    def _write_cached(self, key: str, quote: PriceQuote, epoch: float) -> None:
+        if self._dynamodb is None or not self._table:
+            return
+        item: dict[str, Any] = {
+            _PK: {"S": key},
+            "usd_per_hour": {"N": repr(quote.usd_per_hour)},
+            "source": {"S": quote.source},
+            _TTL: {"N": str(int(epoch) + self._ttl)},
+        }
+        if quote.as_of:
+            item["as_of"] = {"S": quote.as_of}
+        if quote.reference:
+            item["reference"] = {"S": quote.reference}
+        try:
+            self._dynamodb.put_item(TableName=self._table, Item=item)
+        except (ClientError, BotoCoreError) as exc:
+            self.problems.append(f"cache price {key} failed: {exc}")
+
+
+def _number(attribute: Any) -> float | None:
+    if not isinstance(attribute, dict):
+        return None
+    try:
+        return float(attribute.get("N", ""))
+    except ValueError:
+        return None
