@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from training_guard.errors import ActionFailed
 from training_guard.events import TrainingJob
 from training_guard.messages import Notification
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
@@ -32,8 +33,6 @@ class FakeJobs:
         job = self.jobs.get(name)
         if job is None or job.status != "InProgress":
             return False
-        from dataclasses import replace
-
         self.jobs[name] = replace(job, status="Stopping")
         return True
 
@@ -73,16 +72,28 @@ class FakeLedger:
 
     def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
         previous = self.stops.get(record.job)
-        if previous is not None and previous.rule != record.rule:
-            return StopClaim(granted=False, previous=previous)
+        if previous is not None:  # kept whole: granted to a retry of the same rule's stop only
+            return StopClaim(granted=previous.rule == record.rule, previous=previous)
         self.stops[record.job] = record
-        return StopClaim(granted=True, previous=previous)
+        return StopClaim(granted=True, previous=None)
 
     def get_stop(self, job: str) -> StopRecord | None:
         return self.stops.get(job)
 
     def drop_stop(self, job: str) -> None:
         self.stops.pop(job, None)
+
+    def confirm_stop(self, job: str) -> None:
+        if job not in self.stops:  # DynamoDB refuses the conditional update
+            raise ActionFailed(f"confirm stop of {job}", RuntimeError("ConditionalCheckFailedException"))
+        self.stops[job] = replace(self.stops[job], confirmed=True)
+
+    def fold(self, job: str, key: str) -> bool:
+        record = self.stops.get(job)
+        if record is None or not record.confirmed:
+            return False
+        self.stops[job] = replace(record, folded=tuple(sorted({*record.folded, key})))
+        return True
 
 
 @dataclass

@@ -38,6 +38,12 @@ class StopRecord:
     reason: str
     at: datetime
     event_id: str
+    # The record is written before StopTrainingJob is called: only once SageMaker accepted the call (or an
+    # earlier attempt's call is seen to have taken effect) is the stop confirmed, and only a confirmed stop
+    # has what follows about the job folded into it.
+    confirmed: bool = False
+    # The transitions folded into this stop instead of being announced (the audit of what was not sent).
+    folded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,15 @@ class LedgerPort(Protocol):
     def get_stop(self, job: str) -> StopRecord | None: ...
 
     def drop_stop(self, job: str) -> None: ...
+
+    def confirm_stop(self, job: str) -> None:
+        """The guard's stop of `job` took effect (SageMaker accepted StopTrainingJob)."""
+        ...
+
+    def fold(self, job: str, key: str) -> bool:
+        """Record transition `key` on the guard's confirmed stop of `job`, in one conditional write: True when
+        it is folded into that stop, False when the guard has no confirmed stop of the job (announce it)."""
+        ...
 
 
 class PublisherPort(Protocol):

@@ -7,6 +7,7 @@ in the past), those tests would prove nothing. Every behaviour here holds for bo
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -110,6 +111,36 @@ def test_the_same_rules_retry_is_granted_and_sees_its_own_earlier_claim(tables: 
     assert retry.previous == record("VanishingGradient")
 
 
+def test_a_retry_keeps_the_record_whole_with_its_confirmation_and_what_was_folded_into_it(tables: Tables) -> None:
+    # Rewriting the record on a retry lost both: the next finding was announced, the audit forgot the folded ones.
+    ledger = tables.ledger
+    ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+    ledger.confirm_stop("mnist-1")
+    assert ledger.fold("mnist-1", KEY) is True
+    retry = ledger.claim_stop(record("VanishingGradient", 60), ttl_seconds=3600)
+    kept = replace(record("VanishingGradient"), confirmed=True, folded=(KEY,))
+    assert (retry.granted, retry.previous) == (True, kept)
+    assert ledger.get_stop("mnist-1") == kept
+
+
+def test_only_a_confirmed_stop_takes_folded_transitions(tables: Tables) -> None:
+    ledger = tables.ledger
+    assert ledger.fold("mnist-1", KEY) is False  # nobody stopped it: announce
+    assert ledger.get_stop("mnist-1") is None  # and no record was made up
+    ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+    assert ledger.fold("mnist-1", KEY) is False  # written before StopTrainingJob, not confirmed yet
+    ledger.confirm_stop("mnist-1")
+    later = "t#mnist-1#job#status#Stopped"
+    assert [ledger.fold("mnist-1", k) for k in (KEY, later, KEY)] == [True, True, True]  # a retry folds again
+    assert ledger.get_stop("mnist-1") == replace(record("VanishingGradient"), confirmed=True, folded=(KEY, later))
+
+
+def test_confirming_a_stop_without_a_record_fails_and_makes_none(tables: Tables) -> None:
+    with pytest.raises(ActionFailed, match="confirm stop of mnist-1"):
+        tables.ledger.confirm_stop("mnist-1")
+    assert tables.ledger.get_stop("mnist-1") is None
+
+
 def test_a_job_nobody_stopped_has_no_stop_record(tables: Tables) -> None:
     assert tables.ledger.get_stop("stopped-by-a-person") is None
 
@@ -195,7 +226,10 @@ def test_every_read_of_a_stop_record_is_strongly_consistent() -> None:
         assert ledger.claim_stop(record("LossNotDecreasing"), ttl_seconds=3600).previous == record("VanishingGradient")
         assert ledger.get_stop("mnist-1") == record("VanishingGradient")
         reads = [kwargs for name, kwargs in client.calls if name == "get_item"]
-        assert [read.get("ConsistentRead") for read in reads] == [True, True]
+        assert [read.get("ConsistentRead") for read in reads] == [True]
+        # the refused claim read the record that refused it in the same write, not in a second read
+        [refused] = [kwargs for name, kwargs in client.calls if name == "put_item"][1:]
+        assert refused["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
 
 
 def test_a_stop_record_missing_a_field_reads_back_with_it_empty() -> None:
@@ -249,6 +283,8 @@ def test_real_failures_are_raised_by_every_operation_naming_what_failed(code: st
         (lambda: ledger.claim_stop(record("r"), ttl_seconds=60), "record stop of mnist-1"),
         (lambda: ledger.get_stop("mnist-1"), "read stop record of mnist-1"),
         (lambda: ledger.drop_stop("mnist-1"), "drop stop record of mnist-1"),
+        (lambda: ledger.confirm_stop("mnist-1"), "confirm stop of mnist-1"),
+        (lambda: ledger.fold("mnist-1", KEY), f"fold {KEY} into the stop of mnist-1"),
     ):
         with pytest.raises(ActionFailed, match=code) as failed:
             call()
@@ -257,3 +293,7 @@ def test_real_failures_are_raised_by_every_operation_naming_what_failed(code: st
 
 def test_releasing_what_another_attempt_completed_is_not_an_error() -> None:
     DynamoLedger(Failing("ConditionalCheckFailedException"), TABLE).release(KEY)
+
+
+def test_a_fold_refused_by_its_condition_is_an_announcement_not_an_error() -> None:
+    assert DynamoLedger(Failing("ConditionalCheckFailedException"), TABLE).fold("mnist-1", KEY) is False

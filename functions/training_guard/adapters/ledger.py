@@ -4,7 +4,9 @@ One table, partition key `pk`, TTL attribute `expires_at`:
 - `t#<job>#<source>#<name>#<status>`: a transition. `state` is `in_progress` (with `lease_until`)
   while one invocation acts on it, then `done` with its `outcome`. A claim succeeds only when no
   item exists or the previous holder's lease ran out (it crashed without releasing).
-- `stop#<job>`: the audit record of a stop by the guard: which rule, why, when, which event.
+- `stop#<job>`: the audit record of a stop by the guard: which rule, why, when, which event; `confirmed`
+  once SageMaker accepted the stop, and `folded`, the transitions about the job folded into the stop
+  instead of being announced.
 """
 
 from __future__ import annotations
@@ -106,20 +108,60 @@ class DynamoLedger:
             _TTL: {"N": str(int(record.at.timestamp()) + ttl_seconds)},
         }
         try:
-            response = self._client.put_item(
+            self._client.put_item(
                 TableName=self._table,
                 Item=item,
-                ConditionExpression="attribute_not_exists(#pk) OR #rule = :rule",
-                ExpressionAttributeNames={"#pk": _PK, "#rule": "rule"},
-                ExpressionAttributeValues={":rule": {"S": record.rule}},
-                ReturnValues="ALL_OLD",
+                # Written only when there is none: a retry of the same rule's stop finds its earlier record and
+                # keeps it whole, with what it gathered since (its confirmation, the transitions folded into it).
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": _PK},
+                # The record that made the condition fail, read in the same write.
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                return StopClaim(granted=False, previous=self.get_stop(record.job))
+                old = exc.response.get("Item")
+                previous = _record(old) if old else self.get_stop(record.job)
+                granted = previous is not None and previous.rule == record.rule
+                return StopClaim(granted=granted, previous=previous)
             raise ActionFailed(f"record stop of {record.job}", exc) from exc
-        old = response.get("Attributes")
-        return StopClaim(granted=True, previous=_record(old) if old else None)
+        return StopClaim(granted=True, previous=None)
+
+    def confirm_stop(self, job: str) -> None:
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": _stop_key(job)}},
+                UpdateExpression="SET #confirmed = :true",
+                # Never create a record that holds nothing but the confirmation.
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames={"#pk": _PK, "#confirmed": "confirmed"},
+                ExpressionAttributeValues={":true": {"BOOL": True}},
+            )
+        except ClientError as exc:
+            raise ActionFailed(f"confirm stop of {job}", exc) from exc
+
+    def fold(self, job: str, key: str) -> bool:
+        # ADD of a set adds the values to the existing set, or creates the attribute when it does not exist
+        # (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/dynamodb/aws.sdk.kotlin.services.dynamodb.model/-update-item-request/update-expression.html):
+        # a retry that folds the same key again leaves it once. One key per transition of one job (at most 20
+        # Debugger and 20 Profiler rules, each IssuesFound or Error, the job's metric guards and its end) stays
+        # well inside DynamoDB's 400 KB item
+        # (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html).
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": _stop_key(job)}},
+                UpdateExpression="ADD #folded :key",
+                ConditionExpression="#confirmed = :true",
+                ExpressionAttributeNames={"#folded": "folded", "#confirmed": "confirmed"},
+                ExpressionAttributeValues={":key": {"SS": [key]}, ":true": {"BOOL": True}},
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False  # no stop of the guard's, or one not (yet) confirmed: the transition is announced
+            raise ActionFailed(f"fold {key} into the stop of {job}", exc) from exc
+        return True
 
     def get_stop(self, job: str) -> StopRecord | None:
         try:
@@ -145,4 +187,12 @@ def _record(item: dict[str, Any]) -> StopRecord:
     at = parse_time(s("stopped_at"))
     if at is None:
         raise ActionFailed(f"read stop record {s(_PK)}", ValueError("stopped_at is not a timestamp"))
-    return StopRecord(job=s("job"), rule=s("rule"), reason=s("reason"), at=at, event_id=s("event_id"))
+    return StopRecord(
+        job=s("job"),
+        rule=s("rule"),
+        reason=s("reason"),
+        at=at,
+        event_id=s("event_id"),
+        confirmed=item.get("confirmed", {}).get("BOOL") is True,
+        folded=tuple(sorted(item.get("folded", {}).get("SS", ()))),
+    )
