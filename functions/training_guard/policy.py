@@ -81,6 +81,23 @@ def transition_key(job: str, source: str, name: str, status: str) -> str:
     return f"t#{job}#{source}#{name}#{status}"
 
 
+# One job, one story: once the guard's stop of a job has taken effect, what follows about the job adds
+# nothing a person must read. Later findings (rules, metric guards, stalls) and rule errors while it stops
+# describe a job already being stopped, and its "stopped" lifecycle change is the stop already announced.
+# Each is still claimed, acted on and recorded; it is folded into the stop instead of being published.
+# A failure, a completion or a spot interruption after the stop is news (the stop did not end the job as
+# announced), and so is anything about a job stopped by a person or by SageMaker: those are announced.
+FOLDED_AFTER_GUARD_STOP = frozenset(
+    {Kind.ISSUES_FOUND, Kind.RULE_ERROR, Kind.METRIC_ALARM, Kind.METRIC_STALL, Kind.JOB_STOPPED}
+)
+
+
+def folds_into_guard_stop(decision: Decision, *, is_the_stop: bool) -> bool:
+    """Whether a decision, once acted on, is folded into the guard's stop of its job (when the guard has
+    stopped the job) rather than announced. The stop itself (`is_the_stop`) is what the others fold into."""
+    return decision.kind in FOLDED_AFTER_GUARD_STOP and not is_the_stop
+
+
 def decide(
     job: TrainingJob, config: GuardConfig, *, now: datetime, guard_stop: GuardStop | None = None
 ) -> list[Decision]:

@@ -13,7 +13,16 @@ Ordering is what makes the reaction exactly-once *and* loss-free:
    2 minutes later for asynchronous invocations) takes the transition over.
 
 A stop is additionally guarded per job by the audit record (one record per stopped job), so two
-rules finding issues at once cause one `StopTrainingJob` call, not two.
+rules finding issues at once cause one `StopTrainingJob` call, not two. The record is written before
+the call and confirmed once SageMaker accepted it.
+
+One job, one story: after the guard's confirmed stop of a job, what follows about the job (later
+findings and rule errors, metric alarms, the "stopped" lifecycle change; `policy.folds_into_guard_stop`)
+is folded into the stop instead of being published. Step 2 then records the transition on the stop record
+(one conditional write that succeeds only on a confirmed stop, so a finding handled before the stop took
+effect is announced as usual) in place of the publish; step 3 marks it done with the outcome `folded`.
+A redelivery is a duplicate, as for any transition, and nothing is published to any channel: e-mail,
+Slack and Amazon Q Developer all fan out from the one SNS publish.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ BUSY_WAIT_SECONDS = 3.0
 BUSY_POLL_SECONDS = 0.25
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
 _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
+FOLDED = "folded"  # the ledger's outcome of a transition folded into the guard's stop of its job
 
 
 @dataclass
@@ -74,6 +84,8 @@ class Receipt:
     alarms_deleted: list[str] = field(default_factory=list)
     # Acted on and announced, but the ledger could not record it (see Responder._react).
     unrecorded: list[str] = field(default_factory=list)
+    # Transitions acted on and recorded but not announced: folded into the guard's stop of the job.
+    folded: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -89,6 +101,7 @@ class Receipt:
             "alarms_created": self.alarms_created,
             "alarms_deleted": self.alarms_deleted,
             "unrecorded": self.unrecorded,
+            "folded": self.folded,
         }
 
 
@@ -272,14 +285,23 @@ class Responder:
             return
         try:
             outcome = self._act(event, job, decision, now)
-            note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run)
-            self.publisher.publish(note)
+            # Asked after acting: the stop this decision may fold into can be the one just confirmed (by this
+            # event's other finding, or by another invocation a moment ago).
+            folded = policy.folds_into_guard_stop(
+                decision, is_the_stop=outcome is Outcome.STOPPED
+            ) and self.ledger.fold(job.name, decision.key)
+            if not folded:
+                note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run)
+                self.publisher.publish(note)
         except BaseException:
             self.ledger.release(decision.key)
             raise
         try:
             self.ledger.complete(
-                decision.key, now=now, ttl_seconds=self.config.dedup_ttl_days * 86400, outcome=outcome.value
+                decision.key,
+                now=now,
+                ttl_seconds=self.config.dedup_ttl_days * 86400,
+                outcome=FOLDED if folded else outcome.value,
             )
         except GuardError:
             # The stop and the notification are done; only the record failed. Raising now would make
@@ -287,6 +309,9 @@ class Responder:
             # repeat needs another delivery after the lease, and Slack delivery de-duplicates it anyway.
             receipt.unrecorded.append(decision.key)
         receipt.stopped = receipt.stopped or outcome is Outcome.STOPPED
+        if folded:
+            receipt.folded.append(decision.key)
+            return
         receipt.notifications.append(decision.kind.value)
         receipt.outcomes.append(outcome.value)
 
@@ -308,17 +333,22 @@ class Responder:
         try:
             stopped = self.jobs.stop(job.name)
         except BaseException:
-            self.ledger.drop_stop(job.name)
+            if claim.previous is None:
+                # Only this attempt's own record: the record of an earlier attempt stays, as its stop may have
+                # taken effect (dropping it would announce our own stop as "already ended" on the next retry).
+                self.ledger.drop_stop(job.name)
             raise
         if not stopped and not self._stopped_by_earlier_attempt(job.name, claim):
             # The job left InProgress before we asked (a person, SageMaker, or it finished).
             self.ledger.drop_stop(job.name)
             return Outcome.ALREADY_ENDED
         # stopped now, or by our own earlier attempt whose later steps failed and are retried here
+        self.ledger.confirm_stop(job.name)
+        held = claim.previous or record  # an earlier attempt's record is kept whole: the tags say what it says
         if job.arn:
             # Within the job's 50 tags: the most telling attribution first; the audit record keeps it all.
             room = contract.TAGS_PER_JOB_MAX - len(set(job.tags) - set(ATTRIBUTION_KEYS))
-            tags = dict(list(attribution_tags(record).items())[: max(room, 0)])
+            tags = dict(list(attribution_tags(held).items())[: max(room, 0)])
             if tags:
                 self.jobs.tag(job.arn, tags)
         return Outcome.STOPPED

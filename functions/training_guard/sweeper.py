@@ -48,7 +48,7 @@ NO_METRICS = "no-metrics"  # the finding of a job that never published any decla
 class SweepReport:
     running: int = 0
     orphaned_alarms_deleted: list[str] = field(default_factory=list)
-    reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something
+    reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something (folded too)
     stalled: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
     # Another attempt (an event's invocation) holds the transition: the next sweep looks again.
@@ -121,7 +121,7 @@ class Sweeper:
 
     @staticmethod
     def _note(report: SweepReport, receipt: Receipt) -> Receipt:
-        if receipt.notifications or receipt.alarms_created:
+        if receipt.notifications or receipt.folded or receipt.alarms_created:
             report.reconciled.append(receipt.as_dict())
         return receipt
 
@@ -238,7 +238,8 @@ class Sweeper:
         event = self._event(job, now, account, region)
         for decision in policy.decide_metric(job, finding, action, setting, self.config, now=now):
             self.responder.react(event, job, decision, receipt, now)  # busy or failing: see _guarded
-        return [job.name] if receipt.notifications else []
+        # A stall folded into the guard's stop of the job was still found (and recorded) by this sweep.
+        return [job.name] if receipt.notifications or receipt.folded else []
 
 
 def training_since(job: TrainingJob) -> datetime | None:

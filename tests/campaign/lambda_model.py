@@ -185,6 +185,8 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
         return operation
     key = _ledger_key(params)
     if key.startswith("stop#"):
+        if operation == "UpdateItem":  # confirming the stop, or folding a transition into it
+            return "UpdateItem fold" if "ADD" in str(params.get("UpdateExpression")) else "UpdateItem confirm stop"
         return {"PutItem": "PutItem stop record", "DeleteItem": "DeleteItem drop stop record"}.get(
             operation, f"{operation} stop record"
         )

@@ -17,6 +17,9 @@ invocation (`lambda_model.py`: a 30 s timeout that kills an attempt where it sta
 The promise checked, as set relations over what reached AWS: a transition is acted on and announced
 once, compared with the same event handled without faults (same notification, same outcome, at most one
 effective `StopTrainingJob` per job, same tags and alarms); or its event was dead-lettered (redrivable).
+A transition that follows the guard's own stop (a second rule's error in the stop's event, the "stopped"
+change of the guard's stop) is folded into the stop: done with the outcome "folded", never announced, with
+or without faults.
 Nothing is left "in_progress" unless a dead-lettered delivery claimed it. One exception is tolerated,
 counted and pinned by its own test: an attempt killed after SNS accepted its Publish and before the
 ledger recorded it is announced once more, with the same transition id, by the retry that takes the
@@ -152,6 +155,7 @@ class Scenario:
     outcomes: dict[str, str]  # what the fault-free run announces: kind -> outcome
     stops: int = 0
     alarms: int = 0
+    folded: frozenset[str] = frozenset()  # the kinds the fault-free run folds into the guard's stop
 
 
 def _stop(run: Run, job: str) -> dict[str, Any]:
@@ -215,9 +219,11 @@ SCENARIOS = (
     Scenario("stop-described", _stop_described, {"issues_found": "stopped"}, stops=1),
     Scenario("notify-only", _notify_only, {"issues_found": "notified"}),
     Scenario("rule-error", _rule_error, {"rule_error": "notified"}),
-    Scenario("two-rules", _two_rules, {"issues_found": "stopped", "rule_error": "notified"}, stops=1),
+    # The rule error is decided after the stop took effect (the event lists it second): one message, the stop.
+    Scenario("two-rules", _two_rules, {"issues_found": "stopped"}, stops=1, folded=frozenset({"rule_error"})),
     Scenario("late-finding", _late_finding, {"issues_found": "already_ended"}),
-    Scenario("stopped-by-guard", _stopped_by_guard, {"job_stopped": "notified"}),
+    # The end of a job the guard stopped is the stop already announced: no message at all.
+    Scenario("stopped-by-guard", _stopped_by_guard, {}, folded=frozenset({"job_stopped"})),
     Scenario("failed", _failed, {"job_failed": "notified"}),
     Scenario("job-alarm", _job_alarm, {}, alarms=1),
 )
@@ -237,6 +243,7 @@ class Case:
     alarms: int
     ledger: dict[str, str | None]  # state of every key the deliveries claimed
     exposed: Counter[str]
+    folded: set[str] = field(default_factory=set)  # claimed keys done with the outcome "folded"
 
     @property
     def dead_lettered(self) -> bool:
@@ -271,9 +278,12 @@ def observe(run: Run, job: str, deliveries: list[Delivery], stops_before: int = 
     table = run.aws.client("dynamodb")
     keys = {key for d in deliveries for key in d.claimed}
     ledger = {}
+    folded = set()
     for key in keys:
         item = table.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}}).get("Item")
         ledger[key] = item["state"]["S"] if item else None
+        if item and item.get("outcome", {}).get("S") == "folded":
+            folded.add(key)
     return Case(
         job=job,
         deliveries=deliveries,
@@ -284,6 +294,7 @@ def observe(run: Run, job: str, deliveries: list[Delivery], stops_before: int = 
         alarms=sum(a.startswith(f"{contract.JOB_ALARM_PREFIX}{job}-") for a in run.aws.alarm_names()),
         ledger=ledger,
         exposed=Counter({t: n for t, n in run.model.observed.exposed.items() if t.startswith(f"t#{job}#")}),
+        folded=folded,
     )
 
 
@@ -320,9 +331,12 @@ def violations(case: Case, reference: Case) -> list[str]:
     left = {k for k, state in case.ledger.items() if state == "in_progress"} - case.claimed_by_dead
     if left:
         found.append(f"left in progress with no dead letter: {sorted(case.norm(k) for k in left)}")
+    folded = {case.norm(k) for k in case.folded}
+    if not dead and folded != {reference.norm(k) for k in reference.folded}:
+        found.append(f"folded {sorted(folded)}, without faults {sorted(reference.norm(k) for k in reference.folded)}")
     done = {case.norm(k) for k, state in case.ledger.items() if state == "done" and k.startswith("t#")}
-    if done - published.keys():
-        found.append(f"marked done, never announced: {sorted(done - published.keys())}")
+    if done - published.keys() - folded:
+        found.append(f"marked done, never announced nor folded: {sorted(done - published.keys() - folded)}")
     return found
 
 
@@ -334,8 +348,8 @@ def reference_of(run: Run, scenario: Scenario) -> Case:
     assert (reference.stops, reference.alarms) == (scenario.stops, scenario.alarms)
     assert not reference.dead_lettered
     assert all(state == "done" for state in reference.ledger.values())
-    if scenario.name == "stopped-by-guard":
-        assert by_guard(reference.notes[0]), reference.notes[0]["reason"]
+    assert {KINDS[k.rsplit("#", 1)[1]] for k in reference.folded} == scenario.folded
+    assert len(reference.folded) == len(scenario.folded)
     return reference
 
 
@@ -417,6 +431,8 @@ def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
         "DeleteItem drop stop record",
         "AddTags",
         "PutMetricAlarm",
+        "UpdateItem confirm stop",
+        "UpdateItem fold",
         "Publish",
         "UpdateItem complete",
     } <= set(seen.kills)
@@ -529,9 +545,10 @@ def test_a_retry_that_finds_the_guards_stop_under_way_announces_the_stop(run: Ru
 
 def test_a_stopped_event_that_takes_a_killed_stop_over_announces_the_stop(run: Run) -> None:
     job = "stopped-before-the-retry"
+    publish = reference_of(run, SCENARIO["stop"]).deliveries[0].attempts[0].calls.index("Publish") + 1
     first = len(run.model.deliveries)
     run.model.planner = lambda d, n: (
-        AttemptPlan(kill=Kill(5, effect=False)) if (d.number, n) == (first, 0) else NO_FAULT
+        AttemptPlan(kill=Kill(publish, effect=False)) if (d.number, n) == (first, 0) else NO_FAULT
     )
     run.model.invoke(run.job_events, _stop(run, job), at=run.clock.now)  # killed at Publish, after the stop
 
@@ -541,9 +558,11 @@ def test_a_stopped_event_that_takes_a_killed_stop_over_announces_the_stop(run: R
 
     run.model.schedule(run.clock.now + timedelta(seconds=30 + 45), sagemaker_stops_it)
     run.model.run()
-    notes = {n["kind"]: n for n in run.aws.notifications()}
-    assert by_guard(notes["job_stopped"])  # the lifecycle notification reads the stop record
-    assert notes["issues_found"]["outcome"] == "stopped", notes["issues_found"]["reason"]
+    [note] = run.aws.notifications()
+    assert (note["kind"], note["outcome"]) == ("issues_found", "stopped"), note["reason"]
+    # the lifecycle change read the stop record the takeover confirmed: folded into the stop it announced
+    case = observe(run, job, run.model.deliveries[first:])
+    assert {case.norm(k) for k in case.folded} == {"t#{job}#job#status#Stopped"}
 
 
 def test_a_kill_between_publish_and_complete_is_announced_again_with_the_same_transition_id(run: Run) -> None:
@@ -635,10 +654,13 @@ class Fleet:
         """transition -> kind: what the fleet's events announce without faults."""
         out: dict[str, str] = {}
         for plan in self.plans:
-            ends = [transition_key(plan.name, "job", "status", "Stopped")] if plan.kind == "stop" else []
-            for transition in [t for event in plan.events for t in transitions_of(event)] + ends:
+            for transition in [t for event in plan.events for t in transitions_of(event)]:
                 out[transition] = KINDS[transition.rsplit("#", 1)[1]]
         return out
+
+    def folded(self) -> set[str]:
+        """What the fleet's events fold into the guard's stops: the end of each job the guard stopped."""
+        return {transition_key(p.name, "job", "status", "Stopped") for p in self.plans if p.kind == "stop"}
 
 
 def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run: Run, figures: dict[str, Any]) -> None:
@@ -651,6 +673,9 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
     dead = [d for d in run.model.deliveries if d.dead_lettered]
     dead_transitions = {t for d in dead if d.function is run.job_events for t in transitions_of(d.event)}
     expected = fleet.expected()
+    items = run.aws.client("dynamodb").scan(TableName=TABLE)["Items"]
+    states = {i[contract.TABLE_PARTITION_KEY]["S"]: i.get("state", {}).get("S") for i in items}
+    folded = {i[contract.TABLE_PARTITION_KEY]["S"] for i in items if i.get("outcome", {}).get("S") == "folded"}
 
     # every job that should stop was stopped, exactly once (the sweeps recover what was dead-lettered)
     assert dict(seen.stops) == {p.name: 1 for p in fleet.plans if p.kind == "stop"}
@@ -658,21 +683,22 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
     assert set(published) <= set(expected)
     assert all(n <= 1 + seen.exposed[t] for t, n in published.items())
     # every transition announced, unless its event was dead-lettered: findings on running jobs always
-    # (the sweeper reconciles them), a job's end (failed, stopped) only if one delivery got through
+    # (the sweeper reconciles them), a job's end (failed) only if one delivery got through
     missing = set(expected) - set(published)
     assert missing <= dead_transitions
-    assert {expected[t] for t in missing} <= {"job_failed", "job_stopped"}
-    # a stop announced is the guard's; the end of a job it stopped is attributed to it
+    assert {expected[t] for t in missing} <= {"job_failed"}
+    # a stop announced is the guard's; the end of a job it stopped is folded into that stop, never announced
+    # (the Stopped event is read after the stop it reports was confirmed), unless that event was dead-lettered
     assert {n["job"]["name"] for n in notes if n["outcome"] == "stopped"} <= set(seen.stops)
-    assert all(by_guard(n) for n in notes if n["kind"] == "job_stopped")
+    assert [n for n in notes if n["kind"] == "job_stopped"] == []
+    assert folded <= fleet.folded()
+    assert fleet.folded() - folded <= dead_transitions
     # ... and a finding it stopped a job for is announced "stopped", never "notified"
     misannounced = [n for n in notes if n["kind"] == "issues_found" and n["outcome"] != "stopped"]
     assert misannounced == []
     # nothing left in progress but what a dead-lettered delivery claimed (a redrive takes it over)
-    items = run.aws.client("dynamodb").scan(TableName=TABLE)["Items"]
-    states = {i[contract.TABLE_PARTITION_KEY]["S"]: i.get("state", {}).get("S") for i in items}
     assert {k for k, state in states.items() if state == "in_progress"} <= {k for d in dead for k in d.claimed}
-    assert {k for k, state in states.items() if state == "done" and k.startswith("t#")} <= set(published)
+    assert {k for k, state in states.items() if state == "done" and k.startswith("t#")} <= set(published) | folded
     # the fleet went through what the campaign is about (dead letters and busy waits have their own tests)
     assert seen.takeovers
     assert seen.concurrent_duplicates
@@ -686,5 +712,6 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
         virtual_minutes=round((run.clock.now - fleet.start).total_seconds() / 60),
         **figures_of(run),
         not_announced_after_dead_letter=len(missing),
+        folded_into_the_guards_stop=len(folded),
         guard_stops_announced_notified=len(misannounced),
     )

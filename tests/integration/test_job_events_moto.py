@@ -85,8 +85,8 @@ def test_out_of_order_events_are_harmless(aws: Emulation) -> None:
     aws.deliver(stopped)
     aws.deliver(finding)  # a stale duplicate after the job stopped
     notes = aws.notifications()
-    assert [n["kind"] for n in notes] == ["issues_found", "job_stopped"]
-    assert notes[1]["reason"].startswith("by Training Guard at")
+    # the job's end is the guard's stop already announced: folded into it
+    assert [n["kind"] for n in notes] == ["issues_found"]
 
 
 def test_dry_run_stops_nothing_and_says_so(emulation_with: Callable[[GuardConfig], Emulation]) -> None:
@@ -146,3 +146,54 @@ def test_email_subscribers_get_prose_and_machines_get_json(aws: Emulation) -> No
     assert envelope["Subject"] == f"Training Guard: Training job {JOB} failed"
     assert json.loads(envelope["Message"])["kind"] == "job_failed"
     assert envelope["MessageAttributes"]["severity"]["Value"] == "critical"
+
+
+def test_what_follows_the_guards_stop_is_folded_into_it_on_every_channel(aws: Emulation) -> None:
+    """The diverging job through the real handler: a rule error, the stop, a second finding while it stops, the
+    Stopped change with one more rule error. Two messages, not five: everything fans out from the one SNS publish
+    (e-mail, the chat queue, Amazon Q Developer), so nothing folded reaches any channel."""
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="every-subscriber")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    aws.client("sns").subscribe(TopicArn=aws.topic_arn, Protocol="sqs", Endpoint=arn)
+    finding = load_event("vanishing_gradient_issues_found")
+    statuses = finding["detail"]["DebugRuleEvaluationStatuses"]
+    before = with_detail(finding, DebugRuleEvaluationStatuses=[rule_status("ExplodingTensor", "Error", "no data")])
+    stopping = with_detail(
+        finding,
+        TrainingJobStatus="Stopping",
+        SecondaryStatus="Stopping",
+        DebugRuleEvaluationStatuses=[*statuses[:2], rule_status("WeightUpdateRatio", "IssuesFound")],
+    )
+    stopped = with_detail(
+        stopping,
+        TrainingJobStatus="Stopped",
+        SecondaryStatus="Stopped",
+        DebugRuleEvaluationStatuses=[
+            *stopping["detail"]["DebugRuleEvaluationStatuses"],
+            rule_status("LossNotDecreasing", "Error"),
+        ],
+    )
+    aws.put_job(before["detail"])
+    receipts = [aws.deliver(before), aws.deliver(finding), aws.deliver(stopping)]
+    aws.finish_stopping(JOB)
+    receipts += [aws.deliver(stopped), aws.deliver(stopped)]  # and SageMaker repeats itself
+    assert [(n["kind"], n["outcome"]) for n in aws.notifications()] == [
+        ("rule_error", "notified"),
+        ("issues_found", "stopped"),
+    ]
+    assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]) == 2
+    folded = [
+        f"t#{JOB}#debugger#WeightUpdateRatio#IssuesFound",
+        f"t#{JOB}#debugger#LossNotDecreasing#Error",
+        f"t#{JOB}#job#status#Stopped",
+    ]
+    assert [k for r in receipts for k in r["folded"]] == folded
+    assert receipts[-1]["duplicates"] == 4  # the repeat: every transition of the event done, folded ones too
+    dynamodb = aws.client("dynamodb")
+    for transition in folded:
+        item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": transition}})["Item"]
+        assert (item["state"]["S"], item["outcome"]["S"]) == ("done", "folded")
+    record = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": f"stop#{JOB}"}})["Item"]
+    assert record["confirmed"] == {"BOOL": True}
+    assert sorted(record["folded"]["SS"]) == sorted(folded)

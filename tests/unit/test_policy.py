@@ -18,6 +18,7 @@ from training_guard.policy import (
     Plan,
     decide,
     decide_metric,
+    folds_into_guard_stop,
     guard_tag_problems,
     selection_reason,
     stop_cause,
@@ -453,3 +454,22 @@ def test_a_metric_finding_on_a_job_the_guard_stopped_for_that_guard_is_still_the
     assert [d.plan for d in decide_metric(stopped, finding, Action.STOP, "guard line", GUARDED, now=NOW)] == [
         Plan.NOTIFY
     ]
+
+
+# --- one job, one story ------------------------------------------------------------------------------
+FOLDED_KINDS = {Kind.ISSUES_FOUND, Kind.RULE_ERROR, Kind.METRIC_ALARM, Kind.METRIC_STALL, Kind.JOB_STOPPED}
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_after_the_guards_stop_findings_rule_errors_alarms_and_the_stopped_change_fold_and_the_rest_is_news(
+    kind: Kind,
+) -> None:
+    decision = Decision("t#mnist-1#x#y#z", kind, Plan.NOTIFY, "why")
+    # a failure, a completion, a spot interruption or unreadable guard tags after the stop: still announced
+    assert folds_into_guard_stop(decision, is_the_stop=False) is (kind in FOLDED_KINDS)
+
+
+@pytest.mark.parametrize("kind", [Kind.ISSUES_FOUND, Kind.METRIC_ALARM, Kind.METRIC_STALL])
+def test_the_stop_itself_is_never_folded(kind: Kind) -> None:
+    decision = Decision("t#mnist-1#x#y#z", kind, Plan.STOP, "why", rule("IssuesFound"))
+    assert folds_into_guard_stop(decision, is_the_stop=True) is False

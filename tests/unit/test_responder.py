@@ -10,7 +10,7 @@ import pytest
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, load_event, rule_status, with_detail
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config import Action, GuardConfig, RulePolicy
 from training_guard.errors import ActionFailed, TransitionBusy
 from training_guard.events import Finding, TrainingJob, parse_event, parse_job
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
@@ -106,9 +106,11 @@ def two_findings() -> dict[str, Any]:
 def test_two_rules_finding_issues_cause_one_stop_call() -> None:
     world = World()
     event = two_findings()
-    world.see(event)
+    receipt = world.see(event)
     assert len(world.jobs.stop_calls) == 1
-    assert world.kinds() == [("issues_found", "stopped"), ("issues_found", "already_stopping")]
+    # the second finding is decided after the stop took effect: recorded, folded into the stop
+    assert world.kinds() == [("issues_found", "stopped")]
+    assert receipt.folded == [f"t#{JOB}#debugger#ExplodingTensor#IssuesFound"]
 
 
 def test_a_failed_publish_releases_the_claim_and_the_retry_completes_the_transition() -> None:
@@ -279,17 +281,15 @@ def test_out_of_order_events_do_not_stop_an_ended_job() -> None:
     assert ("issues_found", "already_ended") in world.kinds()
 
 
-def test_stopped_notification_says_the_guard_stopped_it() -> None:
+def test_a_stopped_change_over_a_stop_record_never_confirmed_is_announced_as_the_guards_stop() -> None:
+    # A record written before StopTrainingJob by an attempt killed before it confirmed the stop (or by a
+    # version of the guard that did not confirm stops): the job's end is announced, and attributed to the guard.
     world = World()
-    world.see(load_event("vanishing_gradient_issues_found"))
-    world.see(
-        with_detail(
-            load_event("vanishing_gradient_issues_found"), TrainingJobStatus="Stopped", SecondaryStatus="Stopped"
-        )
-    )
-    stopped = [n for n in world.publisher.published if n.kind.value == "job_stopped"]
-    assert len(stopped) == 1
-    assert stopped[0].reason.startswith("by Training Guard at")
+    world.ledger.stops[JOB] = StopRecord(JOB, "VanishingGradient", "rules.debugger_default = stop", NOW, "e0")
+    receipt = world.see(stopped_event(rules=[]))
+    [stopped] = world.publisher.published
+    assert (stopped.kind.value, receipt.folded) == ("job_stopped", [])
+    assert stopped.reason.startswith("by Training Guard at")
 
 
 def test_unselected_jobs_are_ignored_with_a_reason() -> None:
@@ -363,6 +363,7 @@ def test_the_receipt_of_a_stop_is_what_the_handler_returns_and_simulate_prints()
         "alarms_created": [],
         "alarms_deleted": [],
         "unrecorded": [],
+        "folded": [],
     }
     # The transition is remembered for dedup_ttl_days (35 by default) from now.
     assert world.ledger.items[VANISHING_KEY] == {
@@ -410,12 +411,9 @@ def test_a_busy_transition_is_given_up_after_exactly_the_busy_wait() -> None:
 
 def test_the_stopped_notification_names_the_guards_rule_and_its_reason() -> None:
     world = World()
-    world.see(load_event("vanishing_gradient_issues_found"))
-    world.see(
-        with_detail(
-            load_event("vanishing_gradient_issues_found"), TrainingJobStatus="Stopped", SecondaryStatus="Stopped"
-        )
-    )
+    reason = "rules.debugger_default = stop (debugger rule VanishingGradient)"
+    world.ledger.stops[JOB] = StopRecord(JOB, "VanishingGradient", reason, NOW, "e0")  # never confirmed
+    world.see(stopped_event(rules=[]))
     [stopped] = [n for n in world.publisher.published if n.kind.value == "job_stopped"]
     assert stopped.reason == (
         "by Training Guard at 2026-11-30T03:00:00+00:00: rule VanishingGradient "
@@ -573,6 +571,7 @@ def test_a_fleet_guards_alarm_stops_the_job_and_says_where_and_what_fired() -> N
         "alarms_created": [],
         "alarms_deleted": [],
         "unrecorded": [],
+        "folded": [],
     }
     [note] = world.publisher.published
     assert (note.account, note.region, note.event_id, note.transition) == (
@@ -634,3 +633,189 @@ def test_an_alarm_retried_after_our_killed_stop_finishes_and_announces_the_stop(
     receipt = world.guard.handle_alarm(observed(), now=NOW + timedelta(seconds=61))
     assert receipt.outcomes == ["stopped"]
     assert world.jobs.tags_by_arn[ALARM_ARN][contract.TAG_STOP_RULE] == "loss-diverging"
+
+
+# --- one job, one story: what follows the guard's stop is folded into it ----------------------------------
+JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
+JOB_ARN = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{JOB}"
+
+
+def job_event(status: str, rules: list[dict[str, Any]] | None = None, **detail: Any) -> dict[str, Any]:
+    """The diverging job's state change in `status` (its rule statuses replaced when given)."""
+    secondary = "Training" if status == "InProgress" else status
+    event = with_detail(
+        load_event("vanishing_gradient_issues_found"), TrainingJobStatus=status, SecondaryStatus=secondary, **detail
+    )
+    if rules is not None:
+        event["detail"]["DebugRuleEvaluationStatuses"] = rules
+    return event
+
+
+def stopped_event(rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return job_event("Stopped", rules)
+
+
+def key(rule: str, status: str, source: str = "debugger") -> str:
+    return f"t#{JOB}#{source}#{rule}#{status}"
+
+
+STOPPED_KEY = f"t#{JOB}#job#status#Stopped"
+# What SageMaker says while the guard's stop takes effect: a second rule finds issues, a third breaks.
+LATER_FINDING = job_event("Stopping", [rule_status("WeightUpdateRatio", "IssuesFound")])
+LATER_RULE_ERROR = job_event("Stopping", [rule_status("LossNotDecreasing", "Error", "Training job has ended")])
+THE_STOPPED_CHANGE = stopped_event(rules=[])
+# An event SageMaker sent before the stop took effect, delivered after it: the job still reads InProgress.
+STALE_FINDING = job_event("InProgress", [rule_status("WeightUpdateRatio", "IssuesFound")])
+
+
+def stopped_by_the_guard(config: GuardConfig | None = None) -> World:
+    world = World(config)
+    world.see(load_event("vanishing_gradient_issues_found"))
+    assert world.kinds() == [("issues_found", "stopped")]
+    assert world.ledger.stops[JOB].confirmed
+    return world
+
+
+def test_the_diverging_job_tells_one_story_the_rule_error_before_the_stop_and_the_stop() -> None:
+    world = World()
+    before = job_event("InProgress", [rule_status("ExplodingTensor", "Error", "No debugging data was saved")])
+    receipts = [world.see(before), world.see(load_event("vanishing_gradient_issues_found"))]
+    receipts += [world.see(e) for e in (LATER_FINDING, stopped_event([rule_status("LossNotDecreasing", "Error")]))]
+    # Without folding: the rule error, the stop, the later finding, the stopped change, the later rule error.
+    assert world.kinds() == [("rule_error", "notified"), ("issues_found", "stopped")]
+    folded = [key("WeightUpdateRatio", "IssuesFound"), key("LossNotDecreasing", "Error"), STOPPED_KEY]
+    assert [k for r in receipts for k in r.folded] == folded
+    # exactly once per transition: each one claimed, acted on and marked done, its outcome "folded" ...
+    assert all(world.ledger.items[k]["state"] == "done" for k in folded)
+    assert {k: world.ledger.items[k]["outcome"] for k in folded} == dict.fromkeys(folded, "folded")
+    # ... and kept with the stop's audit record, which outlives the ledger's transitions
+    assert world.ledger.stops[JOB].folded == tuple(sorted(folded))
+
+
+@pytest.mark.parametrize(
+    ("after", "folded"),
+    [
+        (LATER_FINDING, key("WeightUpdateRatio", "IssuesFound")),  # a finding on the job being stopped
+        (LATER_RULE_ERROR, key("LossNotDecreasing", "Error")),  # a rule breaking as the job ends
+        (THE_STOPPED_CHANGE, STOPPED_KEY),  # the "stopped" change of the guard's own stop
+        (STALE_FINDING, key("WeightUpdateRatio", "IssuesFound")),  # late delivery: refused as "already stopping"
+    ],
+    ids=["later-finding", "later-rule-error", "stopped-change", "stale-in-progress-finding"],
+)
+def test_what_follows_the_guards_stop_is_recorded_and_folded_not_announced(after: dict[str, Any], folded: str) -> None:
+    world = stopped_by_the_guard()
+    receipt = world.see(after, now=NOW + timedelta(minutes=1))
+    assert (receipt.folded, receipt.notifications, receipt.outcomes) == ([folded], [], [])
+    assert world.kinds() == [("issues_found", "stopped")]
+    assert world.ledger.items[folded] == {
+        "state": "done",
+        "outcome": "folded",
+        "expires_at": (NOW + timedelta(minutes=1)).timestamp() + 35 * 86400,
+    }
+    assert world.ledger.stops[JOB].folded == (folded,)
+    assert world.jobs.stop_calls == [JOB]  # folding acts exactly as before: no second stop
+
+
+def test_a_redelivered_folded_transition_is_a_duplicate_not_a_message() -> None:
+    world = stopped_by_the_guard()
+    world.see(LATER_FINDING)
+    again = world.see(LATER_FINDING)
+    assert (again.duplicates, again.folded, again.notifications) == (1, [], [])
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_a_metric_alarm_of_a_job_the_guard_stopped_for_a_rule_is_folded() -> None:
+    world = stopped_by_the_guard(GuardConfig.from_dict(GUARDS))
+    alarm = observed(job=JOB)
+    receipt = world.guard.handle_alarm(alarm, now=NOW)
+    assert receipt.folded == [f"t#{JOB}#metric#loss-diverging#ALARM"]
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_the_stopped_change_of_a_job_a_metric_guard_stopped_is_folded() -> None:
+    world = alarm_world()
+    assert world.guard.handle_alarm(observed(), now=NOW).outcomes == ["stopped"]
+    stopped = TrainingJob(name=ALARM_JOB, status="Stopped", arn=ALARM_ARN, secondary_status="Stopped", rules=())
+    world.jobs.jobs[ALARM_JOB] = stopped
+    event = replace(parse_event(load_event("failed")), job=stopped)
+    receipt = world.guard.handle(event, now=NOW)
+    assert receipt.folded == [f"t#{ALARM_JOB}#job#status#Stopped"]
+    assert [(n.kind.value, n.outcome.value) for n in world.publisher.published] == [("metric_alarm", "stopped")]
+
+
+def test_a_stop_by_a_person_is_announced_with_who_stopped_it() -> None:
+    world = World()
+    receipt = world.see(THE_STOPPED_CHANGE)  # nobody asked the guard: no stop record
+    [note] = world.publisher.published
+    assert (note.kind.value, receipt.folded) == ("job_stopped", [])
+    assert note.reason == "by a person or another tool (StopTrainingJob called outside the guard)"
+    assert world.ledger.items[STOPPED_KEY]["outcome"] == "notified"
+
+
+def test_a_finding_handled_before_the_guards_stop_exists_is_announced() -> None:
+    # The other rule's finding arrives first: the stop is still to come, so it is news, and so is the stop.
+    world = World()
+    world.see(job_event("InProgress", [rule_status("LossNotDecreasing", "Error", "no data")]))
+    world.see(load_event("vanishing_gradient_issues_found"))
+    assert world.kinds() == [("rule_error", "notified"), ("issues_found", "stopped")]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [GuardConfig(dry_run=True), GuardConfig(rules=RulePolicy(actions={"VanishingGradient": Action.NOTIFY}))],
+    ids=["dry-run", "notify-only"],
+)
+def test_nothing_is_folded_after_a_would_stop_or_a_notify_only_finding(config: GuardConfig) -> None:
+    # A "would have stopped" is not a stop: the person who then stops the job, the rules that break
+    # meanwhile, are each news.
+    world = World(config)
+    world.see(load_event("vanishing_gradient_issues_found"))
+    receipts = [world.see(LATER_RULE_ERROR), world.see(THE_STOPPED_CHANGE)]
+    assert [r.folded for r in receipts] == [[], []]
+    assert [kind for kind, _ in world.kinds()] == ["issues_found", "rule_error", "job_stopped"]
+    assert world.jobs.stop_calls == []
+
+
+def test_a_stop_record_never_confirmed_folds_nothing() -> None:
+    # An attempt wrote the record and was killed before StopTrainingJob: the job may still run. Another rule's
+    # finding is refused the stop ("already being stopped") and said, never folded into a stop that did not happen.
+    world = World()
+    world.ledger.stops[JOB] = StopRecord(JOB, "VanishingGradient", "rules.debugger_default = stop", NOW, "e0")
+    receipt = world.see(STALE_FINDING)
+    assert (receipt.outcomes, receipt.folded) == (["already_stopping"], [])
+    assert world.jobs.stop_calls == []
+
+
+def test_a_failure_after_the_guards_stop_is_announced() -> None:
+    # The stop ended the job otherwise than announced: that is news.
+    world = stopped_by_the_guard()
+    receipt = world.see(job_event("Failed", [], FailureReason="AlgorithmError: exit 137"))
+    assert receipt.folded == []
+    assert world.kinds() == [("issues_found", "stopped"), ("job_failed", "notified")]
+
+
+def test_a_retry_whose_stop_call_fails_keeps_the_earlier_attempts_record_and_still_announces_the_stop() -> None:
+    # The first attempt stopped the job and failed to publish; the retry's StopTrainingJob call fails (throttled).
+    # Dropping the record then made the next retry announce the guard's own stop as "already ended".
+    world = World()
+    event = load_event("vanishing_gradient_issues_found")
+    world.publisher.fail = ActionFailed("sns:Publish", RuntimeError("throttled"))
+    with pytest.raises(ActionFailed):
+        world.see(event)
+    world.publisher.fail = None
+    world.jobs.fail_stop = ActionFailed("StopTrainingJob", RuntimeError("ThrottlingException"))
+    with pytest.raises(ActionFailed):
+        world.see(event)
+    assert world.ledger.stops[JOB].confirmed  # kept: its stop took effect
+    world.jobs.fail_stop = None
+    assert world.see(event).outcomes == ["stopped"]
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_a_retry_of_a_stop_keeps_the_first_record_and_tags_what_it_says() -> None:
+    world = World()
+    record = StopRecord(JOB, "VanishingGradient", "rules.debugger_default = stop", NOW, "e0")
+    world.ledger.stops[JOB] = record  # the first attempt's, killed before StopTrainingJob
+    world.see(load_event("vanishing_gradient_issues_found"), now=NOW + timedelta(seconds=61))
+    assert world.ledger.stops[JOB] == replace(record, confirmed=True)
+    assert world.jobs.tags_by_arn[JOB_ARN][contract.TAG_STOPPED_AT] == NOW.isoformat(timespec="seconds")

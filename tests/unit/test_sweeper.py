@@ -13,8 +13,9 @@ from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTra
 from tests.helpers import NOW
 from training_guard.config import GuardConfig
 from training_guard.errors import ActionFailed
-from training_guard.events import Finding, TrainingJob
+from training_guard.events import Finding, JobEvent, TrainingJob
 from training_guard.metric_guards import AlarmObservation, job_alarm_name
+from training_guard.ports import StopRecord
 from training_guard.responder import Responder
 from training_guard.sweeper import Sweeper, SweepIncomplete, SweepReport, training_since
 
@@ -330,3 +331,37 @@ def test_a_failing_per_job_alarm_read_is_reported_by_name() -> None:
     with pytest.raises(SweepIncomplete) as incomplete:
         fleet.sweep()
     assert incomplete.value.report.failed == {"per-job alarms": "DescribeAlarms failed: throttled"}
+
+
+# --- one job, one story ------------------------------------------------------------------------------------
+def test_the_stopped_change_of_a_job_the_sweeper_stopped_for_a_stall_is_folded() -> None:
+    fleet = Fleet(STALL, training("long-quiet"))
+    fleet.metrics.before = {"long-quiet"}
+    fleet.sweep()
+    assert fleet.ledger.stops["long-quiet"].confirmed
+    stopped = replace(fleet.jobs.jobs["long-quiet"], status="Stopped", secondary_status="Stopped")
+    fleet.jobs.jobs["long-quiet"] = stopped
+    event = JobEvent("e2", ACCOUNT, REGION, NOW, "aws.sagemaker", "SageMaker Training Job State Change", stopped)
+    receipt = fleet.responder.handle(event, now=NOW)
+    assert receipt.folded == ["t#long-quiet#job#status#Stopped"]
+    assert fleet.published() == [("long-quiet", "metric_stall", "stopped", ACCOUNT, REGION, SWEEP_ID)]
+
+
+def test_a_reconciled_finding_folded_into_a_stop_made_meanwhile_is_reported_not_announced() -> None:
+    # The sweep read the job running; before it reacted, an event's invocation stopped it for VanishingGradient.
+    vanishing = Finding(name="VanishingGradient", source="debugger", status="IssuesFound")
+    ratio = Finding(name="WeightUpdateRatio", source="debugger", status="IssuesFound")
+    fleet = Fleet(STALL, training("raced", rules=(vanishing, ratio)))
+    fleet.metrics.before = {"raced"}  # and it went quiet
+    fleet.ledger.stops["raced"] = StopRecord("raced", "VanishingGradient", "why", NOW, "e1", confirmed=True)
+    fleet.ledger.complete("t#raced#debugger#VanishingGradient#IssuesFound", now=NOW, ttl_seconds=60, outcome="stopped")
+    report = fleet.sweep()
+    assert fleet.published() == []
+    assert [(r["job"], r["folded"]) for r in report.reconciled] == [
+        ("raced", ["t#raced#debugger#WeightUpdateRatio#IssuesFound"])
+    ]
+    assert report.stalled == ["raced"]  # found, recorded, folded
+    assert fleet.ledger.stops["raced"].folded == (
+        "t#raced#debugger#WeightUpdateRatio#IssuesFound",
+        "t#raced#metric#stall#NoData",
+    )

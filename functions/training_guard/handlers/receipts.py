@@ -49,5 +49,13 @@ def count_outcomes(receipt: Receipt) -> None:
         metrics.add_metric(name=f"Outcome_{outcome}", unit=MetricUnit.Count, value=1)
     if receipt.notifications:
         metrics.add_metric(name="NotificationsPublished", unit=MetricUnit.Count, value=len(receipt.notifications))
+    if receipt.folded:
+        # Acted on and recorded (the ledger's outcome "folded", the stop record's audit), never published:
+        # this line is what a person searching the logs for a missing message finds.
+        logger.info(
+            "folded into the guard's stop of the job, not announced",
+            extra={"training_job": receipt.job, "transitions": receipt.folded},
+        )
+        metrics.add_metric(name="NotificationsFolded", unit=MetricUnit.Count, value=len(receipt.folded))
     if receipt.duplicates:
         metrics.add_metric(name="DuplicateTransitions", unit=MetricUnit.Count, value=receipt.duplicates)
