@@ -8,11 +8,12 @@ import sys
 from aws_cdk import App
 
 from infra import guard_config
+from infra.components.names import STACK_NAME
 from infra.nag import add_checks
 from infra.stack import TrainingGuardStack
 from training_guard.config import ConfigError
 
-STACK_NAME = "TrainingGuard"
+__all__ = ["FEATURE_FLAG_EXCEPTIONS", "STACK_NAME", "build_app", "main"]
 
 # CDK feature flags. cdk.json sets every flag the installed aws-cdk-lib recommends (its
 # recommended-feature-flags.json, what `cdk init` writes), so `cdk synth` reports none as unconfigured

@@ -16,6 +16,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.components import names
 from infra.components.functions import GuardFunction
 from infra.components.job_events import KEY_ACTIONS, LEDGER_ACTIONS, training_job_arn_pattern
 from infra.components.queues import DeadLetterQueue, encrypted_queue
@@ -34,7 +35,7 @@ WEBHOOK_READ_ACTIONS = ("secretsmanager:GetSecretValue",)
 
 
 def webhook_secret_name(stack: Stack, webhook: str) -> str:
-    return f"{stack.stack_name}/slack/{webhook}"
+    return names.webhook_secret_name(stack.stack_name, webhook)
 
 
 class ChatDelivery(Construct):

@@ -12,6 +12,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.components import names
 from training_guard import contract
 
 PERIOD = Duration.minutes(5)
@@ -89,7 +90,7 @@ class Monitoring(Construct):
                 "fix the cause, then redrive them (README, Operate).",
             )
 
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{stack}-activity")
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=names.dashboard_name(stack))
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Reactions (stops, would-have-stopped, deferred, notified)",

@@ -1,12 +1,293 @@
-"""Placeholder registered by cli.py; the real command lands in this session (issue 12)."""
+"""`training-guard plan`: what the guard will do, on one screen, before it is deployed.
+
+Read from the same layered configuration the CDK app deploys (cdk.json's `training-guard` context,
+with `--config FILE` layered over it: infra/guard_config.py), and described with the code the stack
+and the functions use (the rule actions of `GuardConfig`, the Metrics Insights queries of
+`training_guard.metric_guards`, the names of infra/components/names.py). No AWS call, no jsii.
+
+The text is a view of the JSON document (`--json`), so both always say the same.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
+
+from training_guard.config import SEVERITIES, Action, ConfigError, GuardConfig
+
+CDK_JSON = "cdk.json"
+# Enough to read at a glance and stay within 40 lines at the configuration's maxima; --json has all.
+MAX_GUARDS_SHOWN = 5  # two lines each
+MAX_WEBHOOKS_SHOWN = 3
+MAX_EMAILS_SHOWN = 3
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Register the sub-command on the CLI's sub-parsers."""
-    parser: argparse.ArgumentParser = commands.add_parser("plan", help="(in progress)")
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "plan",
+        help="show what the guard will do with the configuration a deploy would use (offline)",
+        description=(
+            "Reads cdk.json's configuration in the current folder with --config FILE layered over it, exactly "
+            "as `make synth` / `make deploy CONFIG=FILE` do, and prints on one screen what the guard will do: "
+            "which rules stop and which notify, dry run, exemptions, grace period, metric guards with their "
+            "Metrics Insights queries, notifications and channels, and what is off. No AWS call."
+        ),
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="the per-account file layered over cdk.json (make deploy CONFIG=FILE)"
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    parser.set_defaults(run=_run)
     return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from infra import guard_config
+    from training_guard_local.cli import EXIT_OK, UsageError
+
+    cdk_json = Path(CDK_JSON)
+    if not cdk_json.is_file():
+        raise UsageError(f"no {CDK_JSON} in {Path.cwd()}: run it from the project folder")
+    try:
+        layered = guard_config.from_cdk_json(cdk_json, args.config)
+    except ConfigError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
+    document = plan(layered.config, layered.layers)
+    print(json.dumps(document) if args.json else render(document))
+    return EXIT_OK
+
+
+# --- the plan as data --------------------------------------------------------------------------------
+
+
+def plan(config: GuardConfig, layers: tuple[str, ...]) -> dict[str, Any]:
+    """What the guard will do with this configuration, as a JSON-ready document."""
+    from infra.components.names import STACK_NAME, webhook_secret_name
+    from training_guard.metric_guards import fleet_alarm_name, insights_query
+
+    by_action: dict[str, list[str]] = {a.value: [] for a in Action}
+    for rule, action in config.rules.actions.items():
+        by_action[action.value].append(rule)
+    slack = config.slack
+    document: dict[str, Any] = {
+        "layers": list(layers),
+        "rules": {
+            "debugger_default": config.rules.debugger_default.value,
+            "profiler_default": config.rules.profiler_default.value,
+            "by_action": by_action,
+        },
+        "dry_run": config.dry_run,
+        "stop_requires_tag": config.stop_requires_tag,
+        "exemption_tags": [config.tags.exempt, config.tags.notify_only],
+        "min_training_minutes": config.min_training_minutes,
+        "jobs": {
+            "include_prefixes": list(config.jobs.include_prefixes),
+            "exclude_prefixes": list(config.jobs.exclude_prefixes),
+        },
+        "metric_guards": [
+            {
+                "name": guard.name,
+                "alarm": fleet_alarm_name(guard),
+                "describe": guard.describe(),
+                "query": insights_query(guard),
+                "action": guard.action.value,
+                "job_prefix": guard.job_prefix,
+                "job_tag": guard.job_tag,
+            }
+            for guard in config.metric_guards
+        ],
+        "per_job_alarms": config.per_job_alarms,
+        "stall": None
+        if config.stall is None
+        else {"minutes": config.stall.minutes, "action": config.stall.action.value},
+        "sweep_minutes": config.sweep_minutes,
+        "notifications": {
+            "failed": config.notifications.failed,
+            "stopped": config.notifications.stopped,
+            "spot_interrupted": config.notifications.spot_interrupted,
+            "completed": config.notifications.completed,
+        },
+        "emails": list(config.emails),
+        "slack": None
+        if not slack.enabled
+        else {
+            "webhooks": {
+                name: {
+                    "secret_name": hook.secret_name or webhook_secret_name(STACK_NAME, name),
+                    "created_by_the_stack": not hook.secret_name,
+                }
+                for name, hook in slack.webhooks.items()
+            },
+            "routes": _routes(config),
+        },
+        "q_developer": None
+        if config.q_developer is None
+        else {
+            "slack_workspace_id": config.q_developer.slack_workspace_id,
+            "slack_channel_id": config.q_developer.slack_channel_id,
+        },
+        "dedup_ttl_days": config.dedup_ttl_days,
+        "powertools_layer_arn": config.powertools_layer_arn,
+    }
+    document["off"] = _off(document)
+    return document
+
+
+def _routes(config: GuardConfig) -> list[str]:
+    """Slack routing in the order `SlackConfig.route` applies it."""
+    slack = config.slack
+    routes: list[str] = []
+    if slack.min_severity != SEVERITIES[0]:
+        below = ", ".join(SEVERITIES[: SEVERITIES.index(slack.min_severity)])
+        routes.append(f"{below} -> no webhook (min_severity {slack.min_severity})")
+    if slack.team_tag:
+        routes.append(f"a job tagged {slack.team_tag}=<webhook> -> that webhook")
+    routes.extend(
+        f"{severity} -> {slack.by_severity[severity]}" for severity in SEVERITIES if severity in slack.by_severity
+    )
+    if slack.default:
+        routes.append(f"{'everything else' if routes else 'everything'} -> {slack.default}")
+    return routes
+
+
+def _off(document: dict[str, Any]) -> list[str]:
+    off = []
+    if not document["metric_guards"]:
+        off.append("metric guards")
+    if document["stall"] is None:
+        off.append("stall check")
+    if not document["per_job_alarms"]:
+        off.append("per-job guard tags")
+    if not document["emails"]:
+        off.append("e-mail")
+    if document["slack"] is None:
+        off.append("Slack")
+    if document["q_developer"] is None:
+        off.append("Q Developer")
+    return off
+
+
+# --- the plan as text ---------------------------------------------------------------------------------
+
+
+def render(document: dict[str, Any]) -> str:
+    """About 30 lines; never more than 40 whatever the configuration."""
+    d = document
+    lines = [f"Training Guard plan: {' + '.join(d['layers'])}"]
+    if len(d["layers"]) > 1:
+        lines.append("  (the file layers over cdk.json: objects merge, other values replace, null removes)")
+    lines += _rule_lines(d)
+    lines += _stop_lines(d)
+    lines += _metric_lines(d)
+    lines += _notification_lines(d)
+    lines.append("Off: " + (", ".join(d["off"]) if d["off"] else "nothing"))
+    return "\n".join(lines)
+
+
+def _rule_lines(d: dict[str, Any]) -> list[str]:
+    rules = d["rules"]
+    lines = [
+        "Debugger and Profiler rules reporting IssuesFound on a running job",
+        f"  Debugger rules: {rules['debugger_default']}   Profiler rules: {rules['profiler_default']}"
+        "   (rules.debugger_default, rules.profiler_default)",
+    ]
+    named = [f"{action} {', '.join(names)}" for action, names in rules["by_action"].items() if names]
+    if named:
+        lines.append(f"  by name (rules.actions): {'; '.join(named)}")
+    lines.append("  a rule in Error is notified unless ignored, never stopped for (it says nothing about the model)")
+    return lines
+
+
+def _stop_lines(d: dict[str, Any]) -> list[str]:
+    lines = ["Stopping"]
+    if d["dry_run"]:
+        lines.append('  dry run: ON: nothing is stopped; "would have stopped" is notified instead (dry_run)')
+    else:
+        lines.append("  dry run: off: the guard calls StopTrainingJob, once per job, and tags the job")
+    if d["stop_requires_tag"]:
+        lines.append(f"  opt-in: only jobs tagged {d['stop_requires_tag']}=true may be stopped (IAM enforces it too)")
+    exempt, notify_only = d["exemption_tags"]
+    lines.append(f'  never stopped: jobs tagged {exempt} or {notify_only} (notified "would have stopped")')
+    if d["min_training_minutes"]:
+        lines.append(
+            f"  grace: a finding in the first {d['min_training_minutes']} min of training is deferred, then stops "
+            "the job (min_training_minutes)"
+        )
+    else:
+        lines.append("  grace: none: a finding stops at once (min_training_minutes = 0)")
+    jobs = d["jobs"]
+    only = f"only names starting {', '.join(jobs['include_prefixes'])}" if jobs["include_prefixes"] else "every job"
+    but = f"; not names starting {', '.join(jobs['exclude_prefixes'])}" if jobs["exclude_prefixes"] else ""
+    lines.append(f"  jobs guarded: {only}{but}")
+    return lines
+
+
+def _metric_lines(d: dict[str, Any]) -> list[str]:
+    guards = d["metric_guards"]
+    if not guards:
+        lines = ["Metric guards: none (metric_guards)"]
+    else:
+        lines = [f"Metric guards: {len(guards)}, one Metrics Insights alarm each (every job is a contributor)"]
+        for guard in guards[:MAX_GUARDS_SHOWN]:
+            scope = [f"jobs starting {guard['job_prefix']}"] if guard["job_prefix"] else []
+            scope += [f"jobs tagged {guard['job_tag']}"] if guard["job_tag"] else []
+            lines.append(f"  {guard['describe']}" + (f" ({'; '.join(scope)})" if scope else ""))
+            lines.append(f"    {guard['query']}")
+        if len(guards) > MAX_GUARDS_SHOWN:
+            lines.append(f"  ... and {len(guards) - MAX_GUARDS_SHOWN} more (--json lists them all)")
+    tags = "honoured" if d["per_job_alarms"] else "ignored (per_job_alarms = false)"
+    lines.append(f"  per-job guard tags (training-guard:alarm:<metric>): {tags}")
+    stall = d["stall"]
+    if stall is None:
+        lines.append("  stall check: off (stall): a job that stops logging metrics is not noticed")
+    else:
+        lines.append(f"  stall check: a running job with no new metric for {stall['minutes']} min -> {stall['action']}")
+    lines.append(f"  sweeper: every {d['sweep_minutes']} min (lost events, still-firing guards, orphaned alarms)")
+    return lines
+
+
+def _some(items: list[str], shown: int) -> str:
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
+def _notification_lines(d: dict[str, Any]) -> list[str]:
+    notes = d["notifications"]
+    kinds = {"failed": "failed", "stopped": "stopped", "spot_interrupted": "spot interrupted", "completed": "completed"}
+    on = [word for key, word in kinds.items() if notes[key]]
+    off = [word for key, word in kinds.items() if not notes[key]]
+    lines = [
+        "Notifications: one per transition, to the SNS topic (stack output NotificationTopicArn)",
+        f"  job lifecycle: {', '.join(on) or 'none'}" + (f" (not: {', '.join(off)})" if off else ""),
+    ]
+    emails = d["emails"]
+    if emails:
+        lines.append(f"  e-mail: {_some(emails, MAX_EMAILS_SHOWN)} (each confirms its subscription once)")
+    else:
+        lines.append("  e-mail: off: no addresses (emails)")
+    slack = d["slack"]
+    if slack is None:
+        lines.append("  Slack: off: no webhooks configured (slack.webhooks)")
+    else:
+        webhooks = slack["webhooks"]
+        lines.append(f"  Slack: {len(webhooks)} webhook{'s' if len(webhooks) > 1 else ''} (slack.webhooks)")
+        for name, hook in list(webhooks.items())[:MAX_WEBHOOKS_SHOWN]:
+            created = ", created by the stack: put the webhook URL in it" if hook["created_by_the_stack"] else ""
+            lines.append(f"    {name}: secret {hook['secret_name']}{created}")
+        if len(webhooks) > MAX_WEBHOOKS_SHOWN:
+            lines.append(f"    ... and {len(webhooks) - MAX_WEBHOOKS_SHOWN} more (--json lists them all)")
+        lines.append(f"    routing: {'; '.join(slack['routes'])}")
+    q = d["q_developer"]
+    if q is None:
+        lines.append("  Amazon Q Developer: off: not configured (q_developer)")
+    else:
+        lines.append(
+            f"  Amazon Q Developer: Slack workspace {q['slack_workspace_id']}, channel {q['slack_channel_id']}"
+        )
+    lines.append(
+        f"  a handled transition is remembered {d['dedup_ttl_days']} days (dedup_ttl_days): never announced twice"
+    )
+    return lines
