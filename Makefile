@@ -1,7 +1,8 @@
 # Training Guard: every command a newcomer needs. Each target installs what it uses.
 #   make demo    run the guard end to end on an emulated AWS (no account needed)
 #   make test    lint, types and the whole test suite
-#   make synth   synthesize the CloudFormation template offline (cdk.out/)
+#   make synth   synthesize the CloudFormation template offline (cdk.out/) and print the plan
+#   make plan    one screen of what the guard will do with this configuration (CONFIG=file optional)
 #   make preflight  check credentials, region, layer, concurrency, Slack secrets, Node.js (deploy runs it)
 #   make bootstrap  once per account and region, before the first deploy (runs preflight first)
 #   make deploy  deploy to the account and region of your AWS credentials (CONFIG=file optional)
@@ -40,7 +41,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint config-docs typecheck unit synth preflight bootstrap deploy diff demo bench bench-report first-day \
+.PHONY: install test lint config-docs typecheck unit synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -125,9 +126,17 @@ scan: $(VENV)/.installed $(CHECKOV)
 	$(CHECKOV) -f $(SCAN_OUT)/TrainingGuard.template.json --framework cloudformation \
 		--compact --quiet --skip-download
 
+# The plan: one screen of what the guard will do, from the same layered configuration the app reads.
+PLAN := $(VENV)/bin/training-guard plan $(if $(CONFIG),--config $(CONFIG))
+
 synth: install
 	$(CDK_RUN) synth $(CDK_FLAGS) --quiet
 	@echo "template: cdk.out/TrainingGuard.template.json"
+	@echo
+	@$(PLAN)
+
+plan: install
+	@$(PLAN)
 
 diff: install
 	$(CDK_RUN) diff $(CDK_FLAGS)
@@ -137,6 +146,7 @@ preflight: install
 	$(VENV)/bin/training-guard preflight $(if $(CONFIG),--config $(CONFIG))
 
 deploy: preflight
+	@$(PLAN)
 	$(CDK_RUN) deploy $(CDK_FLAGS) $(CDK_DEPLOY_FLAGS)
 
 # Once per account and region, before the first deploy: the CDK's staging bucket and roles (CDKToolkit stack).
