@@ -18,7 +18,13 @@ from training_guard import contract
 PERIOD = Duration.minutes(5)
 SERVICE_DIMENSION = {"service": "training-guard"}  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
 REACTION_METRICS = ("Outcome_stopped", "Outcome_would_stop", "Outcome_deferred", "Outcome_notified")
-DELIVERY_METRICS = ("NotificationsPublished", "DuplicateTransitions", "SlackDelivered", "SlackFailed")
+DELIVERY_METRICS = (
+    "NotificationsPublished",
+    "NotificationsFolded",  # recorded, folded into a stop the guard made (one job, one story)
+    "DuplicateTransitions",
+    "SlackDelivered",
+    "SlackFailed",
+)
 SWEEP_METRICS = ("RunningJobs", "Reconciled", "StalledJobs", "OrphanedAlarmsDeleted")
 
 
