@@ -71,5 +71,12 @@ def test_the_dashboard_shows_the_guards_own_metrics(synth: Synth) -> None:
         for m in w["properties"].get("metrics", [])
         if m[0] == contract.GUARD_METRICS_NAMESPACE
     }
-    for metric in ("Outcome_stopped", "Outcome_would_stop", "NotificationsPublished", "NotificationsFolded", "SlackFailed", "StalledJobs"):
+    for metric in (
+        "Outcome_stopped",
+        "Outcome_would_stop",
+        "NotificationsPublished",
+        "NotificationsFolded",
+        "SlackFailed",
+        "StalledJobs",
+    ):
         assert (contract.GUARD_METRICS_NAMESPACE, metric, "service", "training-guard") in shown
