@@ -104,6 +104,9 @@ def decide(
     if not config.selects(job.name):
         return []
     decisions = [d for rule in job.rules or () if (d := _decide_rule(job, rule, config, now, guard_stop))]
+    # A stop is acted on first, whatever the order SageMaker lists the rules in, so what else one event says
+    # about the job is folded into that stop the same way every time (sorted() is stable: the rest keep order).
+    decisions = sorted(decisions, key=lambda d: d.plan is not Plan.STOP)
     lifecycle = _decide_lifecycle(job, config, guard_stop)
     if lifecycle is not None:
         decisions.append(lifecycle)

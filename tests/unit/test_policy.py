@@ -473,3 +473,14 @@ def test_after_the_guards_stop_findings_rule_errors_alarms_and_the_stopped_chang
 def test_the_stop_itself_is_never_folded(kind: Kind) -> None:
     decision = Decision("t#mnist-1#x#y#z", kind, Plan.STOP, "why", rule("IssuesFound"))
     assert folds_into_guard_stop(decision, is_the_stop=True) is False
+
+
+def test_a_stop_comes_first_whatever_order_the_rules_are_listed_in() -> None:
+    """One event, a Profiler finding (notify) listed before a Debugger finding (stop): the stop is acted on
+    first, so the same event gives the same story (the stop, the rest folded) in either order."""
+    profiler = rule("IssuesFound", "LowGPUUtilization", PROFILER)
+    debugger = rule("IssuesFound", "VanishingGradient", DEBUGGER)
+    for rules in ((profiler, debugger), (debugger, profiler)):
+        decisions = decide(job("InProgress", *rules), GuardConfig(), now=NOW)
+        plans = [(d.finding.name if d.finding else "", d.plan) for d in decisions]
+        assert plans == [("VanishingGradient", Plan.STOP), ("LowGPUUtilization", Plan.NOTIFY)]
