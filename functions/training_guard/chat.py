@@ -52,14 +52,31 @@ class NotConfigured(Exception):
     """A webhook's secret holds no usable URL yet (a permanent failure until an operator acts)."""
 
 
+# In the reason a message parked for want of a URL carries: `training-guard doctor` finds those by it.
+NOT_CONFIGURED = "does not hold a webhook URL yet"
+
+
+def not_configured_reason(webhook: str, secret_id: str) -> str:
+    """How such a reason begins (it is cut to 256 characters in the dead-letter queue's attribute)."""
+    return f"webhook {webhook!r}: secret {secret_id} {NOT_CONFIGURED}"
+
+
 def check_url(webhook: str, secret_id: str, value: str) -> str:
     url = value.strip()
     if url.startswith("https://") or url.startswith(_LOOPBACK_PREFIXES):
         return url
     raise NotConfigured(
-        f"webhook {webhook!r}: secret {secret_id} does not hold a webhook URL yet; set it with "
+        f"{not_configured_reason(webhook, secret_id)}; set it with "
         f"aws secretsmanager put-secret-value --secret-id {secret_id} --secret-string 'https://hooks.slack.com/...'"
     )
+
+
+DELIVERED = "delivered"  # the outcome the ledger records for a message Slack took
+
+
+def delivery_key(transition: str, webhook: str) -> str:
+    """The ledger item of one message's delivery to one webhook (`training-guard test-notification` reads it)."""
+    return f"c#{transition}#{webhook}"
 
 
 @dataclass
@@ -103,6 +120,7 @@ class ChatDelivery:
         try:
             payload = json.loads(body)
             tags: Mapping[str, Any] = {}
+            every_webhook = False
             if slack_messages.is_alarm_notification(payload):
                 text, blocks = slack_messages.render_alarm(payload)
                 severity, transition = slack_messages.alarm_severity(payload), slack_messages.alarm_key(payload)
@@ -111,18 +129,24 @@ class ChatDelivery:
                 text, blocks = slack_messages.render(doc)
                 severity, tags = str(doc["severity"]), doc["job"].get("tags") or {}
                 transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
+                every_webhook = slack_messages.is_test(doc)
         except (ValueError, KeyError, TypeError) as exc:
             result.errors.append(f"unusable message: {exc}")
             self.parker.park(body, f"unusable message: {exc}")
             return result
-        targets = self.slack.route(severity, tags if isinstance(tags, Mapping) else {})
+        # A test notification checks every webhook, whatever the routing and the minimum severity say.
+        targets = (
+            list(self.slack.webhooks)
+            if every_webhook
+            else self.slack.route(severity, tags if isinstance(tags, Mapping) else {})
+        )
         for webhook in targets:
             if self.budget is not None and not self.budget.allows(0):
                 # Not started rather than cut off by the function's timeout (which would count as an
                 # error and return the whole batch): the message comes back after its visibility timeout.
                 result.deferred.append(webhook)
                 continue
-            key = f"c#{transition}#{webhook}"
+            key = delivery_key(transition, webhook)
             claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
             if claim is Claim.DONE:
                 result.skipped.append(webhook)
@@ -143,7 +167,7 @@ class ChatDelivery:
                 self.ledger.release(key)
                 raise
             if delivery.ok:
-                self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome="delivered")
+                self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome=DELIVERED)
                 result.delivered.append(webhook)
                 continue
             self.ledger.release(key)

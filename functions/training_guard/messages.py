@@ -53,9 +53,20 @@ _KIND_SEVERITY = {
 }
 
 
+class Notice(StrEnum):
+    """Notifications about the guard itself, not about a job (no policy decision is behind them)."""
+
+    # `training-guard test-notification`: one marked message through the deployed path, to every channel.
+    # The Slack notifier reads the same value as slack_messages.TEST_KIND (it does not import this module).
+    TEST = "test"
+
+
+TEST_TITLE_PREFIX = "Test notification"
+
+
 @dataclass(frozen=True)
 class Notification:
-    kind: Kind
+    kind: Kind | Notice
     outcome: Outcome
     severity: str
     title: str
@@ -98,7 +109,7 @@ class Notification:
                 "tags": dict(job.tags),
             },
             "rule": None,
-            "links": links(job.name, self.region, self.finding),
+            "links": self.links(),
         }
         if self.finding is not None:
             doc["rule"] = {
@@ -109,6 +120,10 @@ class Notification:
                 "evaluation_job_arn": self.finding.evaluation_job_arn,
             }
         return doc
+
+    def links(self) -> dict[str, str]:
+        """Console links for the job; a test notification is about no job, so it has none."""
+        return {} if self.kind is Notice.TEST else links(self.job.name, self.region, self.finding)
 
     def subject(self) -> str:
         # SNS subjects are ASCII without line breaks; job and rule names are ASCII already.
@@ -121,6 +136,18 @@ class Notification:
         return text if len(text) <= _SMS_MAX_CHARS else text[: _SMS_MAX_CHARS - 3] + "..."
 
     def email_text(self) -> str:
+        if self.kind is Notice.TEST:
+            return "\n".join(
+                [
+                    self.title,
+                    "",
+                    self.reason,
+                    "",
+                    f"Account:   {self.account or '-'}   Region: {self.region or '-'}",
+                    "",
+                    f"Test {self.event_id} at {self.time.isoformat()}. No training job was looked at or touched.",
+                ]
+            )
         job = self.job
         lines = [self.title, "", f"Why: {self.reason}", ""]
         lines.append(f"Job:       {job.name}")
@@ -140,7 +167,7 @@ class Notification:
         if self.dry_run:
             lines += ["", "The guard is in dry-run mode: it stops nothing."]
         lines.append("")
-        for label, url in links(job.name, self.region, self.finding).items():
+        for label, url in self.links().items():
             lines.append(f"{label}: {url}")
         lines += ["", f"Event {self.event_id} at {self.time.isoformat()}."]
         return "\n".join(lines)
@@ -164,6 +191,29 @@ def build(
         time=now,
         dry_run=dry_run,
         transition=decision.key,
+    )
+
+
+def make_test_notification(
+    *, test_id: str, stack: str, sent_by: str, account: str | None, region: str | None, now: datetime
+) -> Notification:
+    """The notification `training-guard test-notification` publishes: clearly a test, about no job, sent to
+    every channel (the Slack notifier routes it to every webhook, whatever the severity routing says)."""
+    return Notification(
+        kind=Notice.TEST,
+        outcome=Outcome.NOTIFIED,
+        severity="info",
+        title=f"{TEST_TITLE_PREFIX} from Training Guard ({stack}): nothing happened to any job",
+        reason=f"Sent by `training-guard test-notification` as {sent_by} to check that notifications arrive.",
+        # The document's schema has a job; this one names the test, so that Q Developer threads it on its own.
+        job=TrainingJob(name=f"training-guard-test-{test_id}", status="Test"),
+        finding=None,
+        account=account,
+        region=region,
+        event_id=test_id,
+        time=now,
+        dry_run=False,
+        transition=f"test#{test_id}",
     )
 
 

@@ -43,6 +43,16 @@ _DID = {
 }
 
 
+# messages.Notice.TEST, spelled here too: the notifier does not import messages (and the policy behind it).
+TEST_KIND = "test"
+_DID_KIND = {TEST_KIND: "Nothing: this is a test of the notification path."}
+
+
+def is_test(doc: Mapping[str, Any]) -> bool:
+    """A test notification (`training-guard test-notification`): it goes to every webhook."""
+    return doc.get("kind") == TEST_KIND
+
+
 class NotADocument(ValueError):
     """The payload is not a Training Guard notification this renderer understands."""
 
@@ -95,7 +105,7 @@ def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     title = f"{marker} {doc['title']}"
     blocks: list[Block] = [HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True))]
 
-    did = _DID.get(str(doc["outcome"]), "")
+    did = _DID_KIND.get(str(doc["kind"])) or _DID.get(str(doc["outcome"]), "")
     why = f"*What the guard did:* {did}\n*Why:* {escape(str(doc['reason']))}"
     blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(why, SECTION_MAX))))
     blocks.append(SectionBlock(fields=[MarkdownTextObject(text=f) for f in _facts(doc)]))

@@ -10,7 +10,15 @@ from training_guard import contract
 from training_guard.adapters.sns import SNS_MAX_MESSAGE_BYTES, message_attributes, sns_message
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
-from training_guard.messages import Notification, Outcome, build, links
+from training_guard.messages import (
+    TEST_TITLE_PREFIX,
+    Notice,
+    Notification,
+    Outcome,
+    build,
+    links,
+    make_test_notification,
+)
 from training_guard.policy import Kind, decide
 from training_guard.text import format_duration
 
@@ -130,3 +138,50 @@ def test_a_notification_too_large_for_sns_is_cut_not_lost() -> None:
     assert len(document["job"]["tags"]) == 50  # every tag is still named
     assert document["reason"].startswith("理由理由")
     assert document["title"] == big.title  # what is short stays whole
+
+
+# --- the test notification (`training-guard test-notification`) -------------------------------------------
+
+
+def a_test_note() -> Notification:
+    return make_test_notification(
+        test_id="0123456789ab",
+        stack="TrainingGuard",
+        sent_by="arn:aws:iam::123456789012:user/ops",
+        account="123456789012",
+        region="eu-west-1",
+        now=NOW,
+    )
+
+
+def test_a_test_notification_is_marked_and_about_no_job() -> None:
+    note = a_test_note()
+    doc = note.document()
+    assert doc["schema"] == contract.NOTIFICATION_SCHEMA
+    assert (doc["kind"], doc["outcome"], doc["severity"]) == ("test", "notified", "info")
+    assert doc["title"] == "Test notification from Training Guard (TrainingGuard): nothing happened to any job"
+    assert doc["title"].startswith(TEST_TITLE_PREFIX)
+    assert doc["transition"] == "test#0123456789ab"
+    assert doc["links"] == {}  # no console page of a job that does not exist
+    assert doc["rule"] is None
+    assert "arn:aws:iam::123456789012:user/ops" in doc["reason"]
+    assert note.subject() == "Training Guard: " + doc["title"]
+
+
+def test_a_test_notification_reads_as_a_test_in_every_channel() -> None:
+    note = a_test_note()
+    body = json.loads(sns_message(note))
+    assert body["email"].startswith("Test notification from Training Guard (TrainingGuard)")
+    assert "No training job was looked at or touched." in body["email"]
+    assert "Job:" not in body["email"]
+    assert json.loads(body["sqs"]) == note.document()
+    q_developer = json.loads(body["https"])
+    assert q_developer["content"]["title"].startswith(":information_source: Test notification")
+    assert q_developer["content"]["nextSteps"] == []
+    assert message_attributes(note)["kind"] == {"DataType": "String", "StringValue": "test"}
+
+
+def test_the_notifier_spells_the_test_kind_as_the_messages_do() -> None:
+    from training_guard.slack_messages import TEST_KIND
+
+    assert Notice.TEST.value == TEST_KIND

@@ -7,11 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fakes import FakeLedger
 from tests.helpers import NOW, load_event, with_detail
 from training_guard import contract
+from training_guard.chat import DELIVERED, ChatDelivery, delivery_key
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
-from training_guard.messages import Outcome, build, q_developer_notification
+from training_guard.messages import Outcome, build, make_test_notification, q_developer_notification
 from training_guard.policy import decide
 from training_guard.slack_messages import NotADocument, escape, fit, render
 
@@ -141,3 +143,56 @@ def test_q_developer_custom_notification_shape() -> None:
     assert note["content"]["keywords"] == ["issues_found", "stopped", "critical"]
     assert note["metadata"]["threadId"] == "training-guard/pytorch-mnist-lr01-2026-11-30-02-10-00-123"
     assert note["metadata"]["relatedResources"] == [doc["job"]["arn"]]
+
+
+def a_test_document() -> dict[str, Any]:
+    return make_test_notification(
+        test_id="0123456789ab", stack="TrainingGuard", sent_by="ops", account="1", region="eu-west-1", now=NOW
+    ).document()
+
+
+def test_a_test_notification_says_it_is_one() -> None:
+    text, blocks = render(a_test_document())
+    assert (
+        blocks[0]["text"]["text"]
+        == "🔵 Test notification from Training Guard (TrainingGuard): nothing happened to any job"
+    )
+    assert "*What the guard did:* Nothing: this is a test of the notification path." in all_text(blocks)
+    assert not [b for b in blocks if b["type"] == "actions"]  # no links to a job
+    assert text.startswith("🔵 Test notification")
+
+
+@pytest.mark.parametrize("min_severity", ["info", "critical"])
+def test_a_test_notification_goes_to_every_webhook_whatever_the_routing(min_severity: str) -> None:
+    slack = GuardConfig.from_dict(
+        {
+            "slack": {
+                "webhooks": {"default": {}, "on-call": {}, "vision": {}},
+                "default": "default",
+                "by_severity": {"critical": "on-call"},
+                "min_severity": min_severity,
+            }
+        }
+    ).slack
+    sent: list[str] = []
+
+    class Sender:
+        def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Any:
+            sent.append(url)
+            return type("Delivery", (), {"ok": True})()
+
+    class Urls:
+        def url(self, webhook: str) -> str:
+            return f"https://hooks.slack.example/{webhook}"
+
+    ledger = FakeLedger()
+    chat = ChatDelivery(slack, Urls(), Sender(), ledger, parker=None, ttl_seconds=60)  # type: ignore[arg-type]
+    result = chat.deliver(json.dumps(a_test_document()), now=NOW)
+    assert result.delivered == ["default", "on-call", "vision"]
+    assert sent == [f"https://hooks.slack.example/{w}" for w in ("default", "on-call", "vision")]
+    # each delivery recorded where `training-guard test-notification` looks for it
+    for webhook in result.delivered:
+        assert ledger.items[delivery_key("test#0123456789ab", webhook)]["outcome"] == DELIVERED
+    # an ordinary info notification still follows the routing
+    info = document(load_event("stopped_max_runtime"), Outcome.NOTIFIED)
+    assert chat.deliver(json.dumps(info), now=NOW).delivered == ([] if min_severity == "critical" else ["default"])
