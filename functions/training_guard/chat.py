@@ -48,27 +48,27 @@ class Budget(Protocol):
         ...
 
 
-class NotConfigured(Exception):
-    """A webhook's secret holds no usable URL yet (a permanent failure until an operator acts)."""
-
-
 # In the reason a message parked for want of a URL carries: `training-guard doctor` finds those by it.
 NOT_CONFIGURED = "does not hold a webhook URL yet"
 
 
-def not_configured_reason(webhook: str, secret_id: str) -> str:
-    """How such a reason begins (it is cut to 256 characters in the dead-letter queue's attribute)."""
-    return f"webhook {webhook!r}: secret {secret_id} {NOT_CONFIGURED}"
+class NotConfigured(Exception):
+    """A webhook's secret holds no usable URL yet (a permanent failure until an operator acts)."""
+
+    def __init__(self, webhook: str, secret_id: str) -> None:
+        self.reason = f"webhook {webhook!r}: secret {secret_id} {NOT_CONFIGURED}"
+        self.remedy = (
+            f"set it with aws secretsmanager put-secret-value --secret-id {secret_id} "
+            "--secret-string 'https://hooks.slack.com/...'"
+        )
+        super().__init__(f"{self.reason}; {self.remedy}")
 
 
 def check_url(webhook: str, secret_id: str, value: str) -> str:
     url = value.strip()
     if url.startswith("https://") or url.startswith(_LOOPBACK_PREFIXES):
         return url
-    raise NotConfigured(
-        f"{not_configured_reason(webhook, secret_id)}; set it with "
-        f"aws secretsmanager put-secret-value --secret-id {secret_id} --secret-string 'https://hooks.slack.com/...'"
-    )
+    raise NotConfigured(webhook, secret_id)
 
 
 DELIVERED = "delivered"  # the outcome the ledger records for a message Slack took
@@ -140,6 +140,8 @@ class ChatDelivery:
             if every_webhook
             else self.slack.route(severity, tags if isinstance(tags, Mapping) else {})
         )
+        reasons: list[str] = []  # why each webhook failed, as the dead-letter queue keeps it
+        remedies: list[str] = []
         for webhook in targets:
             if self.budget is not None and not self.budget.allows(0):
                 # Not started rather than cut off by the function's timeout (which would count as an
@@ -162,6 +164,8 @@ class ChatDelivery:
                 self.ledger.release(key)
                 result.permanent.append(webhook)
                 result.errors.append(str(exc))
+                reasons.append(exc.reason)
+                remedies.append(exc.remedy)
                 continue
             except BaseException:
                 self.ledger.release(key)
@@ -172,8 +176,10 @@ class ChatDelivery:
                 continue
             self.ledger.release(key)
             result.errors.append(f"webhook {webhook!r}: {delivery.detail}")
+            reasons.append(result.errors[-1])
             (result.permanent if delivery.permanent else result.transient).append(webhook)
         if result.permanent and not result.transient:
             # Retrying cannot help; keep the message for an operator (redrive skips delivered webhooks).
-            self.parker.park(body, "; ".join(result.errors))
+            # Every webhook's reason first, what to do after: the dead-letter queue keeps 256 characters of it.
+            self.parker.park(body, "; ".join(reasons + remedies))
         return result

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.fakes import FakeLedger
 from tests.helpers import NOW, load_event, with_detail
 from training_guard import contract
-from training_guard.chat import DELIVERED, ChatDelivery, delivery_key
+from training_guard.chat import DELIVERED, NOT_CONFIGURED, ChatDelivery, check_url, delivery_key
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
 from training_guard.messages import Outcome, build, make_test_notification, q_developer_notification
@@ -196,3 +196,30 @@ def test_a_test_notification_goes_to_every_webhook_whatever_the_routing(min_seve
     # an ordinary info notification still follows the routing
     info = document(load_event("stopped_max_runtime"), Outcome.NOTIFIED)
     assert chat.deliver(json.dumps(info), now=NOW).delivered == ([] if min_severity == "critical" else ["default"])
+
+
+def test_a_message_parked_for_want_of_urls_names_each_webhook_before_what_to_do() -> None:
+    # two stack-created secrets' reasons fit in the 256 characters adapters/sqs.py keeps (three do not)
+    webhooks: dict[str, dict[str, str]] = {"default": {}, "on-call": {}}
+    slack = GuardConfig.from_dict({"slack": {"webhooks": webhooks, "default": "default"}}).slack
+    parked: list[str] = []
+
+    class Placeholders:
+        def url(self, webhook: str) -> str:
+            return check_url(webhook, f"TrainingGuard/slack/{webhook}", contract.WEBHOOK_PLACEHOLDER)
+
+    class Parker:
+        def park(self, body: str, reason: str) -> None:
+            parked.append(reason[:256])  # adapters/sqs.py keeps 256 characters
+
+    class Unreached:
+        def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Any:
+            raise AssertionError("nothing is sent without a URL")
+
+    chat = ChatDelivery(slack, Placeholders(), Unreached(), FakeLedger(), Parker(), ttl_seconds=60)
+    result = chat.deliver(json.dumps(a_test_document()), now=NOW)
+    assert result.permanent == list(webhooks)
+    [reason] = parked
+    for webhook in webhooks:
+        assert f"webhook {webhook!r}: secret TrainingGuard/slack/{webhook} {NOT_CONFIGURED}" in reason
+    assert reason.index("on-call") < reason.index("; set it with aws secretsmanager put-secret-value")
