@@ -1,0 +1,462 @@
+"""`training-guard doctor` against the synthesized stack deployed on moto, whole and broken on purpose.
+
+Each broken deployment must fail exactly the check it breaks, with the fix that repairs it; where the fix is
+a command the guard can run here, the test runs it and the doctor passes again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from infra import outputs
+from tests.integration.deployed import CONFIG, EMAIL, REGION, STACK, WEBHOOKS, Deployment, deployed, notifier
+from training_guard import contract
+from training_guard_local import cli, doctor
+from training_guard_local.preflight import FAIL, OK, WARN, Check
+from training_guard_local.slack_listener import SlackListener
+
+pytestmark = pytest.mark.integration
+
+URL = "https://hooks.slack.com/services/T0TEST/B0TEST/do-not-print-me"
+
+
+def put_urls(stack: Deployment, url: Callable[[str], str] = lambda _: URL) -> None:
+    """What the operator does after the first deploy: the webhook URLs in their secrets."""
+    for webhook in WEBHOOKS:
+        stack.client("secretsmanager").put_secret_value(
+            SecretId=stack.outputs[outputs.slack_secret(webhook)], SecretString=url(webhook)
+        )
+
+
+@pytest.fixture
+def stack() -> Iterator[Deployment]:
+    """A healthy deployment: the synthesized stack with its webhook URLs set."""
+    with deployed(CONFIG) as deployment:
+        put_urls(deployment)
+        yield deployment
+
+
+def examine(stack: Deployment, **kwargs: Any) -> doctor.Report:
+    # Past the notifier's secret cache window, unless a test says otherwise.
+    kwargs.setdefault("now", datetime.now(UTC) + timedelta(seconds=doctor.SECRET_CACHE_SECONDS + 1))
+    return doctor.examine(stack.aws(), STACK, **kwargs)
+
+
+def by_name(report: doctor.Report) -> dict[str, Check]:
+    return {c.name: c for c in report.checks}
+
+
+def failed(report: doctor.Report) -> list[str]:
+    return [c.name for c in report.checks if c.status == FAIL]
+
+
+# --- a healthy deployment ------------------------------------------------------------------------------
+
+
+def test_the_synthesized_stack_deployed_and_set_up_passes_every_check(stack: Deployment) -> None:
+    report = examine(stack)
+    checks = by_name(report)
+    assert report.exit_code == 0, doctor.render(report)
+    assert [c.name for c in report.checks if c.status != OK] == []
+    assert set(checks) == {
+        "stack",
+        "outputs",
+        "rule:job-events",
+        "rule:alarm-events",
+        "rule:sweep",
+        "function:job-events",
+        "function:alarm-events",
+        "function:sweeper",
+        "function:slack-notifier",
+        "powertools-layer",
+        "slack-secret:default",
+        "slack-secret:on-call",
+        "topic-policy",
+        f"e-mail:{EMAIL}",
+        "subscription:chat",
+        "q-developer",
+        "dead-letters:job-events",
+        "dead-letters:metric-guards",
+        "dead-letters:chat",
+        "dead-letters:subscriptions",
+        "alarms",
+    }
+    # the layer check compared each function with the layer CloudFormation resolved for the stack
+    assert "AWSLambdaPowertoolsPythonV3-python313-arm64" in checks["powertools-layer"].message
+    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 12 alarm(s)"
+
+
+def test_a_fresh_deployment_fails_only_on_the_webhook_urls_not_yet_put() -> None:
+    with deployed(CONFIG) as stack:
+        report = examine(stack)
+    assert failed(report) == ["slack-secret:default", "slack-secret:on-call"]
+    check = by_name(report)["slack-secret:on-call"]
+    assert "still holds the placeholder" in check.message
+    assert check.fix == (
+        f"aws secretsmanager put-secret-value --region {REGION} --secret-id TrainingGuard/slack/on-call "
+        "--secret-string 'https://hooks.slack.com/services/...'"
+    )
+
+
+def test_the_command_prints_a_checklist_and_exits_0_or_1(
+    stack: Deployment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(doctor, "connect", lambda environ, region: stack.aws())
+    assert cli.main(["doctor", "--region", REGION]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"Training Guard doctor: stack {STACK} in {REGION} (account 123456789012)"
+    assert "✓  rule:job-events" in out
+    assert out.rstrip().endswith("doctor: healthy (21 checks, 0 warning(s))")
+
+    stack.client("events").disable_rule(Name=stack.outputs[outputs.JOB_EVENTS_RULE])
+    assert cli.main(["doctor", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["exit_code"] == 1
+    [rule] = [c for c in document["checks"] if c["status"] == FAIL]
+    assert rule["name"] == "rule:job-events"
+    assert rule["fix"] == f"aws events enable-rule --region {REGION} --name {stack.outputs[outputs.JOB_EVENTS_RULE]}"
+
+
+def test_a_secret_value_is_never_shown(stack: Deployment) -> None:
+    stack.client("secretsmanager").put_secret_value(
+        SecretId=stack.outputs[outputs.slack_secret("default")], SecretString="hooks.slack.com/services/no-scheme"
+    )
+    report = examine(stack)
+    assert failed(report) == ["slack-secret:default"]
+    assert "does not hold a webhook URL" in by_name(report)["slack-secret:default"].message
+    for text in (doctor.render(report), doctor.as_json(report)):
+        assert "no-scheme" not in text
+        assert "do-not-print-me" not in text
+
+
+# --- broken on purpose: exactly the check broken fails, with its fix --------------------------------------
+
+
+def disable_sweep(stack: Deployment) -> str:
+    stack.client("events").disable_rule(Name=stack.outputs[outputs.SWEEP_SCHEDULE_RULE])
+    return f"aws events enable-rule --region {REGION} --name {stack.outputs[outputs.SWEEP_SCHEDULE_RULE]}"
+
+
+def placeholder_again(stack: Deployment) -> str:
+    secret = stack.outputs[outputs.slack_secret("on-call")]
+    stack.client("secretsmanager").put_secret_value(SecretId=secret, SecretString=contract.WEBHOOK_PLACEHOLDER)
+    return f"put-secret-value --region {REGION} --secret-id {secret} "
+
+
+def unconfirmed_email(stack: Deployment) -> str:
+    stack.pending(EMAIL)
+    return (
+        f"aws sns subscribe --region {REGION} --topic-arn {stack.outputs[outputs.TOPIC_ARN]} --protocol email "
+        f"--notification-endpoint {EMAIL}"
+    )
+
+
+def job_event_dead_letters(stack: Deployment) -> str:
+    url = stack.outputs[outputs.JOB_EVENTS_DEAD_LETTERS]
+    stack.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps({"detail-type": "x"}))
+    return (
+        f"AWS_REGION={REGION} training-guard redrive --dead-letters {url} "
+        f"--function {stack.outputs[outputs.JOB_EVENTS_FUNCTION]}"
+    )
+
+
+def failed_sweep(stack: Deployment) -> str:
+    url = stack.outputs[outputs.METRIC_GUARDS_DEAD_LETTERS]
+    record = {"requestContext": {"condition": "RetriesExhausted"}, "requestPayload": {"detail-type": "Scheduled Event"}}
+    stack.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps(record))
+    return f"--function {stack.outputs[outputs.ALARM_EVENTS_FUNCTION]}"
+
+
+def undelivered_by_sns(stack: Deployment) -> str:
+    url = stack.outputs[outputs.SUBSCRIPTIONS_DEAD_LETTERS]
+    stack.client("sqs").send_message(QueueUrl=url, MessageBody="{}")
+    chat = stack.client("sqs").get_queue_attributes(
+        QueueUrl=stack.outputs[outputs.CHAT_QUEUE], AttributeNames=["QueueArn"]
+    )
+    return f"--destination-arn {chat['Attributes']['QueueArn']}"
+
+
+def policy_without_cloudwatch(stack: Deployment) -> str:
+    sns = stack.client("sns")
+    topic = stack.outputs[outputs.TOPIC_ARN]
+    policy = json.loads(sns.get_topic_attributes(TopicArn=topic)["Attributes"]["Policy"])
+    policy["Statement"] = [s for s in policy["Statement"] if s["Effect"] != "Allow"]
+    sns.set_topic_attributes(TopicArn=topic, AttributeName="Policy", AttributeValue=json.dumps(policy))
+    return f"aws sns set-topic-attributes --region {REGION} --topic-arn {topic} --attribute-name Policy"
+
+
+def errors_lately(stack: Deployment) -> str:
+    name = stack.outputs[outputs.SWEEPER_FUNCTION]
+    stack.client("cloudwatch").put_metric_data(
+        Namespace="AWS/Lambda",
+        MetricData=[
+            {
+                "MetricName": "Errors",
+                "Dimensions": [{"Name": "FunctionName", "Value": name}],
+                "Value": 3,
+                "Timestamp": datetime.now(UTC) - timedelta(hours=2),
+            }
+        ],
+    )
+    return f"aws logs tail /aws/lambda/{name} --region {REGION} --since 24h"
+
+
+def throttled_lately(stack: Deployment) -> str:
+    name = stack.outputs[outputs.JOB_EVENTS_FUNCTION]
+    stack.client("cloudwatch").put_metric_data(
+        Namespace="AWS/Lambda",
+        MetricData=[{"MetricName": "Throttles", "Dimensions": [{"Name": "FunctionName", "Value": name}], "Value": 1}],
+    )
+    return "servicequotas/home/services/lambda/quotas/L-B99A9384"
+
+
+def without_powertools(stack: Deployment) -> str:
+    lam = stack.client("lambda")
+    name = stack.outputs[outputs.ALARM_EVENTS_FUNCTION]
+    layers = [layer["Arn"] for layer in lam.get_function_configuration(FunctionName=name)["Layers"]]
+    lam.update_function_configuration(FunctionName=name, Layers=[a for a in layers if "Powertools" not in a])
+    return "make deploy"
+
+
+def own_alarm_firing(stack: Deployment) -> str:
+    stack.client("cloudwatch").set_alarm_state(
+        AlarmName="TrainingGuard-self-JobEventsErrors", StateValue="ALARM", StateReason="Threshold Crossed"
+    )
+    return "The JobEvents function failed."
+
+
+def older_deployment(stack: Deployment) -> str:
+    del stack.outputs[outputs.CHAT_QUEUE]
+    return "make deploy"
+
+
+def not_deployed(stack: Deployment) -> str:
+    stack.exists = False
+    return "deploy it: make deploy"
+
+
+def rolled_back(stack: Deployment) -> str:
+    stack.status = "ROLLBACK_COMPLETE"
+    return f"aws cloudformation describe-stack-events --region {REGION} --stack-name {STACK}"
+
+
+@pytest.mark.parametrize(
+    ("break_it", "check"),
+    [
+        (disable_sweep, "rule:sweep"),
+        (placeholder_again, "slack-secret:on-call"),
+        (unconfirmed_email, f"e-mail:{EMAIL}"),
+        (job_event_dead_letters, "dead-letters:job-events"),
+        (failed_sweep, "dead-letters:metric-guards"),
+        (undelivered_by_sns, "dead-letters:subscriptions"),
+        (policy_without_cloudwatch, "topic-policy"),
+        (errors_lately, "function:sweeper"),
+        (throttled_lately, "function:job-events"),
+        (without_powertools, "powertools-layer"),
+        (own_alarm_firing, "alarm:JobEventsErrors"),
+        (older_deployment, "outputs"),
+        (not_deployed, "stack"),
+        (rolled_back, "stack"),
+    ],
+)
+def test_a_broken_deployment_fails_that_check_with_its_fix(
+    stack: Deployment, break_it: Callable[[Deployment], str], check: str
+) -> None:
+    fix = break_it(stack)
+    report = examine(stack)
+    assert report.exit_code == 1
+    assert failed(report) == [check], doctor.render(report)
+    assert fix in by_name(report)[check].fix
+    assert f"fix: {by_name(report)[check].fix}" in doctor.render(report)
+
+
+def test_the_topic_policy_fix_restores_what_the_alarms_need(stack: Deployment) -> None:
+    policy_without_cloudwatch(stack)
+    fix = by_name(examine(stack))["topic-policy"].fix
+    policy = fix.split("--attribute-value '", 1)[1].rstrip("'")
+    stack.client("sns").set_topic_attributes(
+        TopicArn=stack.outputs[outputs.TOPIC_ARN], AttributeName="Policy", AttributeValue=policy
+    )
+    assert by_name(examine(stack))["topic-policy"].status == OK
+    # and the TLS-only Deny the stack put there is kept
+    assert any(s["Effect"] == "Deny" for s in json.loads(policy)["Statement"])
+
+
+def test_an_allow_for_other_alarms_only_is_not_enough(stack: Deployment) -> None:
+    sns = stack.client("sns")
+    topic = stack.outputs[outputs.TOPIC_ARN]
+    policy = json.loads(sns.get_topic_attributes(TopicArn=topic)["Attributes"]["Policy"])
+    for statement in policy["Statement"]:
+        if statement["Effect"] == "Allow":
+            statement["Condition"]["ArnLike"]["aws:SourceArn"] = statement["Condition"]["ArnLike"][
+                "aws:SourceArn"
+            ].replace("TrainingGuard-self-", "SomeoneElse-")
+    sns.set_topic_attributes(TopicArn=topic, AttributeName="Policy", AttributeValue=json.dumps(policy))
+    assert failed(examine(stack)) == ["topic-policy"]
+
+
+def test_a_metric_guard_in_alarm_is_a_warning_not_a_failure(stack: Deployment) -> None:
+    stack.client("cloudwatch").set_alarm_state(
+        AlarmName="training-guard-loss-diverging", StateValue="ALARM", StateReason="a job breaches"
+    )
+    report = examine(stack)
+    assert report.exit_code == 0
+    check = by_name(report)["metric-guards"]
+    assert (check.status, check.message.split(":")[0]) == (WARN, "in ALARM")
+    assert "training-guard-loss-diverging" in check.message
+
+
+def test_errors_older_than_the_window_are_not_counted(stack: Deployment) -> None:
+    errors_lately(stack)
+    assert failed(examine(stack, hours=1)) == []
+    assert failed(examine(stack, hours=3)) == ["function:sweeper"]
+
+
+# --- part 6: what waited for the webhook URL is found and delivered ------------------------------------------
+
+
+def test_messages_parked_before_the_url_was_set_are_found_and_delivered_by_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with SlackListener() as slack, deployed(CONFIG) as stack, notifier(stack, monkeypatch) as pump:
+        sns = stack.client("sns")
+        for severity in ("info", "critical"):  # one to default, one to on-call (by_severity)
+            sns.publish(TopicArn=stack.outputs[outputs.TOPIC_ARN], Message=document(severity))
+        pump()
+        chat_dead_letters = stack.outputs[outputs.CHAT_DEAD_LETTERS]
+        before = examine(stack)
+        assert failed(before) == ["slack-secret:default", "slack-secret:on-call", "dead-letters:chat"]
+        chat = by_name(before)["dead-letters:chat"]
+        assert chat.message == (
+            "2 messages waiting for a webhook URL (TrainingGuard/slack/default, TrainingGuard/slack/on-call)"
+        )
+        assert chat.fix.startswith(
+            "put the webhook URL in TrainingGuard/slack/default, TrainingGuard/slack/on-call first"
+        )
+        assert examine(stack, fix=True).fixed == [
+            "not redriven: TrainingGuard/slack/default, TrainingGuard/slack/on-call hold(s) no URL yet"
+        ]
+
+        put_urls(stack, slack.url)
+        just_now = examine(stack, now=datetime.now(UTC))
+        assert failed(just_now) == ["dead-letters:chat"]
+        assert by_name(just_now)["dead-letters:chat"].fix.startswith("after ")  # a warm notifier's cache
+        ready = examine(stack)
+        assert by_name(ready)["dead-letters:chat"].fix.startswith(
+            f"training-guard doctor --fix --region {REGION} (or: "
+        )
+
+        fixed = examine(stack, fix=True)
+        assert fixed.fixed == [f"redriven 2 chat message(s) to {stack.outputs[outputs.CHAT_QUEUE]}"]
+        assert by_name(fixed)["dead-letters:chat"].status == OK
+        assert fixed.exit_code == 0
+        pump(fresh=True)
+        received = sorted(r.path.rsplit("/", 1)[1] for r in slack.received())
+        assert received == ["default-secret-token", "on-call-secret-token"]
+        assert stack.client("sqs").receive_message(QueueUrl=chat_dead_letters).get("Messages", []) == []
+        assert failed(examine(stack)) == []
+
+
+def document(severity: str) -> str:
+    """A notification document as the guard publishes it (the chat subscription is raw)."""
+    return json.dumps(
+        {
+            "schema": contract.NOTIFICATION_SCHEMA,
+            "kind": "job_failed",
+            "outcome": "notified",
+            "severity": severity,
+            "title": f"Training job demo-{severity} failed",
+            "reason": "notifications.failed = true",
+            "transition": f"t#demo-{severity}#job#status#Failed",
+            "job": {"name": f"demo-{severity}", "status": "Failed", "tags": {}},
+        }
+    )
+
+
+# --- usage errors: one line, exit 2, never a traceback --------------------------------------------------------
+
+
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    for key in (
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AMAZON_REGION",
+        "AMAZON_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata lookups for credentials
+
+
+@pytest.mark.parametrize("command", ["doctor", "test-notification"])
+def test_no_region_is_one_line_with_a_hint(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_environment(monkeypatch, tmp_path)
+    assert cli.main([command]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"training-guard {command}: no AWS region: name the guard's region with --region REGION (or export "
+        "AWS_REGION=REGION, or set one in the profile: aws configure set region REGION)\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["doctor", "test-notification"])
+def test_no_credentials_is_one_line_with_a_hint(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_environment(monkeypatch, tmp_path)
+    assert cli.main([command, "--region", REGION]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"training-guard {command}: no AWS credentials found: choose credentials with AWS_PROFILE=")
+    assert "Traceback" not in err
+
+
+def test_a_profile_that_does_not_exist_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_environment(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    assert cli.main(["doctor", "--region", REGION]) == 2
+    assert capsys.readouterr().err.startswith("training-guard doctor: The config profile (nope) could not be found")
+
+
+def test_hours_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["doctor", "--hours", "0"]) == 2
+    assert capsys.readouterr().err == f"training-guard doctor: --hours must be between 1 and {doctor.MAX_HOURS}\n"
+
+
+# --- names the doctor spells because importing them would load the CDK ------------------------------------
+
+
+def test_names_shared_with_the_stack_are_the_stacks() -> None:
+    from infra.app import STACK_NAME
+    from infra.components.monitoring import self_alarm_prefix
+    from training_guard.adapters.secrets import CACHE_SECONDS
+
+    assert doctor.DEFAULT_STACK == STACK_NAME
+    assert doctor.self_alarm_prefix("X") == self_alarm_prefix("X")
+    assert doctor.SECRET_CACHE_SECONDS == CACHE_SECONDS
+
+
+def test_a_terminal_that_cannot_show_the_marks_gets_plain_ones() -> None:
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    utf8_out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    assert doctor.symbols(ascii_out) == doctor.ASCII_SYMBOLS
+    assert doctor.symbols(utf8_out) == doctor.SYMBOLS
+    report = doctor.Report(STACK, REGION, checks=[Check("stack", FAIL, "no stack", "make deploy")])
+    doctor.render(report, doctor.symbols(ascii_out)).encode("ascii")  # raises if a mark is not ASCII
