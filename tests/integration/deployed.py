@@ -22,14 +22,19 @@ What moto lacks, and what stands in for it (each said where it is done):
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import io
 import json
+import os
 import re
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -95,14 +100,46 @@ _ORDER = (
 )
 
 
+_ROOT = Path(__file__).resolve().parents[2]
+# What a synthesized template depends on: the CDK app, the code it bundles and reads, and how the demo synthesizes.
+_TEMPLATE_INPUTS = ("infra", "functions/training_guard", "local/training_guard_local/demo.py")
+
+
 @cache
 def template_for(config_json: str) -> dict[str, Any]:
-    """The stack's template for a configuration, synthesized as `make demo` does (once per configuration)."""
+    """The stack's template for a configuration, synthesized as `make demo` does.
+
+    Synthesis takes seconds, so the template is kept in the temporary folder under a digest of everything it
+    depends on (the sources above, the CDK's versions, the configuration): each test worker and each later run
+    with the same sources reads it instead, and any change to them synthesizes afresh."""
+    digest = hashlib.sha256(config_json.encode())
+    for package in ("aws-cdk-lib", "constructs"):
+        digest.update(importlib.metadata.version(package).encode())
+    for entry in _TEMPLATE_INPUTS:
+        path = _ROOT / entry
+        for source in sorted([path] if path.is_file() else path.rglob("*.py")):
+            digest.update(str(source.relative_to(_ROOT)).encode() + source.read_bytes())
+    cached = Path(tempfile.gettempdir()) / "training-guard-templates" / f"{digest.hexdigest()[:32]}.json"
+    if cached.exists():
+        template: dict[str, Any] = json.loads(cached.read_text(encoding="utf-8"))
+        return template
     from training_guard_local.demo import synthesize
     from training_guard_local.scenario import Scenario
 
     config = GuardConfig.from_json(config_json, source="test configuration")
-    return synthesize(Scenario(name="deployed", config=config, jobs={}, steps=(), expect={}))
+    template = synthesize(Scenario(name="deployed", config=config, jobs={}, steps=(), expect={}))
+    cached.parent.mkdir(exist_ok=True)
+    partial = cached.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(template), encoding="utf-8")
+    partial.replace(cached)  # atomic: a worker reading it never sees half a file
+    return template
+
+
+@cache
+def _session() -> boto3.session.Session:
+    """One session for every deployment of the run: its loader keeps the service models it has read (reading
+    them again is most of what making a client costs). Clients are still made inside each moto context."""
+    return boto3.session.Session()
 
 
 def _zip() -> bytes:
@@ -130,7 +167,7 @@ class Deployment:
     def client(self, service: str) -> Any:
         """One client per service (making a client costs more than the calls it makes here)."""
         if service not in self.clients:
-            self.clients[service] = boto3.client(service, region_name=self.region)
+            self.clients[service] = _session().client(service, region_name=self.region)
         return self.clients[service]
 
     # --- intrinsic functions ------------------------------------------------------------------------
@@ -369,7 +406,7 @@ class Deployment:
             if service != "cloudformation":
                 return self.client(service)
             if "stand-in" not in self.clients:
-                made = boto3.client(service, region_name=self.region)
+                made = _session().client(service, region_name=self.region)
                 made.meta.events.register("before-call.cloudformation.DescribeStacks", self._describe_stacks)
                 self.clients["stand-in"] = made
             return self.clients["stand-in"]
@@ -460,7 +497,6 @@ def notifier(stack: Deployment, monkeypatch: Any, *, min_interval: float = 0.0) 
     did not report as failed and returns how many messages it handled; a failed message is received again on
     the next pump and, after its 5th receive, moved to the dead-letter queue by SQS as in AWS.
     """
-    import tempfile
 
     from training_guard_local.emulator import LambdaContext, handler_output_to_stderr
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from infra import outputs
 from tests.integration.deployed import CONFIG, EMAIL, REGION, STACK, WEBHOOKS, Deployment, deployed, notifier
@@ -460,3 +461,42 @@ def test_a_terminal_that_cannot_show_the_marks_gets_plain_ones() -> None:
     assert doctor.symbols(utf8_out) == doctor.SYMBOLS
     report = doctor.Report(STACK, REGION, checks=[Check("stack", FAIL, "no stack", "make deploy")])
     doctor.render(report, doctor.symbols(ascii_out)).encode("ascii")  # raises if a mark is not ASCII
+
+
+# --- credentials that may not read everything --------------------------------------------------------------
+
+
+def refuse(aws: Any, service: str, operation: str) -> None:
+    """The call answers AccessDenied, as it does for credentials without the permission."""
+
+    def denied(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        error = {"Code": "AccessDenied", "Message": f"not authorized to perform {operation}"}
+        return AWSResponse("https://example.invalid/", 403, {}, None), {
+            "Error": error,
+            "ResponseMetadata": {"HTTPStatusCode": 403},
+        }
+
+    aws.client(service).meta.events.register_first(f"before-call.{service}.{operation}", denied)
+
+
+def test_a_refused_read_is_a_warning_and_the_other_checks_still_run(stack: Deployment) -> None:
+    aws = stack.aws()
+    refuse(aws, "cloudwatch", "GetMetricData")
+    report = doctor.examine(aws, STACK)
+    checks = by_name(report)
+    assert checks["functions"] == Check("functions", WARN, "could not read it: AccessDenied on GetMetricData", "")
+    assert not any(name.startswith("function:") for name in checks)
+    assert report.exit_code == 0
+    assert checks["topic-policy"].status == OK  # read with the same (cloudwatch) client, other operations
+
+
+def test_credentials_that_may_not_read_the_stack_are_a_usage_error(
+    stack: Deployment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws = stack.aws()
+    refuse(aws, "cloudformation", "DescribeStacks")
+    monkeypatch.setattr(doctor, "connect", lambda environ, region: aws)
+    assert cli.main(["doctor"]) == 2
+    assert capsys.readouterr().err == (
+        "training-guard doctor: DescribeStacks was refused (AccessDenied): the credentials cannot read the stack\n"
+    )
