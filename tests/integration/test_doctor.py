@@ -18,6 +18,7 @@ from botocore.awsrequest import AWSResponse
 from infra import outputs
 from tests.integration.deployed import CONFIG, EMAIL, REGION, STACK, WEBHOOKS, Deployment, deployed, notifier
 from training_guard import contract
+from training_guard.config import GuardConfig
 from training_guard_local import cli, doctor
 from training_guard_local.preflight import FAIL, OK, WARN, Check
 from training_guard_local.slack_listener import SlackListener
@@ -103,6 +104,15 @@ def test_a_fresh_deployment_fails_only_on_the_webhook_urls_not_yet_put() -> None
         f"aws secretsmanager put-secret-value --region {REGION} --secret-id TrainingGuard/slack/on-call "
         "--secret-string 'https://hooks.slack.com/services/...'"
     )
+
+
+def test_a_guard_without_slack_needs_no_chat_outputs_nor_secrets() -> None:
+    with deployed(GuardConfig()) as stack:
+        report = examine(stack)
+    assert report.exit_code == 0, doctor.render(report)
+    names = {c.name for c in report.checks}
+    assert not any(n.startswith(("slack-secret:", "subscription:chat", "dead-letters:chat")) for n in names)
+    assert "function:slack-notifier" not in names
 
 
 def test_the_command_prints_a_checklist_and_exits_0_or_1(

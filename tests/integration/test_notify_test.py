@@ -26,6 +26,7 @@ from tests.integration.deployed import (
     patch_https,
 )
 from training_guard import contract
+from training_guard.config import GuardConfig
 from training_guard_local import cli, notify_test
 from training_guard_local.preflight import FAIL, OK, WARN
 from training_guard_local.slack_listener import Reply, SlackListener, render_text
@@ -254,3 +255,13 @@ def test_a_timeout_out_of_range_is_a_usage_error(timeout: str, capsys: pytest.Ca
     assert capsys.readouterr().err == (
         "training-guard test-notification: --timeout must be more than 0 and at most 900 seconds\n"
     )
+
+
+def test_a_topic_nobody_listens_to_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    with deployed(GuardConfig()) as stack:  # no Slack, no e-mail, no Q Developer
+        report, _ = send(stack, Clock(None))
+    assert channels(report) == {
+        "q-developer": (WARN, "not configured: no Amazon Q Developer subscription on the topic"),
+        "subscribers": (FAIL, "nothing is subscribed to the topic: nobody is notified"),
+    }
+    assert report.exit_code == 1
