@@ -115,31 +115,32 @@ class ChatDelivery:
         self.ttl_seconds = ttl_seconds
         self.lease_seconds = CLAIM_LEASE_SECONDS
 
+    def _read(self, body: str) -> tuple[str, list[dict[str, Any]], str, list[str]]:
+        """(fallback text, blocks, transition, webhooks) of one message; ValueError, KeyError or TypeError when
+        it is not one the notifier can render."""
+        payload = json.loads(body)
+        if slack_messages.is_alarm_notification(payload):
+            text, blocks = slack_messages.render_alarm(payload)
+            targets = self.slack.route(slack_messages.alarm_severity(payload), {})
+            return text, blocks, slack_messages.alarm_key(payload), targets
+        doc = slack_messages.check_document(payload)
+        text, blocks = slack_messages.render(doc)
+        transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
+        if slack_messages.is_test(doc):
+            # A test notification checks every webhook, whatever the routing and the minimum severity say.
+            return text, blocks, transition, list(self.slack.webhooks)
+        tags = doc["job"].get("tags") or {}
+        targets = self.slack.route(str(doc["severity"]), tags if isinstance(tags, Mapping) else {})
+        return text, blocks, transition, targets
+
     def deliver(self, body: str, *, now: datetime) -> MessageResult:
         result = MessageResult()
         try:
-            payload = json.loads(body)
-            tags: Mapping[str, Any] = {}
-            every_webhook = False
-            if slack_messages.is_alarm_notification(payload):
-                text, blocks = slack_messages.render_alarm(payload)
-                severity, transition = slack_messages.alarm_severity(payload), slack_messages.alarm_key(payload)
-            else:
-                doc = slack_messages.check_document(payload)
-                text, blocks = slack_messages.render(doc)
-                severity, tags = str(doc["severity"]), doc["job"].get("tags") or {}
-                transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
-                every_webhook = slack_messages.is_test(doc)
+            text, blocks, transition, targets = self._read(body)
         except (ValueError, KeyError, TypeError) as exc:
             result.errors.append(f"unusable message: {exc}")
             self.parker.park(body, f"unusable message: {exc}")
             return result
-        # A test notification checks every webhook, whatever the routing and the minimum severity say.
-        targets = (
-            list(self.slack.webhooks)
-            if every_webhook
-            else self.slack.route(severity, tags if isinstance(tags, Mapping) else {})
-        )
         reasons: list[str] = []  # why each webhook failed, as the dead-letter queue keeps it
         remedies: list[str] = []
         for webhook in targets:
