@@ -170,6 +170,11 @@ class JobTags:
         doc="a job with this tag (any value but `false`/`0`/`no`/`off`) is never stopped",
     )
     notify_only: str = setting(contract.DEFAULT_NOTIFY_ONLY_TAG, doc="the same, worded as notify-only")
+    budget_usd: str = setting(
+        contract.DEFAULT_BUDGET_TAG,
+        doc="a job with this tag (a number, e.g. `500`) is capped at that many US dollars at list price: "
+        "warned at `budget_defaults.warn_at` of it, then handled as `budget_defaults.action`",
+    )
 
 
 @dataclass(frozen=True)
@@ -381,6 +386,81 @@ class StallGuard:
     )
 
 
+@dataclass(frozen=True)
+class Budget:
+    """A spending cap per job (list price), checked by the sweeper at every sweep."""
+
+    max_usd: float = setting(doc="the cap for one job, in US dollars at list price")
+    warn_at: float = setting(0.8, doc="the share of the cap at which the guard warns, once (0: no warning)")
+    action: Action = setting(
+        Action.STOP, doc="what reaching the cap leads to", choices=_ALARM_ACTIONS, why="a budget notifies or stops"
+    )
+    job_prefix: str | None = setting(None, doc="only jobs whose names start with this")
+    job_tag: str | None = setting(None, doc="only jobs carrying this tag key")
+
+
+@dataclass(frozen=True)
+class BudgetDefaults:
+    """How a cap set by the job's own budget tag is handled."""
+
+    warn_at: float = setting(0.8, doc="the share of a tag's cap at which the guard warns, once (0: no warning)")
+    action: Action = setting(
+        Action.STOP, doc="what reaching a tag's cap leads to", choices=_ALARM_ACTIONS, why="a budget notifies or stops"
+    )
+
+
+def _check_share(value: float, where: str) -> Iterator[tuple[str, str]]:
+    if not 0 <= value < 1:
+        yield where, f"must be a share of the cap from 0 up to (not including) 1, got {value:g}"
+
+
+@_validator(Budget)
+def _check_budget(budget: Budget) -> Iterator[tuple[str, str]]:
+    if not budget.max_usd > 0:
+        yield "max_usd", f"must be a positive amount of US dollars, got {budget.max_usd:g}"
+    yield from _check_share(budget.warn_at, "warn_at")
+
+
+@_validator(BudgetDefaults)
+def _check_budget_defaults(defaults: BudgetDefaults) -> Iterator[tuple[str, str]]:
+    yield from _check_share(defaults.warn_at, "warn_at")
+
+
+@dataclass(frozen=True)
+class IdleGpuGuard:
+    """A running job whose GPUs sit idle: host GPU utilisation divided by the instance type's GPU count."""
+
+    threshold_percent: int = setting(
+        10,
+        doc="a job is idle while the average utilisation of its GPUs (each host's value over its GPU count) "
+        "stays below this",
+        minimum=1,
+        maximum=100,
+    )
+    minutes: int = setting(15, doc="for this many minutes in a row", minimum=5, maximum=24 * 60)
+    ignore_first_minutes: int = setting(
+        10, doc="a job's first minutes of training are not judged (data loading)", minimum=0, maximum=24 * 60
+    )
+    action: Action = setting(
+        Action.NOTIFY,
+        doc="what an idle job leads to",
+        choices=_ALARM_ACTIONS,
+        why="set idle_gpu to null to turn it off",
+    )
+
+
+WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A weekly summary to the topic: stops, would-have-stopped, spend avoided, top rules and guards."""
+
+    enabled: bool = setting(True, doc="send the weekly digest")
+    weekday: str = setting("MON", doc="the day it is sent", choices=WEEKDAYS, ignore_case=True)
+    hour_utc: int = setting(9, doc="the hour it is sent, UTC", minimum=0, maximum=23)
+
+
 def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else 0
 
@@ -443,6 +523,18 @@ class GuardConfig:
         "(enforced by IAM too)",
     )
     sweep_minutes: int = setting(5, doc="how often the sweeper runs", minimum=1, maximum=60)
+    budgets: tuple[Budget, ...] = setting(
+        (),
+        doc="spending caps per job by name prefix or tag, checked at every sweep; the job's own budget tag "
+        "comes first, then the first entry that selects the job",
+    )
+    budget_defaults: BudgetDefaults = setting(
+        factory=BudgetDefaults, doc="how a cap set by a job's budget tag (`tags.budget_usd`) is handled"
+    )
+    idle_gpu: IdleGpuGuard | None = setting(
+        None, doc="reports (or stops) running jobs whose GPUs sit idle, found by the sweeper"
+    )
+    digest: Digest = setting(factory=Digest, doc="a weekly digest to the topic: stops, spend avoided, top rules")
     powertools_layer_arn: str | None = setting(
         None,
         doc="a Powertools for AWS Lambda (Python) layer version ARN (arm64, Python 3.13, the pinned version) used "

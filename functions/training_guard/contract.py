@@ -53,6 +53,7 @@ STOPPED_BY_VALUE: Final = "training-guard"
 # Default per-job override tags (their keys are configurable in GuardConfig).
 DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
 DEFAULT_NOTIFY_ONLY_TAG: Final = "training-guard:notify-only"
+DEFAULT_BUDGET_TAG: Final = "training-guard:budget-usd"  # a job's own spending cap, in US dollars
 # Opt-in stopping (`stop_requires_tag`): the policy and the IAM condition on StopTrainingJob use this
 # one definition. IAM's StringEquals is case-sensitive, so the policy compares exactly too: a job
 # tagged "True" is not opted in (deciding "stop" there would only meet AccessDenied).

@@ -181,6 +181,15 @@ def test_a_whole_number_written_with_a_decimal_point_is_that_number() -> None:
     ("data", "expected"),
     [
         ({"stall": {"action": "ignore"}}, "stall.action: must be one of notify, stop, got 'ignore' (set stall to null"),
+        ({"budgets": [{"max_usd": 0}]}, "budgets[0].max_usd: must be a positive amount of US dollars, got 0"),
+        ({"budgets": [{"max_usd": 5, "warn_at": 1}]}, "budgets[0].warn_at: must be a share of the cap from 0 up to"),
+        ({"budgets": [{"max_usd": 5, "action": "ignore"}]}, "budgets[0].action: must be one of notify, stop"),
+        ({"budgets": [{"warn_at": 0.5}]}, "budgets[0].max_usd: "),
+        ({"budget_defaults": {"warn_at": -0.1}}, "budget_defaults.warn_at: must be a share of the cap"),
+        ({"idle_gpu": {"threshold_percent": 0}}, "idle_gpu.threshold_percent: must be between 1 and 100, got 0"),
+        ({"idle_gpu": {"minutes": 4}}, "idle_gpu.minutes: must be between 5 and 1440, got 4"),
+        ({"digest": {"weekday": "monday"}}, "digest.weekday: must be one of MON, TUE"),
+        ({"digest": {"hour_utc": 24}}, "digest.hour_utc: must be between 0 and 23, got 24"),
         (
             {"q_developer": {"slack_workspace_id": "T01"}},
             "q_developer.slack_channel_id: must be a non-empty string; it is required",
@@ -244,3 +253,28 @@ def test_twenty_webhooks_at_most_each_secret_named_not_by_arn() -> None:
     assert GuardConfig.from_dict({"slack": {"webhooks": {"default": {"secret_name": "s" * 100}}}})
     with pytest.raises(ConfigError, match="secret_name"):
         GuardConfig.from_dict({"slack": {"webhooks": {"default": {"secret_name": "s" * 101}}}})
+
+
+def test_budgets_idle_gpu_and_the_digest_read_with_their_defaults() -> None:
+    config = GuardConfig.from_dict(
+        {
+            "budgets": [{"job_prefix": "exp-", "max_usd": 200}, {"job_tag": "team", "max_usd": 50.5, "warn_at": 0}],
+            "idle_gpu": {},
+            "digest": {"weekday": "fri", "enabled": False},
+        }
+    )
+    first, second = config.budgets
+    assert (first.job_prefix, first.max_usd, first.warn_at, first.action) == ("exp-", 200.0, 0.8, Action.STOP)
+    assert (second.job_tag, second.max_usd, second.warn_at) == ("team", 50.5, 0.0)
+    assert config.idle_gpu is not None
+    assert (config.idle_gpu.threshold_percent, config.idle_gpu.minutes, config.idle_gpu.action) == (
+        10,
+        15,
+        Action.NOTIFY,
+    )
+    assert (config.digest.enabled, config.digest.weekday, config.digest.hour_utc) == (False, "FRI", 9)
+    defaults = GuardConfig()
+    assert defaults.budgets == ()
+    assert defaults.idle_gpu is None
+    assert defaults.digest.enabled
+    assert defaults.tags.budget_usd == "training-guard:budget-usd"
