@@ -15,6 +15,7 @@ the credentials may not read.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -437,6 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BotoCoreError as exc:  # no network, an expired token met mid-way
         print(f"training-guard report: cannot reach AWS: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `... | head`: stop quietly, as cli.main does
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 # --- small helpers ----------------------------------------------------------------------------------------------------
