@@ -10,7 +10,8 @@ own pure modules only, no boto3, no clock (the caller passes the window). The ca
   counted apart and never added as 0.
 - the guard's metrics (namespace `contract.GUARD_METRICS_NAMESPACE`, dimension `service`), as datapoints of
   sums: metric name -> [(timestamp, value)]. `Outcome_<outcome>` counts each outcome of a decision
-  (handlers/receipts.py); would-have-stopped comes only from there, as nothing else records it.
+  (handlers/receipts.py); would-have-stopped comes only from there, as nothing else records it. Spend comes
+  from the records only (METRICS says why).
 
 Decisions written down here, so that the report and the digest say the same thing:
 - A stop counts when its record is `confirmed` (SageMaker accepted the call). A record that never was is a
@@ -52,8 +53,10 @@ OUTCOME_METRIC_PREFIX: Final = "Outcome_"
 OUTCOME_METRICS: Final = tuple(f"{OUTCOME_METRIC_PREFIX}{o.value}" for o in Outcome)
 STOPPED_METRIC: Final = f"{OUTCOME_METRIC_PREFIX}{Outcome.STOPPED.value}"
 WOULD_STOP_METRIC: Final = f"{OUTCOME_METRIC_PREFIX}{Outcome.WOULD_STOP.value}"
-SPEND_AVOIDED_METRIC: Final = "SpendAvoidedUSD"  # per stop, at list price; absent from guards deployed before it
-METRICS: Final = (*OUTCOME_METRICS, SPEND_AVOIDED_METRIC)
+# The metrics the totals read. Not `SpendAvoidedUSD`: it is published per stop with the stopping rule as a second
+# dimension, one series per rule, which no single query of fixed dimensions sums over a window; the stop records
+# carry the same figure, and only they tell a known $0 from an unknown one.
+METRICS: Final = OUTCOME_METRICS
 
 _TRAILING_NUMBERS = re.compile(r"(?:-\d+)+$")
 _SECTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

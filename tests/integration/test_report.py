@@ -143,7 +143,18 @@ def seed(stack: Deployment) -> None:
         put_metric(stack, "Outcome_stopped", at, 1)
     put_metric(stack, "Outcome_notified", datetime(2026, 11, 28, 1, 0, tzinfo=UTC), 5)
     put_metric(stack, "Outcome_deferred", datetime(2026, 11, 28, 1, 0, tzinfo=UTC), 1)
-    put_metric(stack, totals.SPEND_AVOIDED_METRIC, datetime(2026, 11, 29, 2, 10, tzinfo=UTC), 200.75)
+    # as the stop path publishes it: per stop, with the rule as a second dimension (the records give the figure)
+    stack.client("cloudwatch").put_metric_data(
+        Namespace=contract.GUARD_METRICS_NAMESPACE,
+        MetricData=[
+            {
+                "MetricName": "SpendAvoidedUSD",
+                "Dimensions": [{"Name": "service", "Value": "training-guard"}, {"Name": "rule", "Value": "X"}],
+                "Timestamp": datetime(2026, 11, 29, 2, 10, tzinfo=UTC),
+                "Value": 7777.0,
+            }
+        ],
+    )
 
 
 @pytest.fixture
@@ -196,7 +207,7 @@ def test_the_report_of_a_seeded_deployment_has_exactly_its_totals(
         "already_ended": 0,
         "already_stopping": 0,
     }
-    assert document["metrics"][totals.SPEND_AVOIDED_METRIC] == 200.75
+    assert set(document["metrics"]) == set(totals.METRICS)
     assert [(d["day"], d["stops"], d["would_stop"], d["spend_avoided_usd"]) for d in document["days"]] == [
         ("2026-11-23", 1, 0, 1.0),
         ("2026-11-24", 0, 0, 0.0),
