@@ -400,13 +400,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--prefix-separator: must not be empty")
     if args.html is not None:
         check_html_path(args.html)
-    document = build(
-        doctor.connect(os.environ, args.region),
-        args.stack,
-        since=since,
-        until=now,
-        prefix_separator=args.prefix_separator,
-    )
+    try:
+        document = build(
+            doctor.connect(os.environ, args.region),
+            args.stack,
+            since=since,
+            until=now,
+            prefix_separator=args.prefix_separator,
+        )
+    except BotoCoreError as exc:  # no network, an expired token met mid-way: still one line
+        raise UsageError(f"cannot reach AWS: {exc}") from None
     if args.html is not None:
         from training_guard_local.report_html import page
 
@@ -434,9 +437,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args))
     except UsageError as exc:
         print(f"training-guard report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BotoCoreError as exc:  # no network, an expired token met mid-way
-        print(f"training-guard report: cannot reach AWS: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `... | head`: stop quietly, as cli.main does
         with contextlib.suppress(OSError, ValueError):

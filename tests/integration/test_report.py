@@ -468,6 +468,25 @@ def test_credentials_that_may_not_read_the_stack_are_one_line(
     )
 
 
+def test_aws_out_of_reach_mid_way_is_one_line(
+    stack: Deployment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    aws = stack.aws()
+
+    def unreachable(**_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="https://dynamodb.eu-west-1.amazonaws.com/")
+
+    aws.client("dynamodb").meta.events.register_first("before-call.dynamodb.Scan", unreachable)
+    monkeypatch.setattr(doctor, "connect", lambda environ, region: aws)
+    assert run(capsys) == (
+        2,
+        "",
+        'training-guard report: cannot reach AWS: Could not connect to the endpoint URL: "https://dynamodb.eu-west-1.amazonaws.com/"\n',
+    )
+
+
 # --- what the report relies on, pinned -----------------------------------------------------------------------------------
 
 
