@@ -41,7 +41,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install test lint config-docs typecheck unit synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
+.PHONY: install report-screenshot test lint config-docs typecheck unit synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -63,6 +63,14 @@ node_modules/.installed: package.json package-lock.json
 
 install: $(VENV)/.installed node_modules/.installed
 
+# Debian's Chromium renders the report's HTML in a test (a browser a package downloads at install time cannot be
+# fetched on these machines). Installed once per machine, as root or through sudo.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@echo "==> installing Debian's chromium (the report page is rendered by a test)"
+	@$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq
+	@$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check functions infra local tests bench
 	$(VENV)/bin/ruff format --check functions infra local tests bench
@@ -82,6 +90,10 @@ demo: install
 bench: install
 	$(PY) -m bench.run
 
+# The README's picture of `training-guard report --html`, rendered by Chromium from a seeded emulated account.
+report-screenshot: install $(CHROMIUM)
+	$(PY) -m tests.e2e.test_report_chromium docs/report.png
+
 bench-report: install
 	$(PY) -m bench.run --write
 
@@ -97,7 +109,7 @@ mutation: $(VENV)/.installed
 	@$(SYNC) --extra dev
 
 # lint, types, the template scan and the suite run side by side (make -j); pytest spreads over every core.
-test: install
+test: install $(CHROMIUM)
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck scan unit
 
 # The bad-input campaign reports what its own tests saw, so it runs in one process, after the rest.
