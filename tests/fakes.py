@@ -10,7 +10,8 @@ from training_guard.errors import ActionFailed
 from training_guard.events import TrainingJob
 from training_guard.messages import Notification
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
-from training_guard.ports import Claim, StopClaim, StopRecord
+from training_guard.ports import Claim, StopClaim, StopRecord, StopSpend
+from training_guard.pricing import PriceQuote
 
 
 @dataclass
@@ -95,6 +96,13 @@ class FakeLedger:
         self.stops[job] = replace(record, folded=tuple(sorted({*record.folded, key})))
         return True
 
+    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
+        if job not in self.stops:  # DynamoDB refuses the conditional update
+            raise ActionFailed(
+                f"record the spend of the stop of {job}", RuntimeError("ConditionalCheckFailedException")
+            )
+        self.stops[job] = replace(self.stops[job], spend=spend)
+
 
 @dataclass
 class FakePublisher:
@@ -148,3 +156,32 @@ class FakeTrainingMetrics:
         asked = list(series)
         self.reads.append((asked, since, until, period_seconds))
         return {job for job, _ in asked if job in self.publishing}
+
+
+@dataclass
+class FakePrices:
+    """List prices by (region, type); every lookup recorded, with what happened before it (`events`, shared with
+    a FakeJobs' calls when the test wants the order). `fail` raises as an unexpected error would."""
+
+    quotes: dict[tuple[str, str], PriceQuote] = field(default_factory=dict)
+    asked: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    fail: BaseException | None = None
+
+    def prices(self, region: str, instance_types: tuple[str, ...], *, now: datetime) -> dict[str, PriceQuote | None]:
+        self.asked.append((region, instance_types))
+        if self.fail:
+            raise self.fail
+        return {t: self.quotes.get((region, t)) for t in instance_types}
+
+    def take_problems(self) -> list[str]:
+        problems, self.problems = self.problems, []
+        return problems
+
+
+@dataclass
+class FakeMeter:
+    spend_avoided_usd: list[tuple[str, float]] = field(default_factory=list)
+
+    def spend_avoided(self, rule: str, usd: float) -> None:
+        self.spend_avoided_usd.append((rule, usd))

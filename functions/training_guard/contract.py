@@ -49,6 +49,8 @@ TAG_STOPPED_BY: Final = "training-guard:stopped-by"
 TAG_STOP_REASON: Final = "training-guard:stop-reason"
 TAG_STOP_RULE: Final = "training-guard:stop-rule"
 TAG_STOPPED_AT: Final = "training-guard:stopped-at"
+# What the stop avoided, "up to" (until MaxRuntimeInSeconds), in US dollars at list price: "45.67", or "unknown".
+TAG_SPEND_AVOIDED: Final = "training-guard:spend-avoided-usd"
 STOPPED_BY_VALUE: Final = "training-guard"
 # Default per-job override tags (their keys are configurable in GuardConfig).
 DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
@@ -78,6 +80,11 @@ TABLE_TTL_ATTRIBUTE: Final = "expires_at"  # epoch seconds, DynamoDB TTL
 
 # --- Metrics and logs ---------------------------------------------------------------------------------
 GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
+# Per stop by the guard: what it avoided, up to, in US dollars at list price (never sent when unknown), with the
+# stopping rule or metric guard as a dimension; the dashboard sums it per day and per rule (Metrics Insights).
+SPEND_AVOIDED_METRIC: Final = "SpendAvoidedUSD"
+RULE_DIMENSION: Final = "rule"
+SERVICE_DIMENSION: Final = "service"  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
 SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
 # Instance metrics carry the dimension Host = "<job>/algo-<n>"; algorithm metrics TrainingJobName.
 INSTANCE_METRICS: Final = frozenset(

@@ -59,6 +59,16 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class InstanceGroup:
+    """Instances of one type a job runs on: the job's one type and count, one of its heterogeneous
+    `InstanceGroups`, or the type SageMaker selected from its `InstancePreferences`."""
+
+    instance_type: str | None
+    count: int | None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class TrainingJob:
     name: str
     status: str
@@ -82,6 +92,27 @@ class TrainingJob:
     # When the job last entered the secondary status "Training" (SecondaryStatusTransitions): after
     # data download, and again after a spot restart. None when the source did not list transitions.
     training_phase_start: datetime | None = None
+    # What the job is billed for (ResourceConfig, StoppingCondition and the times DescribeTrainingJob reports
+    # once it ended); None or empty when the source did not say. See `billed_instances`.
+    instance_groups: tuple[InstanceGroup, ...] = ()  # ResourceConfig.InstanceGroups: a heterogeneous cluster
+    selected_instance_type: str | None = None  # picked by SageMaker from ResourceConfig.InstancePreferences
+    selected_instance_count: int | None = None
+    max_runtime_seconds: float | None = None  # StoppingCondition.MaxRuntimeInSeconds
+    managed_spot: bool = False  # EnableManagedSpotTraining
+    billable_seconds: float | None = None  # BillableTimeInSeconds: wall-clock, once the job ended
+    training_time_seconds: float | None = None  # TrainingTimeInSeconds: once the job ended
+
+    @property
+    def billed_instances(self) -> tuple[InstanceGroup, ...]:
+        """What the job is billed for: the selected type, else the heterogeneous groups, else the one type and
+        count (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html)."""
+        if self.selected_instance_type:
+            return (InstanceGroup(self.selected_instance_type, self.selected_instance_count),)
+        if self.instance_groups:
+            return self.instance_groups
+        if self.instance_type is None:
+            return ()
+        return (InstanceGroup(self.instance_type, self.instance_count),)
 
     @property
     def running(self) -> bool:
@@ -161,7 +192,67 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
         metric_names=_metric_names(algorithm.get("MetricDefinitions")),
         tuning_job_arn=_text(data.get("TuningJobArn")),
         training_phase_start=_training_phase_start(data.get("SecondaryStatusTransitions")),
+        instance_groups=_instance_groups(resources.get("InstanceGroups")),
+        selected_instance_type=_text(resources.get("SelectedInstanceType")) or None,
+        selected_instance_count=_count(resources.get("SelectedInstanceCount")),
+        max_runtime_seconds=parse_seconds(_mapping(data.get("StoppingCondition")).get("MaxRuntimeInSeconds")),
+        managed_spot=parse_flag(data.get("EnableManagedSpotTraining")),
+        billable_seconds=parse_seconds(data.get("BillableTimeInSeconds")),
+        training_time_seconds=parse_seconds(data.get("TrainingTimeInSeconds")),
     )
+
+
+def billed_groups(resources: Any) -> tuple[InstanceGroup, ...]:
+    """`TrainingJob.billed_instances` of a raw `ResourceConfig` (an event detail's or DescribeTrainingJob's)."""
+    config = _mapping(resources)
+    return TrainingJob(
+        name="-",
+        status="-",
+        instance_type=_text(config.get("InstanceType")) or None,
+        instance_count=_count(config.get("InstanceCount")),
+        instance_groups=_instance_groups(config.get("InstanceGroups")),
+        selected_instance_type=_text(config.get("SelectedInstanceType")) or None,
+        selected_instance_count=_count(config.get("SelectedInstanceCount")),
+    ).billed_instances
+
+
+def parse_seconds(value: Any) -> float | None:
+    """A duration in seconds (int, float or numeric string, as events carry numbers); None unless finite, >= 0."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _instance_groups(value: Any) -> tuple[InstanceGroup, ...]:
+    """Every listed group, a malformed one too (as a group of unknown type and count): dropping it would price
+    the job lower than it is billed."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        InstanceGroup(
+            _text(_mapping(g).get("InstanceType")) or None,
+            _count(_mapping(g).get("InstanceCount")),
+            _text(_mapping(g).get("InstanceGroupName")) or None,
+        )
+        for g in value
+    )
+
+
+def parse_flag(value: Any) -> bool:
+    """A boolean as JSON carries it; the string "true" too (events are not always typed). Anything else False."""
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _training_phase_start(value: Any) -> datetime | None:

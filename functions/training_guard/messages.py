@@ -16,6 +16,7 @@ from urllib.parse import quote
 from training_guard import contract
 from training_guard.events import Finding, JobEvent, TrainingJob
 from training_guard.policy import Decision, Kind
+from training_guard.pricing import Spend, spend_line
 from training_guard.text import format_duration
 
 SUBJECT_MAX_CHARS = 99  # SNS: subjects must be under 100 characters
@@ -31,6 +32,10 @@ class Outcome(StrEnum):
     NOTIFIED = "notified"
     ALREADY_ENDED = "already_ended"  # asked to stop, but the job had left InProgress already
     ALREADY_STOPPING = "already_stopping"  # another rule's stop of this job is under way
+
+
+# The outcomes whose notification says what a stop avoided ("up to"): one that stopped, one that would have.
+STOP_OUTCOMES = frozenset({Outcome.STOPPED, Outcome.WOULD_STOP})
 
 
 _SEVERITY = {
@@ -79,6 +84,16 @@ class Notification:
     time: datetime
     dry_run: bool
     transition: str = ""
+    # What the job cost so far and, for a stop or would-stop, what stopping avoids; None: about no job (a test).
+    spend: Spend | None = None
+
+    def spend_document(self) -> dict[str, Any] | None:
+        """The `spend` object of the document: `Spend.as_dict`, with spend avoided only where a stop is in
+        question (elsewhere `avoided_usd` and `avoided_label` are null: not applicable, not unknown)."""
+        if self.spend is None:
+            return None
+        spend = self.spend if self.outcome in STOP_OUTCOMES else self.spend.without_avoided()
+        return spend.as_dict()
 
     def document(self) -> dict[str, Any]:
         job = self.job
@@ -109,6 +124,7 @@ class Notification:
                 "tags": dict(job.tags),
             },
             "rule": None,
+            "spend": self.spend_document(),
             "links": self.links(),
         }
         if self.finding is not None:
@@ -159,6 +175,9 @@ class Notification:
         training = job.training_seconds(self.time)
         if training is not None:
             lines.append(f"Trained:   {format_duration(training)}")
+        spent = spend_line(self.spend_document(), self.outcome.value)
+        if spent:
+            lines.append(f"Spend:     {spent}")
         lines.append(f"Account:   {self.account or '-'}   Region: {self.region or '-'}")
         if self.finding is not None:
             lines += ["", f"Rule:      {self.finding.name} ({self.finding.source}) -> {self.finding.status}"]
@@ -174,7 +193,14 @@ class Notification:
 
 
 def build(
-    event: JobEvent, job: TrainingJob, decision: Decision, outcome: Outcome, *, now: datetime, dry_run: bool
+    event: JobEvent,
+    job: TrainingJob,
+    decision: Decision,
+    outcome: Outcome,
+    *,
+    now: datetime,
+    dry_run: bool,
+    spend: Spend | None = None,
 ) -> Notification:
     severity = _SEVERITY.get(outcome) or _KIND_SEVERITY[decision.kind]
     return Notification(
@@ -191,6 +217,7 @@ def build(
         time=now,
         dry_run=dry_run,
         transition=decision.key,
+        spend=spend,
     )
 
 
@@ -292,6 +319,9 @@ def q_developer_notification(doc: dict[str, Any]) -> dict[str, Any]:
             lines.append(f"> {rule['details']}")
     if job.get("failure_reason"):
         lines.append(f"*Failure:* {job['failure_reason']}")
+    spent = spend_line(doc.get("spend"), str(doc.get("outcome")))
+    if spent:
+        lines.append(f"*Spend:* {spent}")
     if doc.get("dry_run"):
         lines.append("_Dry run: the guard stops nothing._")
     description = "\n".join(lines)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from training_guard.events import TrainingJob
     from training_guard.messages import Notification
     from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
+    from training_guard.pricing import PriceQuote
 
 
 class JobsPort(Protocol):
@@ -32,6 +33,17 @@ class JobsPort(Protocol):
 
 
 @dataclass(frozen=True)
+class StopSpend:
+    """What a stop avoided and what the job had cost, as the audit record keeps them (at list price; None is
+    unknown, never zero). A later `training-guard report` reads them."""
+
+    avoided_usd: float | None  # "up to": until the job's MaxRuntimeInSeconds
+    so_far_usd: float | None
+    price_source: str | None
+    instance_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class StopRecord:
     job: str
     rule: str
@@ -44,6 +56,8 @@ class StopRecord:
     confirmed: bool = False
     # The transitions folded into this stop instead of being announced (the audit of what was not sent).
     folded: tuple[str, ...] = ()
+    # Written after the stop took effect (the price never delays it); None until then.
+    spend: StopSpend | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,30 @@ class LedgerPort(Protocol):
     def fold(self, job: str, key: str) -> bool:
         """Record transition `key` on the guard's confirmed stop of `job`, in one conditional write: True when
         it is folded into that stop, False when the guard has no confirmed stop of the job (announce it)."""
+        ...
+
+    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
+        """Add what the guard's stop of `job` avoided to its audit record (which must exist)."""
+        ...
+
+
+class PricesPort(Protocol):
+    """Hourly on-demand list prices. Never raises for want of a price: a type it cannot price maps to None."""
+
+    def prices(
+        self, region: str, instance_types: tuple[str, ...], *, now: datetime
+    ) -> dict[str, PriceQuote | None]: ...
+
+    def take_problems(self) -> list[str]:
+        """What went wrong since last asked (for the caller to log), and forget it."""
+        ...
+
+
+class MeterPort(Protocol):
+    """The guard's own metrics that the domain reports (the handlers count the rest from receipts)."""
+
+    def spend_avoided(self, rule: str, usd: float) -> None:
+        """One stop by the guard avoided up to `usd` (list price) of a job's spend; `rule` stopped it."""
         ...
 
 

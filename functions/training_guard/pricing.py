@@ -31,12 +31,22 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
-from training_guard.events import COMPLETED, FAILED, STOPPED, parse_time
+from training_guard.events import (
+    COMPLETED,
+    FAILED,
+    STOPPED,
+    InstanceGroup,
+    TrainingJob,
+    billed_groups,
+    parse_flag,
+    parse_seconds,
+    parse_time,
+)
 from training_guard.price_data.gpu_counts import GPU_COUNTS
 from training_guard.price_data.training_prices import TRAINING_PRICES, TablePrice
 
@@ -215,13 +225,6 @@ _TABLE: Final[dict[tuple[str, str], TablePrice]] = {(p.region, p.instance_type):
 
 # --- Spend ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class InstanceGroup:
-    instance_type: str | None
-    count: int | None
-    name: str | None = None
-
-
-@dataclass(frozen=True)
 class Spend:
     """Spend so far and spend a stop avoids, at list price. None means unknown, never zero for want of data."""
 
@@ -236,13 +239,23 @@ class Spend:
     unknown_instance_types: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     quotes: tuple[PriceQuote, ...] = field(default=())
+    # False where no stop is in question (a lifecycle change, a notify-only finding): spend avoided is then
+    # not unknown but not applicable, and is shown nowhere.
+    avoided_applies: bool = True
+
+    def without_avoided(self) -> Spend:
+        """This spend where no stop is in question: spend so far only."""
+        return replace(self, avoided_usd=None, seconds_left=None, avoided_applies=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form carried by notifications, records and `simulate` (money in cents, None as null)."""
+        """The JSON form carried by notifications, records and `simulate` (money in cents, None as null).
+
+        `avoided_label` is "up to" where a stop is in question, null where it is not (`avoided_usd` is then null
+        for that reason, not for want of a price)."""
         return {
             "so_far_usd": _cents(self.so_far_usd),
             "avoided_usd": _cents(self.avoided_usd),
-            "avoided_label": "up to",
+            "avoided_label": "up to" if self.avoided_applies else None,
             "price_source": self.price_source,
             "hourly_usd": None if self.hourly_usd is None else round(self.hourly_usd, 4),
             "list_price": True,
@@ -262,35 +275,44 @@ def _cents(value: float | None) -> float | None:
 
 def instance_groups(describe: Mapping[str, Any]) -> tuple[InstanceGroup, ...]:
     """What the job is billed for: the selected type, the heterogeneous groups, or the one type and count."""
-    resources = _mapping(describe.get("ResourceConfig"))
-    selected = _text(resources.get("SelectedInstanceType"))
-    if selected:
-        return (InstanceGroup(selected, _count(resources.get("SelectedInstanceCount"))),)
-    groups = resources.get("InstanceGroups")
-    if isinstance(groups, list) and groups:
-        return tuple(
-            InstanceGroup(
-                _text(_mapping(g).get("InstanceType")),
-                _count(_mapping(g).get("InstanceCount")),
-                _text(_mapping(g).get("InstanceGroupName")),
-            )
-            for g in groups
-        )
-    instance_type = _text(resources.get("InstanceType"))
-    if instance_type is None:
-        return ()
-    return (InstanceGroup(instance_type, _count(resources.get("InstanceCount"))),)
+    return billed_groups(describe.get("ResourceConfig"))
 
 
 def instance_types(describe: Mapping[str, Any]) -> tuple[str, ...]:
     """The instance types whose prices `spend_from_describe` needs, each once, in order."""
-    return tuple(dict.fromkeys(g.instance_type for g in instance_groups(describe) if g.instance_type))
+    return _types(instance_groups(describe))
+
+
+def job_instance_types(job: TrainingJob) -> tuple[str, ...]:
+    """The instance types whose prices `job_spend` needs, each once, in order."""
+    return _types(job.billed_instances)
+
+
+def _types(groups: Iterable[InstanceGroup]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(g.instance_type for g in groups if g.instance_type))
+
+
+def job_spend(job: TrainingJob, prices: Mapping[str, PriceQuote | None], *, now: datetime) -> Spend:
+    """Spend of a parsed job (events.parse_job of an event detail or a DescribeTrainingJob response)."""
+    return compute_spend(
+        job.billed_instances,
+        prices,
+        start=job.training_start_time,
+        end=job.training_end_time,
+        now=now,
+        ended=job.status in _ENDED,
+        max_runtime_seconds=job.max_runtime_seconds,
+        billable_seconds=job.billable_seconds,
+        training_seconds=job.training_time_seconds,
+        spot=job.managed_spot,
+    )
 
 
 def spend_from_describe(
     describe: Mapping[str, Any], prices: Mapping[str, PriceQuote | None], *, now: datetime
 ) -> Spend:
-    """Spend of a job from a DescribeTrainingJob response (or an event detail, which mirrors it)."""
+    """Spend of a job from a DescribeTrainingJob response (or an event detail, which mirrors it), parsed as
+    `events.parse_job` parses them; a response without a name or status is priced all the same."""
     stopping = _mapping(describe.get("StoppingCondition"))
     status = _text(describe.get("TrainingJobStatus"))
     return compute_spend(
@@ -300,10 +322,10 @@ def spend_from_describe(
         end=parse_time(describe.get("TrainingEndTime")),
         now=now,
         ended=status in _ENDED,
-        max_runtime_seconds=_seconds(stopping.get("MaxRuntimeInSeconds")),
-        billable_seconds=_seconds(describe.get("BillableTimeInSeconds")),
-        training_seconds=_seconds(describe.get("TrainingTimeInSeconds")),
-        spot=describe.get("EnableManagedSpotTraining") is True,
+        max_runtime_seconds=parse_seconds(stopping.get("MaxRuntimeInSeconds")),
+        billable_seconds=parse_seconds(describe.get("BillableTimeInSeconds")),
+        training_seconds=parse_seconds(describe.get("TrainingTimeInSeconds")),
+        spot=parse_flag(describe.get("EnableManagedSpotTraining")),
     )
 
 
@@ -403,21 +425,44 @@ def _rate(
     return (rate if known else None), tuple(quotes.values()), tuple(unknown)
 
 
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
+# --- Spend in words -----------------------------------------------------------------------------------------
+_AVOIDED_VERB = {"stopped": "stopping it avoided", "would_stop": "a stop would have avoided"}
 
 
-def _seconds(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def usd(value: Any) -> str | None:
+    """An amount as people read it ("$1,234.56"); None when it is not a number (unknown stays unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
-    seconds = float(value)
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    return f"${value:,.2f}"
+
+
+def spend_line(spend: Mapping[str, Any] | None, outcome: str) -> str | None:
+    """One line about a job's spend from its JSON form (`Spend.as_dict`), the same in e-mail, Slack and Amazon Q
+    Developer: spend so far, and where a stop is in question what it avoided ("up to"), at list price. Unknown
+    is said to be unknown, with why. None when the notification carries no spend (a test notification)."""
+    if not isinstance(spend, Mapping):
+        return None
+    so_far = usd(spend.get("so_far_usd"))
+    ended = spend.get("estimate") is False
+    parts = [
+        "spent so far: unknown"
+        if so_far is None
+        else f"{so_far} for its billable time"
+        if ended
+        else f"{so_far} so far"
+    ]
+    if spend.get("avoided_label"):
+        verb = _AVOIDED_VERB.get(outcome, "a stop avoids")
+        avoided = usd(spend.get("avoided_usd"))
+        parts.append(f"{verb} up to {avoided}" if avoided else f"{verb}: unknown")
+    qualifiers = ["list price"] if ended else ["list price", "estimate"]
+    if spend.get("upper_bound"):
+        qualifiers.append("spot: an upper bound")
+    line = " · ".join(parts) + f" ({', '.join(qualifiers)})"
+    unknown = so_far is None or (spend.get("avoided_label") and usd(spend.get("avoided_usd")) is None)
+    listed = spend.get("notes")
+    notes = [str(n) for n in listed if "spot" not in str(n)] if isinstance(listed, list) else []
+    return f"{line}; {'; '.join(notes)}" if unknown and notes else line
 
 
 # --- GPUs -------------------------------------------------------------------------------------------------

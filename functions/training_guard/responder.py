@@ -23,6 +23,11 @@ is folded into the stop instead of being published. Step 2 then records the tran
 effect is announced as usual) in place of the publish; step 3 marks it done with the outcome `folded`.
 A redelivery is a duplicate, as for any transition, and nothing is published to any channel: e-mail,
 Slack and Amazon Q Developer all fan out from the one SNS publish.
+
+Every notification about a job carries its spend (pricing.Spend): so far, and for a stop or would-stop what
+stopping avoids, "up to" its MaxRuntimeInSeconds, at list price. A price is information, never a reason to
+delay or fail an action: a stop asks for it only once StopTrainingJob was accepted (then writes it on the
+audit record and the attribution tags), and a failed lookup leaves the spend unknown, with why.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from training_guard import contract, messages, metric_guards, policy
+from training_guard import contract, messages, metric_guards, policy, pricing
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import COMPLETED, FAILED, ISSUES_FOUND, STOPPED, STOPPING, Finding, JobEvent, TrainingJob
@@ -40,7 +45,19 @@ from training_guard.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, l
 from training_guard.messages import Outcome
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.policy import Decision, GuardStop, Plan
-from training_guard.ports import AlarmsPort, Claim, JobsPort, LedgerPort, PublisherPort, StopClaim, StopRecord
+from training_guard.ports import (
+    AlarmsPort,
+    Claim,
+    JobsPort,
+    LedgerPort,
+    MeterPort,
+    PricesPort,
+    PublisherPort,
+    StopClaim,
+    StopRecord,
+    StopSpend,
+)
+from training_guard.pricing import Spend
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -86,6 +103,10 @@ class Receipt:
     unrecorded: list[str] = field(default_factory=list)
     # Transitions acted on and recorded but not announced: folded into the guard's stop of the job.
     folded: list[str] = field(default_factory=list)
+    # The `spend` object of the last notification announced about the job (None: nothing was announced).
+    spend: dict[str, object] | None = None
+    # What went wrong looking up prices (the spend then says unknown); the handler logs it.
+    price_problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -102,6 +123,8 @@ class Receipt:
             "alarms_deleted": self.alarms_deleted,
             "unrecorded": self.unrecorded,
             "folded": self.folded,
+            "spend": self.spend,
+            "price_problems": self.price_problems,
         }
 
 
@@ -114,14 +137,19 @@ class Responder:
         publisher: PublisherPort,
         *,
         alarms: AlarmsPort | None = None,
+        prices: PricesPort | None = None,
+        meter: MeterPort | None = None,
         busy_wait_seconds: float = BUSY_WAIT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`prices`: None prices nothing (every spend unknown); `meter`: None counts nothing."""
         self.config = config
         self.jobs = jobs
         self.ledger = ledger
         self.publisher = publisher
         self.alarms = alarms
+        self.prices = prices
+        self.meter = meter
         self.busy_wait_seconds = busy_wait_seconds
         self.sleep = sleep
         # The lease of this invocation's claims (see `lease_for`); set per invocation by the handler.
@@ -284,15 +312,17 @@ class Responder:
             receipt.duplicates += 1
             return
         try:
-            outcome = self._act(event, job, decision, now)
+            outcome, spend = self._act(event, job, decision, receipt, now)
             # Asked after acting: the stop this decision may fold into can be the one just confirmed (by this
             # event's other finding, or by another invocation a moment ago).
             folded = policy.folds_into_guard_stop(
                 decision, is_the_stop=outcome is Outcome.STOPPED
             ) and self.ledger.fold(job.name, decision.key)
             if not folded:
-                note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run)
+                spend = spend or self._spend(event, job, receipt, now)
+                note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
                 self.publisher.publish(note)
+                receipt.spend = note.spend_document()
         except BaseException:
             self.ledger.release(decision.key)
             raise
@@ -309,27 +339,76 @@ class Responder:
             # repeat needs another delivery after the lease, and Slack delivery de-duplicates it anyway.
             receipt.unrecorded.append(decision.key)
         receipt.stopped = receipt.stopped or outcome is Outcome.STOPPED
+        if outcome is Outcome.STOPPED and self.meter is not None and spend and spend.avoided_usd is not None:
+            # Counted once the stop is announced: an attempt that fails before is retried and counted then.
+            self.meter.spend_avoided(_rule_of(decision), spend.avoided_usd)
         if folded:
             receipt.folded.append(decision.key)
             return
         receipt.notifications.append(decision.kind.value)
         receipt.outcomes.append(outcome.value)
 
-    def _act(self, event: JobEvent, job: TrainingJob, decision: Decision, now: datetime) -> Outcome:
+    def _act(
+        self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime
+    ) -> tuple[Outcome, Spend | None]:
+        """What was done, and the job's spend if the action needed it (a stop records what it avoided)."""
         if decision.plan is Plan.WOULD_STOP:
-            return Outcome.WOULD_STOP
+            return Outcome.WOULD_STOP, None
         if decision.plan is Plan.DEFER:
-            return Outcome.DEFERRED
+            return Outcome.DEFERRED, None
         if decision.plan is Plan.NOTIFY:
-            return Outcome.NOTIFIED
-        return self._stop(event, job, decision, now)
+            return Outcome.NOTIFIED, None
+        return self._stop(event, job, decision, receipt, now)
 
-    def _stop(self, event: JobEvent, job: TrainingJob, decision: Decision, now: datetime) -> Outcome:
-        rule = decision.finding.name if decision.finding else "?"
+    def _spend(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> Spend:
+        """What the job cost so far and what stopping it avoids, at list price. Never raises: a notification goes
+        out with its spend unknown (and why) rather than not at all."""
+        if self.prices is None:
+            return pricing.job_spend(job, {}, now=now)
+        if not job.billed_instances and not receipt.described:
+            job = self._resources_of(job, receipt)
+        types = pricing.job_instance_types(job)
+        quotes: dict[str, pricing.PriceQuote | None] = {}
+        if types and event.region:
+            try:
+                quotes = self.prices.prices(event.region, types, now=now)
+            except Exception as exc:  # noqa: BLE001 - a price is information: no failure of its lookup may cost a stop or an alert
+                receipt.price_problems.append(f"price lookup of {', '.join(types)} in {event.region} failed: {exc!r}")
+            receipt.price_problems += self.prices.take_problems()
+        spend = pricing.job_spend(job, quotes, now=now)
+        if types and not event.region:
+            spend = replace(spend, notes=(*spend.notes, "the event names no region: price unknown"))
+        return spend
+
+    def _resources_of(self, job: TrainingJob, receipt: Receipt) -> TrainingJob:
+        """The job as DescribeTrainingJob tells its instances, when the event did not; as it was when that fails."""
+        try:
+            described = self.jobs.describe(job.name)
+        except GuardError as exc:
+            receipt.price_problems.append(f"describe {job.name} for its instances failed: {exc}")
+            return job
+        if described is None or not described.billed_instances:
+            return job
+        return replace(
+            job,
+            instance_type=described.instance_type,
+            instance_count=described.instance_count,
+            instance_groups=described.instance_groups,
+            selected_instance_type=described.selected_instance_type,
+            selected_instance_count=described.selected_instance_count,
+            max_runtime_seconds=job.max_runtime_seconds or described.max_runtime_seconds,
+            managed_spot=job.managed_spot or described.managed_spot,
+            training_start_time=job.training_start_time or described.training_start_time,
+        )
+
+    def _stop(
+        self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime
+    ) -> tuple[Outcome, Spend | None]:
+        rule = _rule_of(decision)
         record = StopRecord(job=job.name, rule=rule, reason=decision.reason, at=now, event_id=event.event_id)
         claim = self.ledger.claim_stop(record, ttl_seconds=AUDIT_RETENTION_SECONDS)
         if not claim.granted:
-            return Outcome.ALREADY_STOPPING
+            return Outcome.ALREADY_STOPPING, None
         try:
             stopped = self.jobs.stop(job.name)
         except BaseException:
@@ -341,17 +420,26 @@ class Responder:
         if not stopped and not self._stopped_by_earlier_attempt(job.name, claim):
             # The job left InProgress before we asked (a person, SageMaker, or it finished).
             self.ledger.drop_stop(job.name)
-            return Outcome.ALREADY_ENDED
+            return Outcome.ALREADY_ENDED, None
         # stopped now, or by our own earlier attempt whose later steps failed and are retried here
         self.ledger.confirm_stop(job.name)
+        # Only now the price: StopTrainingJob never waits for it (the lookup is bounded and never raises).
+        spend = self._spend(event, job, receipt, now)
+        stop_spend = StopSpend(
+            avoided_usd=_cents(spend.avoided_usd),
+            so_far_usd=_cents(spend.so_far_usd),
+            price_source=spend.price_source,
+            instance_types=pricing.job_instance_types(job),
+        )
+        self.ledger.record_stop_spend(job.name, stop_spend)
         held = claim.previous or record  # an earlier attempt's record is kept whole: the tags say what it says
         if job.arn:
             # Within the job's 50 tags: the most telling attribution first; the audit record keeps it all.
             room = contract.TAGS_PER_JOB_MAX - len(set(job.tags) - set(ATTRIBUTION_KEYS))
-            tags = dict(list(attribution_tags(held).items())[: max(room, 0)])
+            tags = dict(list(attribution_tags(held, stop_spend).items())[: max(room, 0)])
             if tags:
                 self.jobs.tag(job.arn, tags)
-        return Outcome.STOPPED
+        return Outcome.STOPPED, spend
 
     def _stopped_by_earlier_attempt(self, name: str, claim: StopClaim) -> bool:
         """The job was no longer running when we asked: was that our own earlier attempt's stop?
@@ -366,17 +454,38 @@ class Responder:
 
 
 # In order of importance: a job with little room for tags keeps the first ones.
-ATTRIBUTION_KEYS = (contract.TAG_STOPPED_BY, contract.TAG_STOP_RULE, contract.TAG_STOPPED_AT, contract.TAG_STOP_REASON)
+ATTRIBUTION_KEYS = (
+    contract.TAG_STOPPED_BY,
+    contract.TAG_STOP_RULE,
+    contract.TAG_STOPPED_AT,
+    contract.TAG_STOP_REASON,
+    contract.TAG_SPEND_AVOIDED,
+)
+UNKNOWN_SPEND_TAG_VALUE = "unknown"
 
 
-def attribution_tags(record: StopRecord) -> dict[str, str]:
-    """The guard's tags on a job it stopped, in the order of `ATTRIBUTION_KEYS`."""
-    return {
+def attribution_tags(record: StopRecord, spend: StopSpend | None = None) -> dict[str, str]:
+    """The guard's tags on a job it stopped, in the order of `ATTRIBUTION_KEYS` (the spend avoided only when
+    it was looked up: "45.67" US dollars, "up to", at list price; "unknown" without a price)."""
+    tags = {
         contract.TAG_STOPPED_BY: contract.STOPPED_BY_VALUE,
         contract.TAG_STOP_RULE: tag_value(record.rule),
         contract.TAG_STOPPED_AT: record.at.isoformat(timespec="seconds"),
         contract.TAG_STOP_REASON: tag_value(record.reason),
     }
+    if spend is not None:
+        avoided = spend.avoided_usd
+        tags[contract.TAG_SPEND_AVOIDED] = UNKNOWN_SPEND_TAG_VALUE if avoided is None else f"{avoided:.2f}"
+    return tags
+
+
+def _rule_of(decision: Decision) -> str:
+    """The rule or metric guard a decision is about, as the audit record and the metric name it."""
+    return decision.finding.name if decision.finding else "?"
+
+
+def _cents(amount: float | None) -> float | None:
+    return None if amount is None else round(amount, 2)
 
 
 def tag_value(text: str) -> str:

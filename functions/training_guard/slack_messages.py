@@ -24,6 +24,7 @@ from slack_sdk.models.blocks import (
 )
 
 from training_guard import contract
+from training_guard.pricing import spend_line
 from training_guard.text import format_duration
 
 HEADER_MAX = 150
@@ -157,6 +158,9 @@ def _facts(doc: Mapping[str, Any]) -> list[str]:
         facts.append(f"*Instances*\n{job.get('instance_count') or 1} \u00d7 {escape(str(job['instance_type']))}")
     if isinstance(job.get("training_seconds"), int | float):
         facts.append(f"*Trained*\n{format_duration(job['training_seconds'])}")
+    spent = spend_line(doc.get("spend"), str(doc.get("outcome")))
+    if spent:
+        facts.append(f"*Spend*\n{escape(spent)}")
     return [_cut_markdown(f, FIELD_MAX) for f in facts]
 
 

@@ -48,6 +48,7 @@ from training_guard import contract
 from training_guard.adapters import clients
 from training_guard.errors import TransitionBusy
 from training_guard.handlers import wiring
+from training_guard.pricing import PRICE_KEY_PREFIX
 from training_guard_local.emulator import ACCOUNT, REGION, handler_output_to_stderr
 
 # The event handlers' timeout (infra/components/functions.py DEFAULT_TIMEOUT).
@@ -184,9 +185,14 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
     if operation not in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
         return operation
     key = _ledger_key(params)
+    if key.startswith(PRICE_KEY_PREFIX):  # the state table's cache of list prices
+        return f"{operation} price"
     if key.startswith("stop#"):
-        if operation == "UpdateItem":  # confirming the stop, or folding a transition into it
-            return "UpdateItem fold" if "ADD" in str(params.get("UpdateExpression")) else "UpdateItem confirm stop"
+        if operation == "UpdateItem":  # confirming the stop, folding a transition into it, or what it avoided
+            expression = str(params.get("UpdateExpression"))
+            if "ADD" in expression:
+                return "UpdateItem fold"
+            return "UpdateItem record spend" if "spend_avoided_usd" in expression else "UpdateItem confirm stop"
         return {"PutItem": "PutItem stop record", "DeleteItem": "DeleteItem drop stop record"}.get(
             operation, f"{operation} stop record"
         )

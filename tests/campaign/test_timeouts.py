@@ -55,6 +55,7 @@ from tests.campaign.streams import JobPlan, plan_fleet
 from tests.helpers import NOW, load_event, rule_status
 from training_guard import contract
 from training_guard.config import Action, GuardConfig, RulePolicy
+from training_guard.handlers import wiring
 from training_guard.policy import transition_key
 from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
 
@@ -257,6 +258,15 @@ class Case:
         return key.replace(f"#{self.job}#", "#{job}#")
 
 
+def no_price_remembered() -> None:
+    """The next delivery starts in a container that remembers no price (else the calls of a case would depend
+    on the cases before it); moto has no Price List API, so each lookup reads the state table's cache, then
+    falls back to the shipped table."""
+    prices = wiring.price_list()
+    assert wiring.responder().prices is prices
+    prices.forget()
+
+
 def run_case(run: Run, scenario: Scenario, plan: AttemptPlan, *, function: Function | None = None) -> Case:
     """`scenario`'s event delivered once, its first attempt under `plan`, then Lambda's retries."""
     job = f"{scenario.name}-{next(_ids)}"
@@ -265,6 +275,7 @@ def run_case(run: Run, scenario: Scenario, plan: AttemptPlan, *, function: Funct
     stops_before = run.model.observed.stops[job]
     first = len(run.model.deliveries)
     run.model.planner = lambda delivery, number: plan if (delivery.number, number) == (first, 0) else NO_FAULT
+    no_price_remembered()
     try:
         run.deliver(event, function=function)
     finally:
@@ -432,6 +443,8 @@ def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
         "AddTags",
         "PutMetricAlarm",
         "UpdateItem confirm stop",
+        "GetItem price",
+        "UpdateItem record spend",
         "UpdateItem fold",
         "Publish",
         "UpdateItem complete",
@@ -550,6 +563,7 @@ def test_a_stopped_event_that_takes_a_killed_stop_over_announces_the_stop(run: R
     run.model.planner = lambda d, n: (
         AttemptPlan(kill=Kill(publish, effect=False)) if (d.number, n) == (first, 0) else NO_FAULT
     )
+    no_price_remembered()  # as in the reference, whose calls numbered the kill
     run.model.invoke(run.job_events, _stop(run, job), at=run.clock.now)  # killed at Publish, after the stop
 
     def sagemaker_stops_it() -> None:  # 45 s after the kill: after the 40 s lease, before the 60 s retry

@@ -19,7 +19,7 @@ from tests.helpers import NOW
 from training_guard import contract
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.errors import ActionFailed
-from training_guard.ports import Claim, LedgerPort, StopRecord
+from training_guard.ports import Claim, LedgerPort, StopRecord, StopSpend
 from training_guard_local.emulator import TABLE, Emulation
 
 pytestmark = pytest.mark.integration
@@ -33,6 +33,13 @@ class Tables:
     def __init__(self, ledger: LedgerPort, dynamodb: Any | None) -> None:
         self.ledger = ledger
         self.dynamodb = dynamodb
+
+    def item(self, key: str) -> dict[str, Any]:
+        assert self.dynamodb is not None
+        stored: dict[str, Any] = self.dynamodb.get_item(
+            TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}}
+        )["Item"]
+        return stored
 
     def expires_at(self, key: str) -> float:
         if self.dynamodb is None:
@@ -133,6 +140,52 @@ def test_only_a_confirmed_stop_takes_folded_transitions(tables: Tables) -> None:
     later = "t#mnist-1#job#status#Stopped"
     assert [ledger.fold("mnist-1", k) for k in (KEY, later, KEY)] == [True, True, True]  # a retry folds again
     assert ledger.get_stop("mnist-1") == replace(record("VanishingGradient"), confirmed=True, folded=(KEY, later))
+
+
+SPEND = StopSpend(
+    avoided_usd=83.49,
+    so_far_usd=2.91,
+    price_source="AWS Price List API (2026-11-01)",
+    instance_types=("ml.p3.2xlarge",),
+)
+
+
+@pytest.mark.parametrize("spend", [SPEND, StopSpend(None, None, None, ()), StopSpend(0.0, None, "x", ("a", "b"))])
+def test_a_stops_spend_is_kept_on_its_record_with_unknown_as_unknown(tables: Tables, spend: StopSpend) -> None:
+    ledger = tables.ledger
+    ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+    ledger.confirm_stop("mnist-1")
+    assert ledger.fold("mnist-1", KEY) is True
+    ledger.record_stop_spend("mnist-1", spend)
+    assert ledger.get_stop("mnist-1") == replace(
+        record("VanishingGradient"), confirmed=True, folded=(KEY,), spend=spend
+    )
+
+
+def test_the_stop_records_spend_attributes_are_named_for_the_report() -> None:
+    """`training-guard report` reads these names; unknown amounts are NULL, never 0."""
+    with Emulation() as aws:
+        tables = Tables(DynamoLedger(aws.client("dynamodb"), TABLE), aws.client("dynamodb"))
+        tables.ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
+        tables.ledger.record_stop_spend("mnist-1", SPEND)
+        item = tables.item("stop#mnist-1")
+        assert {k: item[k] for k in ("spend_avoided_usd", "spend_so_far_usd", "price_source", "instance_types")} == {
+            "spend_avoided_usd": {"N": "83.49"},
+            "spend_so_far_usd": {"N": "2.91"},
+            "price_source": {"S": "AWS Price List API (2026-11-01)"},
+            "instance_types": {"L": [{"S": "ml.p3.2xlarge"}]},
+        }
+        tables.ledger.record_stop_spend("mnist-1", StopSpend(None, None, None, ()))
+        item = tables.item("stop#mnist-1")
+        assert [item[k] for k in ("spend_avoided_usd", "spend_so_far_usd", "price_source")] == [{"NULL": True}] * 3
+        assert item["instance_types"] == {"L": []}
+        assert item["rule"] == {"S": "VanishingGradient"}  # the record is updated, not replaced
+
+
+def test_recording_spend_without_a_stop_record_fails_and_makes_none(tables: Tables) -> None:
+    with pytest.raises(ActionFailed, match="record the spend of the stop of mnist-1"):
+        tables.ledger.record_stop_spend("mnist-1", SPEND)
+    assert tables.ledger.get_stop("mnist-1") is None
 
 
 def test_confirming_a_stop_without_a_record_fails_and_makes_none(tables: Tables) -> None:
@@ -285,6 +338,7 @@ def test_real_failures_are_raised_by_every_operation_naming_what_failed(code: st
         (lambda: ledger.drop_stop("mnist-1"), "drop stop record of mnist-1"),
         (lambda: ledger.confirm_stop("mnist-1"), "confirm stop of mnist-1"),
         (lambda: ledger.fold("mnist-1", KEY), f"fold {KEY} into the stop of mnist-1"),
+        (lambda: ledger.record_stop_spend("mnist-1", SPEND), "record the spend of the stop of mnist-1"),
     ):
         with pytest.raises(ActionFailed, match=code) as failed:
             call()

@@ -22,7 +22,7 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
+from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePrices, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, load_event
 from training_guard import contract, metric_guards, slack_messages
 from training_guard.adapters.cloudwatch import DELETE_BATCH, METRIC_DATA_BATCH, CloudWatchAlarms, TrainingMetrics
@@ -35,7 +35,9 @@ from training_guard.config import GuardConfig, StallGuard, settings_of
 from training_guard.errors import ActionFailed
 from training_guard.events import TRAINING, TrainingJob, parse_event
 from training_guard.messages import SUBJECT_MAX_CHARS
-from training_guard.ports import Claim, StopRecord
+from training_guard.ports import Claim, StopRecord, StopSpend
+from training_guard.price_data import training_prices
+from training_guard.pricing import PriceQuote
 from training_guard.responder import AUDIT_RETENTION_SECONDS, Responder, attribution_tags, tag_value
 from training_guard.sweeper import EVER_PUBLISHED_LOOKBACK, EVER_PUBLISHED_PERIOD_SECONDS, Sweeper
 from training_guard_local.slack_listener import SlackListener
@@ -91,6 +93,10 @@ RULE_STATUSES_MAX = api_max("sagemaker", "DebugRuleEvaluationStatuses")  # 20, a
 RULE_NAME_MAX = api_max("sagemaker", "RuleConfigurationName")  # 256
 STATUS_DETAILS_MAX = api_max("sagemaker", "StatusDetails")  # 1024
 FAILURE_REASON_MAX = api_max("sagemaker", "FailureReason")  # 1024
+INSTANCE_GROUPS_MAX = api_max("sagemaker", "InstanceGroups")  # 5
+INSTANCE_GROUP_NAME_MAX = api_max("sagemaker", "InstanceGroupName")  # 64
+# Five training instance types, for the five instance groups of the largest job (priced at made-up prices).
+GROUP_TYPES = ("ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.g5.48xlarge", "ml.trn1.32xlarge", "ml.m5.24xlarge")
 
 
 def aws(service: str) -> Any:
@@ -132,6 +138,14 @@ def largest_event(letter: str, *, guard_tags: bool) -> dict[str, Any]:
     detail["TuningJobArn"] = (
         f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:hyper-parameter-tuning-job/{'t' * TUNING_JOB_NAME_MAX}"
     )
+    # The most a job's spend lists: five heterogeneous groups, each with its price and its source.
+    detail["ResourceConfig"] = {
+        "InstanceGroups": [
+            {"InstanceGroupName": f"{i}{letter * (INSTANCE_GROUP_NAME_MAX - 1)}", "InstanceType": t, "InstanceCount": 1}
+            for i, t in enumerate(GROUP_TYPES)
+        ]
+    }
+    detail["EnableManagedSpotTraining"] = True
     prefix = contract.JOB_ALARM_TAG_PREFIX if guard_tags else ""
     detail["Tags"] = {
         f"{prefix}{i:02d}{letter * (TAG_KEY_MAX - len(prefix) - 2)}": letter * contract.TAG_VALUE_MAX_CHARS
@@ -171,7 +185,14 @@ def published(event: dict[str, Any]) -> list[dict[str, Any]]:
         stub.add_response("publish", {"MessageId": "m-1"})
     parsed = parse_event(event)
     jobs = FakeJobs(jobs={parsed.job.name: parsed.job})
-    guard = Responder(GuardConfig(), jobs, FakeLedger(), SnsPublisher(client, TOPIC_ARN), alarms=FakeAlarms())
+    # Made-up prices with the longest source the shipped table names, so the spend object is at its largest.
+    source = max((p.source for p in training_prices.TRAINING_PRICES), key=len)
+    prices = FakePrices(
+        quotes={(REGION, t): PriceQuote(t, REGION, 1.0, "table", "2026-09-22", source) for t in GROUP_TYPES}
+    )
+    guard = Responder(
+        GuardConfig(), jobs, FakeLedger(), SnsPublisher(client, TOPIC_ARN), alarms=FakeAlarms(), prices=prices
+    )
     with stub:
         guard.handle(parsed, now=NOW)
     return requests
@@ -195,10 +216,14 @@ SCENARIOS = {
 def test_the_largest_ascii_notification_fits_in_one_sns_message(scenario: str) -> None:
     """SNS refuses a Publish over the topic's MaximumMessageSize (256 KiB by default), body and
     attributes together. https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.md
-    Measured: 40 rule findings 133,142 bytes; 50 unreadable guard tags 258,767 bytes (3,377 to spare)."""
+    Each with the largest spend object (five instance groups, each priced with the table's longest source).
+    Measured: 40 rule findings 62,593 bytes; 50 unreadable guard tags 125,518 bytes, uncut."""
     requests = published(largest_event("x", guard_tags=SCENARIOS[scenario]))
     assert requests, "nothing was published"
     assert max(sns_bytes(r) for r in requests) <= SNS_MAX_MESSAGE_BYTES
+    spend = json.loads(json.loads(requests[0]["Message"])["sqs"])["spend"]
+    assert [p["instance_type"] for p in spend["prices"]] == list(GROUP_TYPES)  # whole, not cut
+    assert spend["so_far_usd"] is not None
     for request in requests:
         assert len(request["Subject"]) <= SUBJECT_MAX_CHARS < 100
         assert len(request["MessageAttributes"]) <= SNS_RAW_DELIVERY_MAX_ATTRIBUTES
@@ -208,7 +233,7 @@ def test_the_largest_ascii_notification_fits_in_one_sns_message(scenario: str) -
 def test_the_largest_notification_with_letters_outside_ascii_fits_in_one_sns_message(scenario: str) -> None:
     """The same notification when its text uses the letters SageMaker's tag pattern allows
     (\\p{L}: https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html), against SNS's 256 KiB
-    (https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.md)."""
+    (https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.md). Measured: 163,193 and 167,937 bytes."""
     requests = published(largest_event("あ", guard_tags=SCENARIOS[scenario]))
     assert max(sns_bytes(r) for r in requests) <= SNS_MAX_MESSAGE_BYTES
 
@@ -283,14 +308,16 @@ def test_attribution_tags_of_the_longest_stop_are_legal_sagemaker_tags() -> None
     record = StopRecord(
         job="j" * JOB_NAME_MAX, rule=rule, reason=f"rules.actions.{rule} = stop; (x)", at=NOW, event_id="e" * 36
     )
-    tags = attribution_tags(record)
-    assert len(tags) == 4
-    for key, value in tags.items():
-        assert 1 <= len(key) <= TAG_KEY_MAX
-        assert sagemaker_tag_text(key)
-        assert len(value) <= contract.TAG_VALUE_MAX_CHARS
-        assert sagemaker_tag_text(value)
-    assert tags[contract.TAG_STOP_RULE] == rule[: contract.TAG_VALUE_MAX_CHARS]
+    for avoided in (10.0**12, 0.0, None):  # a trillion dollars, nothing, unknown
+        tags = attribution_tags(record, StopSpend(avoided, None, None, ()))
+        assert len(tags) == 5
+        for key, value in tags.items():
+            assert 1 <= len(key) <= TAG_KEY_MAX
+            assert sagemaker_tag_text(key)
+            assert len(value) <= contract.TAG_VALUE_MAX_CHARS
+            assert sagemaker_tag_text(value)
+        assert tags[contract.TAG_STOP_RULE] == rule[: contract.TAG_VALUE_MAX_CHARS]
+    assert tags[contract.TAG_SPEND_AVOIDED] == "unknown"
 
 
 class TagLimitedJobs(FakeJobs):
@@ -318,18 +345,20 @@ def stop_a_job_with(user_tags: int) -> tuple[TagLimitedJobs, FakePublisher, Exce
 
 def test_a_job_whose_attribution_takes_it_to_fifty_tags_is_stopped_attributed_and_announced() -> None:
     """50 tags a job (AddTags' Tags: at most 50 items, https://docs.aws.amazon.com/sagemaker/latest/dg/API_AddTags.html):
-    a job with 46 tags of its own ends at exactly 50 with the guard's four."""
-    user_tags = TAGS_MAX - len(attribution_tags(StopRecord("j", "r", "why", NOW, "e")))
+    a job with 45 tags of its own ends at exactly 50 with the guard's five (the last the spend avoided)."""
+    user_tags = TAGS_MAX - len(attribution_tags(StopRecord("j", "r", "why", NOW, "e"), StopSpend(1.0, 1.0, None)))
+    assert user_tags == 45
     jobs, publisher, error = stop_a_job_with(user_tags)
     assert error is None
     [tags] = jobs.tags_by_arn.values()
     assert len(tags) == TAGS_MAX
     assert tags[contract.TAG_STOPPED_BY] == contract.STOPPED_BY_VALUE
+    assert tags[contract.TAG_SPEND_AVOIDED] == "unknown"  # no price list in this world
     assert [(n.kind.value, n.outcome.value) for n in publisher.published] == [("issues_found", "stopped")]
 
 
 def test_a_job_already_near_fifty_tags_is_still_announced_when_stopped() -> None:
-    """One past: 47 tags of its own and the guard's four make 51.
+    """Past the limit: 47 tags of its own and the guard's five make 52.
     https://docs.aws.amazon.com/sagemaker/latest/dg/API_AddTags.html"""
     jobs, publisher, error = stop_a_job_with(TAGS_MAX - 3)
     assert jobs.stop_calls  # the job was stopped either way
@@ -388,18 +417,23 @@ class KeyRecordingLedger(FakeLedger):
         return super().claim(key, now=now, lease_seconds=lease_seconds)
 
 
-def item_bytes(item: Mapping[str, Mapping[str, str]]) -> int:
+def item_bytes(item: Mapping[str, Mapping[str, Any]]) -> int:
     """An item's size as DynamoDB counts it: UTF-8 attribute names plus values; a number about one byte
-    per two significant digits plus one.
-    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html"""
-    size = 0
-    for name, value in item.items():
-        size += len(name.encode())
-        if "S" in value:
-            size += len(value["S"].encode())
-        else:
-            size += math.ceil(len(value["N"].strip("-").replace(".", "").strip("0")) / 2) + 1
-    return size
+    per two significant digits plus one; a null or Boolean one byte; a list 3 bytes and one per element
+    besides its elements. https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html"""
+    return sum(len(name.encode()) + value_bytes(value) for name, value in item.items())
+
+
+def value_bytes(value: Mapping[str, Any]) -> int:
+    if "S" in value:
+        return len(value["S"].encode())
+    if "N" in value:
+        return math.ceil(len(value["N"].strip("-").replace(".", "").strip("0")) / 2) + 1
+    if "NULL" in value or "BOOL" in value:
+        return 1
+    if "L" in value:
+        return 3 + sum(1 + value_bytes(v) for v in value["L"])
+    raise AssertionError(f"no size rule for {value}")
 
 
 def test_the_longest_keys_and_records_the_guard_writes_fit_dynamodb() -> None:
@@ -451,13 +485,20 @@ def test_the_longest_keys_and_records_the_guard_writes_fit_dynamodb() -> None:
 
     client = aws("dynamodb")
     items = capture(client, "PutItem")
+    updates = capture(client, "UpdateItem")
     stub = Stubber(client)
     stub.add_response("put_item", {})
     stub.add_response("put_item", {})
+    stub.add_response("update_item", {})
     dynamo = DynamoLedger(client, "training-guard-state")
+    # The longest spend a stop records: five instance types, a price source naming each (made-up amounts).
+    source = "; ".join(f"shipped price table ({t} 2026-09-22)" for t in GROUP_TYPES)
     with stub:
         dynamo.claim(max(keys, key=lambda k: len(k.encode())), now=NOW, lease_seconds=120)
         dynamo.claim_stop(ledger.stops[name], ttl_seconds=AUDIT_RETENTION_SECONDS)
+        dynamo.record_stop_spend(name, StopSpend(10.0**12, 10.0**12, source, GROUP_TYPES))
+    spend = {k.lstrip(":"): v for k, v in updates[0]["ExpressionAttributeValues"].items()}
+    items[1]["Item"].update(spend)  # the record as it is once the spend is added to it
     stop_item = items[1]["Item"]
     assert stop_item[contract.TABLE_PARTITION_KEY]["S"] == f"stop#{name}"
     assert rule in stop_item["rule"]["S"]

@@ -262,3 +262,33 @@ def test_importing_the_adapter_does_not_load_boto3() -> None:
         [sys.executable, "-c", code], env={"PYTHONPATH": str(functions)}, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_the_pricing_client_is_made_when_the_api_is_first_asked_and_only_once() -> None:
+    """Cold start: a function that prices nothing, or finds every price cached, never makes the client."""
+    made: list[Any] = []
+    stubbed = client("pricing")
+    stub = Stubber(stubbed)
+
+    def factory() -> Any:
+        made.append(stubbed)
+        return stubbed
+
+    adapter = PriceList(pricing_factory=factory, memory={})
+    assert made == []
+    (page,) = pages("get_products_ml_m5_large_us_east_1")
+    stub.add_response("get_products", page, request("us-east-1", "ml.m5.large"))
+    stub.add_response("get_products", page, request("us-west-2", "ml.m5.large"))
+    with stub:
+        adapter.hourly_price("us-east-1", "ml.m5.large", now=NOW)
+        adapter.hourly_price("us-east-1", "ml.m5.large", now=NOW)  # remembered: not asked again
+        adapter.hourly_price("us-west-2", "ml.m5.large", now=NOW)  # asked again, of the same client
+    assert made == [stubbed]
+
+
+def test_problems_are_handed_over_once_for_the_caller_to_log() -> None:
+    with Setup(with_table=False) as s:
+        s.price_stub.add_client_error("get_products", "ThrottlingException")
+        s.adapter.hourly_price("us-east-1", "ml.m5.large", now=NOW)
+    assert s.adapter.take_problems() == ["GetProducts ml.m5.large in us-east-1 failed: ThrottlingException"]
+    assert s.adapter.take_problems() == []

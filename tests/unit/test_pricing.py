@@ -16,9 +16,9 @@ import pytest
 
 from tests.helpers import EVENTS_DIR, load_event
 from training_guard import pricing
+from training_guard.events import InstanceGroup
 from training_guard.price_data import gpu_counts, training_prices
 from training_guard.pricing import (
-    InstanceGroup,
     PriceQuote,
     compute_spend,
     gpu_count,

@@ -350,7 +350,13 @@ def test_a_finding_on_a_job_stopped_by_someone_else_is_only_reported() -> None:
 def test_the_receipt_of_a_stop_is_what_the_handler_returns_and_simulate_prints() -> None:
     world = World()
     receipt = world.see(load_event("vanishing_gradient_issues_found"))
-    assert receipt.as_dict() == {
+    printed = receipt.as_dict()
+    spend = printed.pop("spend")
+    assert isinstance(spend, dict)
+    # No price source in this world: unknown, never 0; the time it is for is known all the same.
+    assert (spend["so_far_usd"], spend["avoided_usd"], spend["avoided_label"]) == (None, None, "up to")
+    assert (spend["billed_seconds"], spend["seconds_left"]) == (2910.0, 86400.0 - 2910.0)
+    assert printed == {
         "job": "pytorch-mnist-lr01-2026-11-30-02-10-00-123",
         "event_id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
         "stopped": True,
@@ -364,6 +370,7 @@ def test_the_receipt_of_a_stop_is_what_the_handler_returns_and_simulate_prints()
         "alarms_deleted": [],
         "unrecorded": [],
         "folded": [],
+        "price_problems": [],
     }
     # The transition is remembered for dedup_ttl_days (35 by default) from now.
     assert world.ledger.items[VANISHING_KEY] == {
@@ -558,7 +565,9 @@ def alarm_world(status: str = "InProgress", tags: dict[str, str] | None = None) 
 def test_a_fleet_guards_alarm_stops_the_job_and_says_where_and_what_fired() -> None:
     world = alarm_world()
     receipt = world.guard.handle_alarm(observed(), now=NOW)
-    assert receipt.as_dict() == {
+    printed = receipt.as_dict()
+    assert isinstance(printed.pop("spend"), dict)
+    assert printed == {
         "job": ALARM_JOB,
         "event_id": "alarm-1",
         "stopped": True,
@@ -572,6 +581,7 @@ def test_a_fleet_guards_alarm_stops_the_job_and_says_where_and_what_fired() -> N
         "alarms_deleted": [],
         "unrecorded": [],
         "folded": [],
+        "price_problems": [],
     }
     [note] = world.publisher.published
     assert (note.account, note.region, note.event_id, note.transition) == (
@@ -817,5 +827,7 @@ def test_a_retry_of_a_stop_keeps_the_first_record_and_tags_what_it_says() -> Non
     record = StopRecord(JOB, "VanishingGradient", "rules.debugger_default = stop", NOW, "e0")
     world.ledger.stops[JOB] = record  # the first attempt's, killed before StopTrainingJob
     world.see(load_event("vanishing_gradient_issues_found"), now=NOW + timedelta(seconds=61))
-    assert world.ledger.stops[JOB] == replace(record, confirmed=True)
+    kept = world.ledger.stops[JOB]
+    assert replace(kept, spend=None) == replace(record, confirmed=True)
+    assert kept.spend is not None  # what this retry's stop avoided, once it took effect
     assert world.jobs.tags_by_arn[JOB_ARN][contract.TAG_STOPPED_AT] == NOW.isoformat(timespec="seconds")

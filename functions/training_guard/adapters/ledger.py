@@ -6,7 +6,11 @@ One table, partition key `pk`, TTL attribute `expires_at`:
   item exists or the previous holder's lease ran out (it crashed without releasing).
 - `stop#<job>`: the audit record of a stop by the guard: which rule, why, when, which event; `confirmed`
   once SageMaker accepted the stop, and `folded`, the transitions about the job folded into the stop
-  instead of being announced.
+  instead of being announced. Once the stop took effect, what it avoided: `spend_avoided_usd` ("up to",
+  until MaxRuntimeInSeconds) and `spend_so_far_usd` (numbers in US dollars at list price, or NULL when
+  unknown: never 0 for want of a price), `price_source` (NULL when no price was found) and `instance_types`
+  (a list of strings). `training-guard report` reads these names.
+- `price#<region>#<type>`: a cached list price (adapters/price_list.py).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from training_guard import contract
 from training_guard.adapters.clients import error_code
 from training_guard.errors import ActionFailed
 from training_guard.events import parse_time
-from training_guard.ports import Claim, StopClaim, StopRecord
+from training_guard.ports import Claim, StopClaim, StopRecord, StopSpend
 
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
@@ -163,6 +167,28 @@ class DynamoLedger:
             raise ActionFailed(f"fold {key} into the stop of {job}", exc) from exc
         return True
 
+    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": _stop_key(job)}},
+                UpdateExpression=(
+                    "SET spend_avoided_usd = :avoided, spend_so_far_usd = :so_far, "
+                    "price_source = :source, instance_types = :types"
+                ),
+                # Never create a record that holds nothing but the spend.
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames={"#pk": _PK},
+                ExpressionAttributeValues={
+                    ":avoided": _usd(spend.avoided_usd),
+                    ":so_far": _usd(spend.so_far_usd),
+                    ":source": {"S": spend.price_source} if spend.price_source else {"NULL": True},
+                    ":types": {"L": [{"S": t} for t in spend.instance_types]},
+                },
+            )
+        except ClientError as exc:
+            raise ActionFailed(f"record the spend of the stop of {job}", exc) from exc
+
     def get_stop(self, job: str) -> StopRecord | None:
         try:
             response = self._client.get_item(
@@ -195,4 +221,27 @@ def _record(item: dict[str, Any]) -> StopRecord:
         event_id=s("event_id"),
         confirmed=item.get("confirmed", {}).get("BOOL") is True,
         folded=tuple(sorted(item.get("folded", {}).get("SS", ()))),
+        spend=_spend(item),
+    )
+
+
+def _usd(amount: float | None) -> dict[str, Any]:
+    """Dollars to the cent as a DynamoDB number, or NULL when unknown."""
+    return {"NULL": True} if amount is None else {"N": f"{amount:.2f}"}
+
+
+def _spend(item: dict[str, Any]) -> StopSpend | None:
+    """The stop's spend, or None when the record has none (written before the stop took effect, or older)."""
+    if "spend_avoided_usd" not in item:
+        return None
+
+    def number(name: str) -> float | None:
+        value = item.get(name, {}).get("N")
+        return None if value is None else float(value)
+
+    return StopSpend(
+        avoided_usd=number("spend_avoided_usd"),
+        so_far_usd=number("spend_so_far_usd"),
+        price_source=item.get("price_source", {}).get("S"),
+        instance_types=tuple(t["S"] for t in item.get("instance_types", {}).get("L", []) if "S" in t),
     )

@@ -12,7 +12,7 @@ for the caller to log.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -66,21 +66,25 @@ def pricing_client() -> Any:
 class PriceList:
     """Hourly on-demand list prices of SageMaker training instances.
 
-    `pricing` is a boto3 `pricing` client (in us-east-1: see `pricing_client`); `dynamodb` and `table` name the
+    `pricing` is a boto3 `pricing` client (in us-east-1: see `pricing_client`), or None to have `pricing_factory`
+    make one when a price is first asked of the API (never at import or construction: a function that prices
+    nothing, or finds every price in a cache, does not pay for the client). `dynamodb` and `table` name the
     state table (partition key `pk`, TTL attribute `expires_at`, as the ledger's); without them only the
     memory cache is used. `memory` defaults to one dictionary per container (module level).
     """
 
     def __init__(
         self,
-        pricing: Any,
+        pricing: Any | None = None,
         *,
+        pricing_factory: Callable[[], Any] = pricing_client,
         dynamodb: Any | None = None,
         table: str | None = None,
         memory: Memory | None = None,
         ttl_seconds: int = PRICE_CACHE_TTL_SECONDS,
     ) -> None:
         self._pricing = pricing
+        self._pricing_factory = pricing_factory
         self._dynamodb = dynamodb
         self._table = table
         self._memory = _CONTAINER_MEMORY if memory is None else memory
@@ -107,8 +111,22 @@ class PriceList:
         return quote or table_quote(region, instance_type)
 
     def prices(self, region: str, instance_types: tuple[str, ...], *, now: datetime) -> dict[str, PriceQuote | None]:
-        """Prices of several types (pricing.instance_types of a job), for pricing.spend_from_describe."""
+        """Prices of several types (pricing.job_instance_types of a job), for pricing.job_spend."""
         return {t: self.hourly_price(region, t, now=now) for t in instance_types}
+
+    def forget(self) -> None:
+        """Forget what this container remembers, as a new container would (the state table's items stay)."""
+        self._memory.clear()
+
+    def take_problems(self) -> list[str]:
+        """What went wrong since last asked, for the caller to log; forgotten here (a container lives long)."""
+        problems, self.problems = self.problems, []
+        return problems
+
+    def _client(self) -> Any:
+        if self._pricing is None:
+            self._pricing = self._pricing_factory()
+        return self._pricing
 
     # --- The Price List API -------------------------------------------------------------------------------
     def _ask(self, region: str, instance_type: str) -> tuple[bool, PriceQuote | None]:
@@ -122,7 +140,7 @@ class PriceList:
         }
         try:
             for _ in range(MAX_PAGES):
-                page = self._pricing.get_products(**request)
+                page = self._client().get_products(**request)
                 items.extend(page.get("PriceList") or [])
                 token = page.get("NextToken")
                 if not token:

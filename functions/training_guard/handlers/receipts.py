@@ -1,5 +1,6 @@
 """What the event handlers do with a receipt: one log line and the guard's metrics; unusable and
-foreign events parked or ignored with their reason."""
+foreign events parked or ignored with their reason. And the metric the responder reports itself, for
+every function that stops jobs (the sweeper's stops too): the spend each stop avoided."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from training_guard import contract
 from training_guard.adapters.sqs import DeadLetterParker
@@ -16,6 +17,38 @@ from training_guard.responder import Receipt
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
+
+
+# CloudWatch dimension values: ASCII only, no control characters, at least one non-whitespace character,
+# 1 to 1024 characters (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html).
+DIMENSION_VALUE_MAX = 1024
+
+
+def dimension_value(text: str) -> str:
+    """A rule's name as a legal dimension value: anything outside printable ASCII becomes "?" (the audit
+    record keeps the name as it is)."""
+    value = "".join(c if " " <= c <= "~" else "?" for c in text)[:DIMENSION_VALUE_MAX]
+    return value if value.strip() else "?"
+
+
+class SpendMeter:
+    """`SpendAvoidedUSD` per stop, with the stopping rule or metric guard as the `rule` dimension.
+
+    One metric name, one more custom metric per distinct rule that stops a job (each dimension combination is
+    billed as a metric); the dashboard sums it per day and per rule with Metrics Insights (docs/cost.md). An
+    embedded-metric-format line of its own (Powertools' single_metric), so the dimension does not spread to the
+    invocation's other metrics.
+    """
+
+    def spend_avoided(self, rule: str, usd: float) -> None:
+        with single_metric(
+            name=contract.SPEND_AVOIDED_METRIC,
+            unit=MetricUnit.NoUnit,  # CloudWatch has no currency unit
+            value=usd,
+            namespace=contract.GUARD_METRICS_NAMESPACE,
+        ) as metric:
+            metric.add_dimension(name=contract.RULE_DIMENSION, value=dimension_value(rule))
+        logger.info("spend avoided by a stop", extra={"rule": rule, "spend_avoided_usd": usd})
 
 
 def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None) -> Receipt:
@@ -59,3 +92,6 @@ def count_outcomes(receipt: Receipt) -> None:
         metrics.add_metric(name="NotificationsFolded", unit=MetricUnit.Count, value=len(receipt.folded))
     if receipt.duplicates:
         metrics.add_metric(name="DuplicateTransitions", unit=MetricUnit.Count, value=receipt.duplicates)
+    if receipt.price_problems:
+        # The notifications went out with their spend unknown where a price was missing; this says why.
+        logger.warning("price lookup problems", extra={"problems": receipt.price_problems})

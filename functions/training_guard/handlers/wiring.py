@@ -17,6 +17,7 @@ from training_guard.adapters.clients import client
 from training_guard.leases import lease_for
 
 if TYPE_CHECKING:
+    from training_guard.adapters.price_list import PriceList
     from training_guard.adapters.slack import Deadline
     from training_guard.adapters.sqs import DeadLetterParker
     from training_guard.chat import ChatDelivery
@@ -41,12 +42,41 @@ def parker() -> DeadLetterParker | None:
     return DeadLetterParker(client("sqs"), url) if url else None
 
 
+def pricing_client() -> Any:
+    """The Price List API client (us-east-1, short timeouts), made when a price is first asked of the API.
+
+    A seam: moto has no Price List API (it answers 404), so the integration tests and the local emulation
+    replace this function with one that returns a stubbed client (botocore's Stubber with recorded answers).
+    """
+    from training_guard.adapters.price_list import pricing_client as real
+
+    return real()
+
+
+@cache
+def price_list() -> PriceList:
+    """List prices: this container's memory, the state table's cached items, then the Price List API.
+
+    One per execution environment: its memory (and, on first use, its client) lives as long as the container.
+    """
+    from training_guard.adapters.price_list import PriceList
+
+    return PriceList(
+        # Looked up when first used, not now: a test or the emulation may replace pricing_client after this.
+        pricing_factory=lambda: pricing_client(),  # noqa: PLW0108
+        dynamodb=client("dynamodb"),
+        table=settings().table,
+        memory={},
+    )
+
+
 @cache
 def responder() -> Responder:
     from training_guard.adapters.cloudwatch import CloudWatchAlarms
     from training_guard.adapters.ledger import DynamoLedger
     from training_guard.adapters.sagemaker import SageMakerJobs
     from training_guard.adapters.sns import SnsPublisher
+    from training_guard.handlers.receipts import SpendMeter
     from training_guard.responder import Responder
 
     settings_ = settings()
@@ -56,6 +86,8 @@ def responder() -> Responder:
         ledger=DynamoLedger(client("dynamodb"), settings_.table),
         publisher=SnsPublisher(client("sns"), settings_.topic_arn),
         alarms=CloudWatchAlarms(client("cloudwatch")),
+        prices=price_list(),
+        meter=SpendMeter(),
     )
 
 
@@ -133,5 +165,5 @@ def _arn_part(context: Any, index: int) -> str | None:
 def reset() -> None:
     """Forget everything built (the emulation changes the environment between runs)."""
     client.cache_clear()
-    for built in (settings, parker, responder, sweeper, chat_deadline, delivery):
+    for built in (settings, parker, price_list, responder, sweeper, chat_deadline, delivery):
         built.cache_clear()
