@@ -9,8 +9,10 @@ from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 ACKNOWLEDGED: dict[str, str] = {
     "AwsSolutions::AwsSolutions-IAM5[Resource::*]": (
         "Only actions without resource-level permissions use Resource *: X-Ray tracing "
-        "(xray:PutTraceSegments, xray:PutTelemetryRecords) and the sweeper's reads "
-        "sagemaker:ListTrainingJobs and cloudwatch:GetMetricData; and the sweeper's alarm reads "
+        "(xray:PutTraceSegments, xray:PutTelemetryRecords), the list prices of training instances "
+        "(pricing:GetProducts: AWS Price List supports no resource ARN in a policy, "
+        "https://docs.aws.amazon.com/service-authorization/latest/reference/list_awspricelist.html) and the "
+        "sweeper's reads sagemaker:ListTrainingJobs and cloudwatch:GetMetricData; and the sweeper's alarm reads "
         "(cloudwatch:DescribeAlarms by name prefix, DescribeAlarmContributors), read-only, where a "
         "narrower scope silently returns fewer alarms (infra/components/metric_guards.py)."
     ),

@@ -32,6 +32,11 @@ JOB_TAG_READ_ACTIONS = ("sagemaker:ListTags",)
 JOB_ALARM_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:TagResource")
 LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+# List prices for the spend in notifications and stop records. The Price List API supports no resource-level
+# permissions: its actions have no resource type, so the statement must name all resources ("*")
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awspricelist.html). Its cache is
+# the state table's price# items, read and written under the ledger's statement (GetItem, PutItem).
+PRICE_LIST_ACTIONS = ("pricing:GetProducts",)
 
 
 def training_job_arn_pattern(scope: Construct) -> str:
@@ -72,8 +77,9 @@ def grant_responder(
     read_tags: bool = False,
     stop_requires_tag: str | None = None,
 ) -> None:
-    """What every function that reacts to a job needs: observe, stop and attribute jobs, the ledger,
-    the topic, the key, and its dead-letter queue. One grant, three functions."""
+    """What every function that reacts to a job needs: observe, stop and attribute jobs, the ledger (and the
+    price cache in the same table), the topic, the key, list prices, and its dead-letter queue. One grant,
+    three functions."""
     role = function.role
     actions = list(JOB_EVENTS_ACTIONS) + (list(JOB_TAG_READ_ACTIONS) if read_tags else [])
     jobs = training_job_arn_pattern(function)
@@ -111,6 +117,7 @@ def grant_responder(
             resources=[key.key_arn],
         )
     )
+    role.add_to_policy(iam.PolicyStatement(sid="ReadListPrices", actions=list(PRICE_LIST_ACTIONS), resources=["*"]))
     function.function.configure_async_invoke(
         retry_attempts=FUNCTION_RETRY_ATTEMPTS,
         max_event_age=EVENT_MAX_AGE,

@@ -16,7 +16,8 @@ from infra.components import names
 from training_guard import contract
 
 PERIOD = Duration.minutes(5)
-SERVICE_DIMENSION = {"service": "training-guard"}  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
+# Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME (set by GuardFunction).
+SERVICE_DIMENSION = {contract.SERVICE_DIMENSION: "training-guard"}
 REACTION_METRICS = ("Outcome_stopped", "Outcome_would_stop", "Outcome_deferred", "Outcome_notified")
 DELIVERY_METRICS = (
     "NotificationsPublished",
@@ -26,6 +27,20 @@ DELIVERY_METRICS = (
     "SlackFailed",
 )
 SWEEP_METRICS = ("RunningJobs", "Reconciled", "StalledJobs", "OrphanedAlarmsDeleted")
+# Spend avoided by the guard's stops: one metric, SpendAvoidedUSD, with the stopping rule as a dimension
+# (handlers/receipts.SpendMeter). Rules are only known at run time, so the dashboard asks Metrics Insights,
+# which groups by a dimension and serves dashboards up to two weeks of data
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-buildquery.html);
+# SCHEMA() keeps exactly the metrics with these dimensions, no "Other" group
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-troubleshooting.html).
+_SPEND_SOURCE = f'SCHEMA("{contract.GUARD_METRICS_NAMESPACE}", {contract.RULE_DIMENSION}, {contract.SERVICE_DIMENSION})'
+# Metrics Insights, not SQL, built from the contract's constants only.
+SPEND_AVOIDED_PER_DAY_QUERY = f"SELECT SUM({contract.SPEND_AVOIDED_METRIC}) FROM {_SPEND_SOURCE}"  # noqa: S608
+SPEND_AVOIDED_PER_RULE_QUERY = (
+    f"SELECT SUM({contract.SPEND_AVOIDED_METRIC}) FROM {_SPEND_SOURCE} "  # noqa: S608
+    f"GROUP BY {contract.RULE_DIMENSION} ORDER BY SUM() DESC"
+)
+DAY = Duration.days(1)
 
 
 def self_alarm_prefix(stack_name: str) -> str:
@@ -125,4 +140,22 @@ class Monitoring(Construct):
                 width=8,
             ),
             cloudwatch.GraphWidget(title="Sweeper", left=[guard_metric(m) for m in SWEEP_METRICS], width=24),
+            cloudwatch.GraphWidget(
+                title="Spend avoided by stops per day (USD at list price, up to)",
+                left=[
+                    cloudwatch.MathExpression(
+                        expression=SPEND_AVOIDED_PER_DAY_QUERY, period=DAY, label="Spend avoided (USD)"
+                    )
+                ],
+                view=cloudwatch.GraphWidgetView.BAR,
+                period=DAY,
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Spend avoided by stops per rule (USD at list price, up to; the time range shown)",
+                left=[cloudwatch.MathExpression(expression=SPEND_AVOIDED_PER_RULE_QUERY, period=DAY, label="")],
+                view=cloudwatch.GraphWidgetView.BAR,
+                set_period_to_time_range=True,
+                width=12,
+            ),
         )

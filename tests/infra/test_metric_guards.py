@@ -146,6 +146,7 @@ def _responder_statements(synth: Synth) -> list[tuple[Any, Any, Any]]:
         ("DeadLetterFailedEvents", "sqs:SendMessage", getatt(dlq_id)),
         ("PublishNotifications", "sns:Publish", {"Ref": topic_id}),
         ("UseGuardKey", list(job_events.KEY_ACTIONS), getatt(key_id)),
+        ("ReadListPrices", "pricing:GetProducts", "*"),  # the sweeper's stops (stalls, alarms) are priced too
     ]
 
 

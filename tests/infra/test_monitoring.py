@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra.components import monitoring
 from tests.infra.conftest import Synth
 from training_guard import contract
 
@@ -80,3 +81,32 @@ def test_the_dashboard_shows_the_guards_own_metrics(synth: Synth) -> None:
         "StalledJobs",
     ):
         assert (contract.GUARD_METRICS_NAMESPACE, metric, "service", "training-guard") in shown
+
+
+def test_the_dashboard_shows_spend_avoided_per_day_and_per_rule_from_the_one_metric(synth: Synth) -> None:
+    """One metric, SpendAvoidedUSD {rule, service}; Metrics Insights sums it over all rules per day and groups it
+    by rule (rules are only known at run time)."""
+    _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
+    parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+    body = json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in parts))
+    queries = {
+        w["properties"]["title"]: (m[0]["expression"], w["properties"])
+        for w in body["widgets"]
+        for m in w["properties"].get("metrics", [])
+        if isinstance(m[0], dict) and "expression" in m[0]
+    }
+    per_day = queries["Spend avoided by stops per day (USD at list price, up to)"]
+    assert per_day[0] == 'SELECT SUM(SpendAvoidedUSD) FROM SCHEMA("TrainingGuard", rule, service)'
+    assert (per_day[1]["period"], per_day[1]["view"]) == (86400, "bar")
+    per_rule = queries["Spend avoided by stops per rule (USD at list price, up to; the time range shown)"]
+    assert per_rule[0] == (
+        'SELECT SUM(SpendAvoidedUSD) FROM SCHEMA("TrainingGuard", rule, service) GROUP BY rule ORDER BY SUM() DESC'
+    )
+    assert (per_rule[1]["setPeriodToTimeRange"], per_rule[1]["view"]) == (True, "bar")
+    # the names the function writes (handlers/receipts.SpendMeter) are the ones queried
+    assert (contract.SPEND_AVOIDED_METRIC, contract.RULE_DIMENSION, contract.SERVICE_DIMENSION) == (
+        "SpendAvoidedUSD",
+        "rule",
+        "service",
+    )
+    assert contract.SERVICE_DIMENSION in monitoring.SERVICE_DIMENSION

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,10 @@ from typing import Any
 
 from infra.components import encryption, functions, job_events, metric_guards, monitoring
 from infra.nag import ACKNOWLEDGED
+from tests.helpers import NOW
 from tests.infra.conftest import Synth, expected_rows, shipped_context, statement_rows, unordered
 from training_guard import contract
+from training_guard.adapters.price_list import PriceList
 from training_guard.config import GuardConfig
 
 
@@ -111,6 +114,7 @@ def test_job_events_role_has_exactly_the_permissions_it_needs(synth: Synth) -> N
             ("DeadLetterFailedEvents", "sqs:SendMessage", getatt(dlq_id)),
             ("PublishNotifications", "sns:Publish", {"Ref": topic_id}),
             ("UseGuardKey", list(job_events.KEY_ACTIONS), getatt(key_id)),
+            ("ReadListPrices", "pricing:GetProducts", "*"),
             ("KeepPerJobAlarms", list(job_events.JOB_ALARM_ACTIONS), job_alarms_arn()),
         ]
     )
@@ -133,6 +137,7 @@ def test_no_managed_policies_and_no_sagemaker_wildcards(synth: Synth) -> None:
                 assert set(actions) <= {
                     "xray:PutTraceSegments",
                     "xray:PutTelemetryRecords",
+                    "pricing:GetProducts",  # no resource type: list_awspricelist.html
                     *metric_guards.UNSCOPED_READ_ACTIONS,
                     *metric_guards.ALARM_READ_ACTIONS,
                 }
@@ -318,3 +323,38 @@ def test_cfn_lint_finds_nothing(synth: Synth) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_price_cache_is_read_and_written_within_the_ledgers_statement(synth: Synth) -> None:
+    """Every DynamoDB call the Price List adapter makes, on the table the ledger statement names."""
+    calls: list[str] = []
+
+    class Table:
+        def get_item(self, **request: Any) -> dict[str, Any]:
+            calls.append("dynamodb:GetItem")
+            return {}
+
+        def put_item(self, **request: Any) -> dict[str, Any]:
+            calls.append("dynamodb:PutItem")
+            return {}
+
+    class Pricing:
+        def get_products(self, **request: Any) -> dict[str, Any]:
+            product = {
+                "product": {"attributes": {"instanceName": "ml.m5.large"}, "sku": "TESTSKU"},
+                "terms": {"OnDemand": {"T": {"priceDimensions": {"R": {"unit": "Hrs", "pricePerUnit": {"USD": "1"}}}}}},
+            }
+            return {"PriceList": [json.dumps(product)]}
+
+    PriceList(Pricing(), dynamodb=Table(), table="t", memory={}).hourly_price("us-east-1", "ml.m5.large", now=NOW)
+    assert calls == ["dynamodb:GetItem", "dynamodb:PutItem"]
+    table_id, _ = synth.one("AWS::DynamoDB::Table")
+    [ledger] = [s for s in _role_statements(synth) if s.get("Sid") == "TransitionLedger"]
+    assert set(calls) <= set(ledger["Action"])
+    assert ledger["Resource"] == getatt(table_id)
+
+
+def test_the_nag_acknowledgment_of_resource_star_names_the_price_list_and_why() -> None:
+    reason = ACKNOWLEDGED["AwsSolutions::AwsSolutions-IAM5[Resource::*]"]
+    assert "pricing:GetProducts" in reason
+    assert "https://docs.aws.amazon.com/service-authorization/latest/reference/list_awspricelist.html" in reason

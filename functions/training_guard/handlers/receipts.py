@@ -34,10 +34,13 @@ def dimension_value(text: str) -> str:
 class SpendMeter:
     """`SpendAvoidedUSD` per stop, with the stopping rule or metric guard as the `rule` dimension.
 
-    One metric name, one more custom metric per distinct rule that stops a job (each dimension combination is
-    billed as a metric); the dashboard sums it per day and per rule with Metrics Insights (docs/cost.md). An
-    embedded-metric-format line of its own (Powertools' single_metric), so the dimension does not spread to the
-    invocation's other metrics.
+    One metric name; each distinct rule that stops a job is one more custom metric, since every dimension
+    combination is billed as a metric of its own
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/metrics-otel-pricing.html; the price per
+    metric-month is on https://aws.amazon.com/cloudwatch/pricing/, docs/cost.md does the sum). Rules come
+    from the configuration and the jobs' Debugger rules, a handful per account. The dashboard sums the metric
+    per day and per rule with Metrics Insights. An embedded-metric-format line of its own (Powertools'
+    single_metric), so the dimension does not spread to the invocation's other metrics.
     """
 
     def spend_avoided(self, rule: str, usd: float) -> None:
