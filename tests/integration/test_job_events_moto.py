@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
-from tests.helpers import load_event, rule_status, with_detail
+from tests.helpers import EVENTS_DIR, NOW, load_event, rule_status, with_detail
 from training_guard import contract
 from training_guard.config import GuardConfig
 from training_guard.events import EventError
+from training_guard.handlers import wiring
+from training_guard.pricing import get_products_filters
 from training_guard_local.emulator import TABLE, Emulation
 
 JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
@@ -197,3 +202,87 @@ def test_what_follows_the_guards_stop_is_folded_into_it_on_every_channel(aws: Em
     record = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": f"stop#{JOB}"}})["Item"]
     assert record["confirmed"] == {"BOOL": True}
     assert sorted(record["folded"]["SS"]) == sorted(folded)
+
+
+# --- spend ------------------------------------------------------------------------------------------------
+def stubbed_price_list(monkeypatch: pytest.MonkeyPatch, recording: str, instance_type: str) -> Stubber:
+    """moto has no Price List API: the functions get a pricing client that plays a recorded GetProducts answer
+    (tests/events/pricing/), checked against the request the guard must make."""
+    pricing = boto3.client("pricing", region_name="us-east-1")
+    stub = Stubber(pricing)
+    pages: list[dict[str, Any]] = json.loads((EVENTS_DIR / "pricing" / f"{recording}.json").read_text())
+    token: str | None = None
+    for page in pages:
+        request = {
+            "ServiceCode": "AmazonSageMaker",
+            "Filters": get_products_filters("us-east-1", instance_type),
+            "FormatVersion": "aws_v1",
+            "MaxResults": 100,
+        }
+        if token:
+            request["NextToken"] = token
+        stub.add_response("get_products", page, request)
+        token = page.get("NextToken")
+    monkeypatch.setattr(wiring, "pricing_client", lambda: pricing)
+    return stub
+
+
+G5 = {"InstanceType": "ml.g5.2xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30}
+G5_RATE = 2 * 1.515  # two instances at the recorded answer's 1.515 USD/h
+RAN, LEFT = 2910, 86400 - 2910  # started 02:11:30, delivered at 03:00:00, max runtime a day
+
+
+def test_a_stop_is_announced_recorded_and_tagged_with_its_spend_from_the_price_list_api(
+    aws: Emulation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub = stubbed_price_list(monkeypatch, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
+    with stub:
+        receipt = aws.deliver(with_detail(load_event("vanishing_gradient_issues_found"), ResourceConfig=G5), at=NOW)
+    stub.assert_no_pending_responses()  # both pages read
+    assert receipt["stopped"] is True
+    so_far, avoided = round(G5_RATE * RAN / 3600, 2), round(G5_RATE * LEFT / 3600, 2)
+    assert (so_far, avoided) == (2.45, 70.27)
+    [note] = aws.notifications()
+    spend = note["spend"]
+    assert (spend["so_far_usd"], spend["avoided_usd"], spend["avoided_label"]) == (so_far, avoided, "up to")
+    assert spend["price_source"] == "AWS Price List API (2026-08-20)"
+    assert [(p["usd_per_hour"], p["reference"]) for p in spend["prices"]] == [(1.515, "TESTSKUG52XL0001")]
+    assert receipt["spend"] == spend
+    dynamodb = aws.client("dynamodb")
+    record = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": f"stop#{JOB}"}})["Item"]
+    assert record["spend_avoided_usd"] == {"N": "70.27"}
+    assert record["spend_so_far_usd"] == {"N": "2.45"}
+    assert record["price_source"] == {"S": "AWS Price List API (2026-08-20)"}
+    assert record["instance_types"] == {"L": [{"S": "ml.g5.2xlarge"}]}
+    assert aws.job_tags(JOB)[contract.TAG_SPEND_AVOIDED] == "70.27"
+    cached = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "price#us-east-1#ml.g5.2xlarge"}})["Item"]
+    assert cached["usd_per_hour"] == {"N": "1.515"}
+
+
+def test_a_new_container_prices_from_the_state_tables_cache_without_asking_the_api(
+    aws: Emulation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub = stubbed_price_list(monkeypatch, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
+    with stub:
+        aws.deliver(with_detail(load_event("rule_error"), ResourceConfig=G5), at=NOW)
+    wiring.price_list().forget()  # as a new container: nothing in memory, the client not asked again
+    error = with_detail(load_event("rule_error"), ResourceConfig=G5)
+    error["detail"]["DebugRuleEvaluationStatuses"] = [rule_status("LossNotDecreasing", "Error", "no data")]
+    with stub:  # no response left: a call to the API would fail the test
+        aws.deliver(error, at=NOW)
+    first, second = aws.notifications()
+    assert first["spend"]["so_far_usd"] == second["spend"]["so_far_usd"] == round(G5_RATE * RAN / 3600, 2)
+    assert second["spend"]["price_source"] == "AWS Price List API (2026-08-20)"
+    assert second["spend"]["avoided_label"] is None  # a rule error stops nothing
+
+
+def test_without_a_reachable_price_list_the_stop_goes_ahead_with_its_spend_unknown(aws: Emulation) -> None:
+    """moto answers GetProducts with a 404: the guard stops, announces and records the stop all the same."""
+    receipt = aws.deliver(load_event("vanishing_gradient_issues_found"), at=NOW)  # ml.p3.2xlarge: not in the table
+    assert receipt["stopped"] is True
+    [note] = aws.notifications()
+    assert (note["spend"]["so_far_usd"], note["spend"]["avoided_usd"]) == (None, None)
+    assert any("GetProducts ml.p3.2xlarge in us-east-1 failed" in p for p in receipt["price_problems"])
+    record = aws.client("dynamodb").get_item(TableName=TABLE, Key={"pk": {"S": f"stop#{JOB}"}})["Item"]
+    assert record["spend_avoided_usd"] == {"NULL": True}
+    assert aws.job_tags(JOB)[contract.TAG_SPEND_AVOIDED] == "unknown"
