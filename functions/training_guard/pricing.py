@@ -79,10 +79,12 @@ class PriceQuote:
     source: str  # SOURCE_API | SOURCE_TABLE
     as_of: str | None = None  # the price list's publicationDate, or the table entry's date
     reference: str | None = None  # the product's SKU, or the table entry's source
+    second_hand: bool = False  # a table entry that records another project's reading of the Price List API
 
     def label(self) -> str:
         if self.source == SOURCE_TABLE:
-            return f"shipped price table ({self.as_of or 'undated'})"
+            second = ", second-hand" if self.second_hand else ""
+            return f"shipped price table ({self.as_of or 'undated'}{second})"
         return f"AWS Price List API ({self.as_of})" if self.as_of else "AWS Price List API"
 
     def as_dict(self) -> dict[str, Any]:
@@ -217,7 +219,7 @@ def table_quote(region: str, instance_type: str) -> PriceQuote | None:
     usd = parse_usd(entry.usd_per_hour)
     if usd is None:
         return None
-    return PriceQuote(instance_type, region, usd, SOURCE_TABLE, entry.as_of, entry.source)
+    return PriceQuote(instance_type, region, usd, SOURCE_TABLE, entry.as_of, entry.source, not entry.first_hand)
 
 
 _TABLE: Final[dict[tuple[str, str], TablePrice]] = {(p.region, p.instance_type): p for p in TRAINING_PRICES}

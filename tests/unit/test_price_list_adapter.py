@@ -180,7 +180,7 @@ def test_a_failing_api_falls_back_to_the_shipped_table_marked_as_such_and_is_not
     assert got == soon == later
     assert got is not None
     assert (got.source, got.as_of, got.usd_per_hour) == ("table", "2026-08-11", 0.115)
-    assert got.label() == "shipped price table (2026-08-11)"
+    assert got.label() == "shipped price table (2026-08-11, second-hand)"
     assert s.adapter.problems == ["GetProducts ml.m5.large in us-east-1 failed: ThrottlingException"] * 2
 
 

@@ -204,7 +204,10 @@ def test_every_table_entry_parses_and_names_its_training_usage_type_date_and_sou
     table = table_quote(entry.region, entry.instance_type)
     assert table is not None
     assert (table.source, table.as_of, table.reference) == ("table", entry.as_of, entry.source)
-    assert table.label() == f"shipped price table ({entry.as_of})"
+    # None is a first-hand reading yet: each says it is another project's record of the API's answer.
+    assert not entry.first_hand
+    assert "second-hand" in entry.source
+    assert table.label() == f"shipped price table ({entry.as_of}, second-hand)"
 
 
 def test_the_table_has_one_entry_per_type_and_region_and_its_date_is_its_newest_entry() -> None:
