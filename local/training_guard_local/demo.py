@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -21,15 +20,15 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from training_guard import clock, contract
+from training_guard import contract
 from training_guard.metric_guards import fleet_alarm_name, insights_query
 from training_guard_local import alarm_events
-from training_guard_local.emulator import ACCOUNT, REGION, Emulation, LambdaContext, handler_output_to_stderr
+from training_guard_local.emulator import ACCOUNT, REGION, Emulation, handler_output_to_stderr, replay_clock
 from training_guard_local.scenario import Job, Scenario, Step
 from training_guard_local.slack_listener import SlackListener, render_text
 
@@ -160,7 +159,7 @@ class Demo:
 
     def _play(self, step: Step) -> None:
         at = self.start + timedelta(minutes=step.minute)
-        with scenario_clock(at):
+        with replay_clock(at):  # during a step the functions' clock is the step's time
             self._play_at(step, at)
 
     def _play_at(self, step: Step, at: datetime) -> None:
@@ -331,8 +330,7 @@ class Demo:
                 for message in messages:
                     event = json.loads(message["Body"])
                     event.setdefault("account", ACCOUNT)  # moto omits it; EventBridge always sets it
-                    with handler_output_to_stderr():
-                        receipt = self._handler(route.handler)(event, LambdaContext(function_name=route.rule))
+                    receipt = self.aws.invoke(self._handler(route.handler), event, self.aws.context(route.rule))
                     self._react(receipt)
                     sqs.delete_message(QueueUrl=route.queue_url, ReceiptHandle=message["ReceiptHandle"])
         for note in self.aws.notifications():
@@ -405,14 +403,3 @@ class Demo:
             self.say("  " + " │ ".join(cells))
             if i == 0:
                 self.say("  " + "─┼─".join("─" * w for w in widths))
-
-
-@contextlib.contextmanager
-def scenario_clock(at: datetime) -> Iterator[None]:
-    """The functions read the time through training_guard.clock; during a step it is the step's time."""
-    real = clock.utcnow
-    clock.utcnow = lambda: at
-    try:
-        yield
-    finally:
-        clock.utcnow = real

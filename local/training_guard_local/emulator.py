@@ -2,25 +2,41 @@
 
 Used by `training-guard simulate`, the integration tests and the demo. Nothing here reaches a
 network: moto intercepts every boto3 call of the process while the emulation is active.
+
+One emulation can stand for several accounts and regions (`use(account, region)`): the guard is
+deployed per account and region, and its handlers ignore events from any other account, so a
+replay of events captured in several accounts plays each in its own. moto keeps one backend per
+account and region and serves each request in the account `MOTO_ACCOUNT_ID` names
+(https://docs.getmoto.org/en/latest/docs/multi_account.html); the guard's resources are created in
+each account and region the first time it is used.
+
+Time: the handlers read the clock through `training_guard.clock`; `deliver(event, at=...)` runs
+the handler with the clock set to `at` (a replay decides as the guard would have when the event
+arrived, not today).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import io
 import json
+import logging
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from unittest import mock
 
 from moto import mock_aws
 
-from training_guard import contract
+from training_guard import clock, contract
 from training_guard.config import GuardConfig
 from training_guard_local import cloudwatch_ext, sagemaker_ext
 
@@ -34,6 +50,9 @@ EVENTS_DEAD_LETTERS = "training-guard-events-dead-letters"
 CHAT_DEAD_LETTERS = "training-guard-chat-dead-letters"
 CHAT_MAX_RECEIVES = 5  # as the stack's redrive policy
 FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-events"
+MOTO_ACCOUNT_ENV = "MOTO_ACCOUNT_ID"  # the account moto serves requests in (its multi-account docs)
+# Every service the functions make a client for (training_guard.adapters.clients.client), kept per region.
+FUNCTION_SERVICES = ("sqs", "dynamodb", "sagemaker", "sns", "cloudwatch", "secretsmanager")
 
 _ENV = {
     "AWS_ACCESS_KEY_ID": "emulated",
@@ -60,6 +79,31 @@ class LambdaContext:
         return 30_000
 
 
+def function_arn(name: str, account: str = ACCOUNT, region: str = REGION) -> str:
+    return f"arn:aws:lambda:{region}:{account}:function:{name}"
+
+
+@dataclass
+class Site:
+    """The guard's resources in one emulated account and region."""
+
+    account: str
+    region: str
+    topic_arn: str = ""
+    queue_url: str = ""  # captures every notification published to the topic
+    chat_queue_url: str = ""
+    chat_dead_letters_url: str = ""
+    events_dead_letters_url: str = ""
+    webhook_secrets: dict[str, str] = field(default_factory=dict)
+
+
+class _Discard(io.TextIOBase):
+    """A text stream that keeps nothing (what the handlers print while the emulation is quiet)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
 class Emulation:
     """`with Emulation(config) as aws:` gives an emulated account with the guard's resources."""
 
@@ -70,20 +114,63 @@ class Emulation:
         webhook_urls: Mapping[str, str] | None = None,
         slack_min_interval: float = 0.0,
         quiet: bool = True,
+        handler_logs: bool = True,
+        account: str = ACCOUNT,
+        region: str = REGION,
     ) -> None:
-        """`webhook_urls`: what each Slack webhook's secret holds (absent: the stack's placeholder)."""
+        """`webhook_urls`: what each Slack webhook's secret holds (absent: the stack's placeholder).
+
+        `quiet`: the handlers log warnings only, and their metrics (Powertools prints them) and
+        Powertools' warnings are discarded. `handler_logs=False` discards their log lines too (the
+        CLI's replays, whose result lines say what the logs would). `account`, `region`: where the
+        emulation starts (`use` moves it).
+        """
         self.config = config or GuardConfig()
         self.webhook_urls = dict(webhook_urls or {})
         self.slack_min_interval = slack_min_interval
         self.quiet = quiet
+        self.handler_logs = handler_logs
         self._mock = mock_aws()
         self._saved_env: dict[str, str | None] = {}
         self._config_dir: tempfile.TemporaryDirectory[str] | None = None
-        self.topic_arn = ""
-        self.queue_url = ""
-        self.chat_queue_url = ""
-        self.chat_dead_letters_url = ""
-        self.events_dead_letters_url = ""
+        self._sites: dict[tuple[str, str], Site] = {}
+        self.default_account, self.default_region = account, region
+        self._site = Site(account, region)
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._function_clients: dict[str, dict[str, Any]] = {}  # region -> service -> the functions' client
+
+    # the current site's resources, by their historical names
+    @property
+    def account(self) -> str:
+        return self._site.account
+
+    @property
+    def region(self) -> str:
+        return self._site.region
+
+    @property
+    def topic_arn(self) -> str:
+        return self._site.topic_arn
+
+    @property
+    def queue_url(self) -> str:
+        return self._site.queue_url
+
+    @property
+    def chat_queue_url(self) -> str:
+        return self._site.chat_queue_url
+
+    @property
+    def chat_dead_letters_url(self) -> str:
+        return self._site.chat_dead_letters_url
+
+    @property
+    def events_dead_letters_url(self) -> str:
+        return self._site.events_dead_letters_url
+
+    def sites(self) -> list[tuple[str, str]]:
+        """Every (account, region) used so far, in the order first used."""
+        return list(self._sites)
 
     def __enter__(self) -> Emulation:
         env = dict(_ENV)
@@ -105,14 +192,70 @@ class Emulation:
         sagemaker_ext.install()
         cloudwatch_ext.install()
         cloudwatch_ext.reset()
-        self._create_resources()
-        self._set_env(contract.ENV_TOPIC_ARN, self.topic_arn)
-        self.events_dead_letters_url = self.client("sqs").create_queue(QueueName=EVENTS_DEAD_LETTERS)["QueueUrl"]
-        self._set_env(contract.ENV_REJECTED_EVENTS_QUEUE_URL, self.events_dead_letters_url)
-        if self.config.slack.enabled:
-            self._create_chat()
-        _reset_handler_caches()
+        first, self._site = self._site, Site("", "")
+        self.use(first.account, first.region)
         return self
+
+    def use(self, account: str, region: str) -> Site:
+        """Act in this account and region from now on (the guard's resources are created there the
+        first time): what the handlers see (the environment, their clients, the invoked function's
+        ARN) becomes the stack deployed there."""
+        previous = self._site
+        if (account, region) == (previous.account, previous.region):
+            return previous
+        region_changed = region != previous.region
+        if previous.region and region_changed:
+            self._stash_function_clients(previous.region)  # while the environment still names its region
+        self._set_env(MOTO_ACCOUNT_ENV, account)
+        self._set_env("AWS_REGION", region)
+        self._set_env("AWS_DEFAULT_REGION", region)
+        site = self._sites.get((account, region))
+        self._site = site or Site(account, region)
+        if site is None:
+            site = self._sites[(account, region)] = self._site
+            self._create_resources(site)
+            site.events_dead_letters_url = self.client("sqs").create_queue(QueueName=EVENTS_DEAD_LETTERS)["QueueUrl"]
+            if self.config.slack.enabled:
+                self._create_chat(site)
+        self._set_env(contract.ENV_TOPIC_ARN, site.topic_arn)
+        self._set_env(contract.ENV_REJECTED_EVENTS_QUEUE_URL, site.events_dead_letters_url)
+        if self.config.slack.enabled:
+            self._set_env(contract.ENV_WEBHOOK_SECRETS, json.dumps(site.webhook_secrets))
+            self._set_env(contract.ENV_DEAD_LETTER_QUEUE_URL, site.chat_dead_letters_url)
+            self._set_env(contract.ENV_SLACK_MIN_INTERVAL, str(self.slack_min_interval))
+        # The functions' settings and services are per account and region, their clients per region only
+        # (moto reads each request's account from MOTO_ACCOUNT_ID): rebuilding them cost more than the event
+        # itself when a replay alternates between accounts and regions, so a region's clients are kept.
+        _reset_handler_caches(keep_clients=not region_changed)
+        if region_changed:
+            self._restore_function_clients(region)
+        return site
+
+    def _stash_function_clients(self, region: str) -> None:
+        """Keep the functions' clients of this region (creating the ones not made yet) for a return to it."""
+        from training_guard.adapters import clients
+
+        self._function_clients[region] = {service: clients.client(service) for service in FUNCTION_SERVICES}
+
+    def _restore_function_clients(self, region: str) -> None:
+        """Fill the functions' client cache with this region's kept clients (their cache is keyed by service:
+        each is made through it, with boto3.client answering with the kept one)."""
+        import boto3
+
+        from training_guard.adapters import clients
+
+        kept = self._function_clients.get(region)
+        if not kept:
+            return
+        with mock.patch.object(boto3, "client", lambda service, **_: kept[service]):
+            for service in kept:
+                clients.client(service)
+
+    def context(self, function_name: str = "training-guard-job-events") -> LambdaContext:
+        """The Lambda context of the guard's function in the current account and region."""
+        return LambdaContext(
+            function_name=function_name, invoked_function_arn=function_arn(function_name, self.account, self.region)
+        )
 
     def _set_env(self, key: str, value: str) -> None:
         self._saved_env.setdefault(key, os.environ.get(key))
@@ -130,15 +273,23 @@ class Emulation:
         if self._config_dir is not None:
             self._config_dir.cleanup()
             self._config_dir = None
+        self._clients.clear()
+        self._function_clients.clear()
         _reset_handler_caches()
 
     # --- resources ---------------------------------------------------------------------------
     def client(self, service: str) -> Any:
-        import boto3
+        """A client in the current region (and, through MOTO_ACCOUNT_ID, account); built once: a
+        client per call cost more than the handler itself on long replays."""
+        key = (service, self.region)
+        made = self._clients.get(key)
+        if made is None:
+            import boto3
 
-        return boto3.client(service, region_name=REGION)
+            made = self._clients[key] = boto3.client(service, region_name=self.region)
+        return made
 
-    def _create_resources(self) -> None:
+    def _create_resources(self, site: Site) -> None:
         self.client("dynamodb").create_table(
             TableName=TABLE,
             KeySchema=[{"AttributeName": contract.TABLE_PARTITION_KEY, "KeyType": "HASH"}],
@@ -150,59 +301,58 @@ class Emulation:
             TimeToLiveSpecification={"Enabled": True, "AttributeName": contract.TABLE_TTL_ATTRIBUTE},
         )
         sns = self.client("sns")
-        self.topic_arn = sns.create_topic(Name=TOPIC)["TopicArn"]
+        site.topic_arn = sns.create_topic(Name=TOPIC)["TopicArn"]
         sqs = self.client("sqs")
-        self.queue_url = sqs.create_queue(QueueName=CAPTURE_QUEUE)["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        site.queue_url = sqs.create_queue(QueueName=CAPTURE_QUEUE)["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=site.queue_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
         sns.subscribe(
-            TopicArn=self.topic_arn,
+            TopicArn=site.topic_arn,
             Protocol="sqs",
             Endpoint=queue_arn,
             Attributes={"RawMessageDelivery": "true"},
         )
 
-    def _create_chat(self) -> None:
+    def _create_chat(self, site: Site) -> None:
         """What the stack's chat path creates: webhook secrets, the chat queue and its DLQ."""
         secrets = self.client("secretsmanager")
-        secret_ids: dict[str, str] = {}
         for name, hook in self.config.slack.webhooks.items():
             secret_name = hook.secret_name or f"training-guard/slack/{name}"
             value = self.webhook_urls.get(name, contract.WEBHOOK_PLACEHOLDER)
-            secret_ids[name] = secrets.create_secret(Name=secret_name, SecretString=value)["ARN"]
+            site.webhook_secrets[name] = secrets.create_secret(Name=secret_name, SecretString=value)["ARN"]
         sqs = self.client("sqs")
-        self.chat_dead_letters_url = sqs.create_queue(QueueName=CHAT_DEAD_LETTERS)["QueueUrl"]
-        dlq_arn = self._queue_arn(self.chat_dead_letters_url)
-        self.chat_queue_url = sqs.create_queue(
+        site.chat_dead_letters_url = sqs.create_queue(QueueName=CHAT_DEAD_LETTERS)["QueueUrl"]
+        dlq_arn = self._queue_arn(site.chat_dead_letters_url)
+        site.chat_queue_url = sqs.create_queue(
             QueueName=CHAT_QUEUE,
             Attributes={
                 "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": CHAT_MAX_RECEIVES})
             },
         )["QueueUrl"]
         self.client("sns").subscribe(
-            TopicArn=self.topic_arn,
+            TopicArn=site.topic_arn,
             Protocol="sqs",
-            Endpoint=self._queue_arn(self.chat_queue_url),
+            Endpoint=self._queue_arn(site.chat_queue_url),
             Attributes={"RawMessageDelivery": "true"},
         )
-        self._set_env(contract.ENV_WEBHOOK_SECRETS, json.dumps(secret_ids))
-        self._set_env(contract.ENV_DEAD_LETTER_QUEUE_URL, self.chat_dead_letters_url)
-        self._set_env(contract.ENV_SLACK_MIN_INTERVAL, str(self.slack_min_interval))
 
     def _queue_arn(self, url: str) -> str:
         attributes = self.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
         return str(attributes["Attributes"]["QueueArn"])
 
-    def pump_chat(self, *, rounds: int = 1) -> list[dict[str, Any]]:
+    def pump_chat(self, *, rounds: int = 1, at: datetime | None = None) -> list[dict[str, Any]]:
         """Play the SQS event source mapping: batches from the chat queue to the real notifier.
 
         Messages the handler reports as failed stay in the queue and are received again on the
         next round (as after their visibility timeout); after CHAT_MAX_RECEIVES receives SQS's
-        redrive policy moves them to the dead-letter queue. Returns each batch's response.
+        redrive policy moves them to the dead-letter queue. Returns each batch's response. Without
+        Slack in the configuration there is no chat queue and nothing to pump. `at`: the notifier's
+        clock (default: the real one).
         """
-        with handler_output_to_stderr():
-            from training_guard.handlers import slack_notifier
+        if not self.chat_queue_url:
+            return []
+        slack_notifier = _handler_module("slack_notifier")
         sqs = self.client("sqs")
         responses: list[dict[str, Any]] = []
         for _ in range(rounds):
@@ -218,8 +368,7 @@ class Emulation:
                         for m in batch
                     ]
                 }
-                with handler_output_to_stderr():
-                    response = dict(slack_notifier.handler(event, LambdaContext(function_name="slack-notifier")))
+                response = self.invoke(slack_notifier.handler, event, self.context("slack-notifier"), at=at)
                 responses.append(response)
                 failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
                 for message in batch:
@@ -228,6 +377,26 @@ class Emulation:
                 if failed:
                     break  # the failed ones come back in the next round
         return responses
+
+    def invoke(
+        self, handler: Callable[..., Any], event: Any, context: LambdaContext, *, at: datetime | None = None
+    ) -> dict[str, Any]:
+        """Run one handler as Lambda would, on the clock `at` (None: the real clock).
+
+        What the handler prints (Powertools' metrics) is discarded when quiet, else sent to stderr,
+        never to stdout: the CLI's stdout is for its own results.
+        """
+        sink: Any = _Discard() if self.quiet else sys.stderr
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(contextlib.redirect_stdout(sink))
+            if at is not None:
+                stack.enter_context(replay_clock(at))
+            if self.quiet:
+                stack.enter_context(warnings.catch_warnings())
+                warnings.simplefilter("ignore")  # e.g. Powertools' "No application metrics to publish"
+            if not self.handler_logs:
+                stack.enter_context(_silenced(logging.getLogger(os.environ.get("POWERTOOLS_SERVICE_NAME", ""))))
+            return dict(handler(event, context))
 
     def chat_dead_letters(self) -> list[dict[str, Any]]:
         """Messages in the chat dead-letter queue: body and the reason attribute (if parked)."""
@@ -249,35 +418,30 @@ class Emulation:
 
     # --- driving the guard ---------------------------------------------------------------------
     def put_job(self, detail: Mapping[str, Any]) -> None:
-        sagemaker_ext.put_job(ACCOUNT, REGION, detail)
+        sagemaker_ext.put_job(self.account, self.region, detail)
 
-    def deliver(self, event: Any) -> dict[str, Any]:
-        """Bring the emulated job to the event's state, run the real job-events handler on it."""
+    def deliver(self, event: Any, *, at: datetime | None = None) -> dict[str, Any]:
+        """Bring the emulated job to the event's state, run the real job-events handler on it.
+
+        `at`: the clock the handler reads (a replay passes the event's time); None: the real clock.
+        """
         detail = event.get("detail") if isinstance(event, Mapping) else None
         if (
             isinstance(detail, Mapping)
             and isinstance(detail.get("TrainingJobName"), str)
             and detail.get("TrainingJobStatus")
         ):
-            self.put_job(detail)
-        with handler_output_to_stderr():
-            from training_guard.handlers import job_events
+            with replay_clock(at) if at is not None else contextlib.nullcontext():
+                self.put_job(detail)
+        return self.invoke(_handler_module("job_events").handler, event, self.context(), at=at)
 
-            return dict(job_events.handler(event, LambdaContext()))
-
-    def deliver_alarm(self, event: Any) -> dict[str, Any]:
+    def deliver_alarm(self, event: Any, *, at: datetime | None = None) -> dict[str, Any]:
         """Run the real alarm-events handler on a CloudWatch alarm state-change event."""
-        with handler_output_to_stderr():
-            from training_guard.handlers import alarm_events
+        return self.invoke(_handler_module("alarm_events").handler, event, self.context("alarm-events"), at=at)
 
-            return dict(alarm_events.handler(event, LambdaContext(function_name="alarm-events")))
-
-    def sweep(self) -> dict[str, Any]:
+    def sweep(self, *, at: datetime | None = None) -> dict[str, Any]:
         """Run the real sweeper handler once (as its schedule would)."""
-        with handler_output_to_stderr():
-            from training_guard.handlers import sweeper
-
-            return dict(sweeper.handler({}, LambdaContext(function_name="sweeper")))
+        return self.invoke(_handler_module("sweeper").handler, {}, self.context("sweeper"), at=at)
 
     def put_metric(self, job: str, metric: str, values: list[float], *, at: datetime | None = None) -> None:
         """Datapoints SageMaker would have scraped from the job's logs (namespace /aws/sagemaker/TrainingJobs)."""
@@ -300,29 +464,38 @@ class Emulation:
         return sorted(a["AlarmName"] for a in alarms["MetricAlarms"])
 
     def notifications(self) -> list[dict[str, Any]]:
-        """Drain the capture queue: the notification documents published since the last call."""
+        """Drain the capture queue: the notification documents published since the last call.
+
+        Also forgets what moto keeps of each publish and each deleted message (nothing reads it, and
+        over a long replay it grew by kilobytes per event).
+        """
         sqs = self.client("sqs")
         out: list[dict[str, Any]] = []
         while True:
             batch = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
-            if not batch:
-                return out
-            for message in batch:
-                out.append(json.loads(message["Body"]))
-                sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+            out += [json.loads(message["Body"]) for message in batch]
+            if batch:
+                sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)],
+                )
+            if len(batch) < 10:  # moto returns every visible message up to the maximum: the queue is empty
+                break
+        _forget_history(self.account, self.region, self.topic_arn, CAPTURE_QUEUE)
+        return out
 
     def set_contributors(self, alarm_name: str, contributors: list[Mapping[str, str]]) -> None:
         """A fleet guard's contributors in ALARM now (moto evaluates no Metrics Insights alarm)."""
-        cloudwatch_ext.set_contributors(ACCOUNT, REGION, alarm_name, contributors)
+        cloudwatch_ext.set_contributors(self.account, self.region, alarm_name, contributors)
 
-    def job_status(self, name: str) -> str | None:
-        return sagemaker_ext.job_status(ACCOUNT, REGION, name)
+    def job_status(self, name: str | None) -> str | None:
+        return sagemaker_ext.job_status(self.account, self.region, name) if name else None
 
     def finish_stopping(self, name: str) -> bool:
-        return sagemaker_ext.finish_stopping(ACCOUNT, REGION, name)
+        return sagemaker_ext.finish_stopping(self.account, self.region, name)
 
     def job_tags(self, name: str) -> dict[str, str]:
-        arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+        arn = f"arn:aws:sagemaker:{self.region}:{self.account}:training-job/{name}"
         tags = self.client("sagemaker").list_tags(ResourceArn=arn)["Tags"]
         return {t["Key"]: t["Value"] for t in tags}
 
@@ -338,8 +511,56 @@ def handler_output_to_stderr() -> Iterator[None]:
         yield
 
 
-def _reset_handler_caches() -> None:
+def _forget_history(account: str, region: str, topic_arn: str, queue_name: str) -> None:
+    """moto keeps every message published to a topic, and every receipt handle deleted from a queue."""
+    from moto.sns.models import sns_backends
+    from moto.sqs.models import sqs_backends
+
+    topic = sns_backends[account][region].topics.get(topic_arn)
+    if topic is not None:
+        topic.sent_notifications.clear()
+    queue = sqs_backends[account][region].queues.get(queue_name)
+    if queue is not None:
+        queue.deleted_messages.clear()
+
+
+@contextlib.contextmanager
+def replay_clock(at: datetime) -> Iterator[None]:
+    """The functions read the time through training_guard.clock; inside this block it is `at`."""
+    real = clock.utcnow
+    clock.utcnow = lambda: at
+    try:
+        yield
+    finally:
+        clock.utcnow = real
+
+
+@contextlib.contextmanager
+def _silenced(logger: logging.Logger) -> Iterator[None]:
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _handler_module(name: str) -> Any:
+    """A handler module, imported (the first time) with its Logger bound to stderr."""
+    with handler_output_to_stderr():
+        return importlib.import_module(f"training_guard.handlers.{name}")
+
+
+def _reset_handler_caches(*, keep_clients: bool = False) -> None:
     with handler_output_to_stderr():
         from training_guard.handlers import wiring
 
-    wiring.reset()
+    if not keep_clients:
+        wiring.reset()
+        return
+    from training_guard.adapters import clients
+
+    for name in dir(wiring):  # every builder wiring.reset() clears, but the shared client cache
+        built = getattr(wiring, name)
+        if callable(getattr(built, "cache_clear", None)) and built is not clients.client:
+            built.cache_clear()

@@ -7,7 +7,14 @@ NotImplementedError on `stop_training_job`. This module adds, for the emulation 
 - `StopTrainingJob` with SageMaker's semantics: only legal while `InProgress` (else
   `ValidationException` "The request was rejected because the training job is in status X."),
   moving the job to `Stopping`; `finish_stopping(...)` then moves it to `Stopped` as SageMaker does
-  after the container exits.
+  after the container exits;
+- the job found by the ARN its event reports (`AddTags`, `ListTags`): an event may carry an ARN
+  whose last segment is not the job's name (AWS's own sample event does), and the real job has the
+  ARN its event reports; moto, given an ARN it does not know, failed with an AttributeError where
+  it means "not found" (now its ValidationError "Could not find training-job with name X").
+
+Times the emulation sets (a stop's `LastModifiedTime`) come from `training_guard.clock`, the clock
+a replay sets to the event's time.
 
 `install()` is idempotent and must run before the first SageMaker call of a mocked session.
 """
@@ -15,7 +22,6 @@ NotImplementedError on `stop_training_job`. This module adds, for the emulation 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from moto.core.responses import EmptyResult
@@ -23,6 +29,7 @@ from moto.sagemaker import models as sm_models
 from moto.sagemaker import responses as sm_responses
 from moto.sagemaker.exceptions import ValidationError
 
+from training_guard import clock
 from training_guard.events import parse_time
 
 _DETAIL_FIELDS = {
@@ -46,8 +53,27 @@ _TIME_FIELDS = {
 _MOTO_ONLY = ("final_metric_data_list", "model_artifacts")
 
 
+_ARN_ALIASES = "_training_guard_arn_aliases"  # backend attribute: an event's job ARN -> the job's name
+
+
 def _backend(account: str, region: str) -> Any:
     return sm_models.sagemaker_backends[account][region]
+
+
+_moto_resource_from_arn = sm_models.SageMakerModelBackend._get_resource_from_arn
+
+
+def _resource_from_arn(self: Any, arn: str) -> Any:
+    """moto's lookup, plus the ARNs events reported for their jobs, and "not found" as moto's own
+    ValidationError where moto's lookup returns None (it then fails with an AttributeError)."""
+    name = getattr(self, _ARN_ALIASES, {}).get(arn)
+    if name is not None and name in self.training_jobs:
+        return self.training_jobs[name]
+    resource = _moto_resource_from_arn(self, arn)
+    if resource is None:
+        kind, _, target = arn.rsplit(":", maxsplit=1)[-1].partition("/")
+        raise ValidationError(message=f"Could not find {kind} with name {target}")
+    return resource
 
 
 def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
@@ -61,7 +87,7 @@ def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
         )
     job.training_job_status = "Stopping"
     job.secondary_status = "Stopping"
-    job.last_modified_time = datetime.now(UTC)
+    job.last_modified_time = clock.utcnow()
 
 
 def _stop_training_job_response(self: Any) -> Any:
@@ -73,6 +99,7 @@ def install() -> None:
     """Teach moto's SageMaker `StopTrainingJob` (idempotent)."""
     sm_models.SageMakerModelBackend.stop_training_job = _stop_training_job_backend  # type: ignore[attr-defined]
     sm_responses.SageMakerResponse.stop_training_job = _stop_training_job_response  # type: ignore[attr-defined]
+    sm_models.SageMakerModelBackend._get_resource_from_arn = _resource_from_arn  # type: ignore[method-assign]
 
 
 def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
@@ -110,6 +137,10 @@ def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
         for attr in _MOTO_ONLY:
             setattr(job, attr, None)
         job.training_end_time = None
+    arn = detail.get("TrainingJobArn")
+    if isinstance(arn, str) and arn:
+        aliases: dict[str, str] = backend.__dict__.setdefault(_ARN_ALIASES, {})
+        aliases[arn] = name
     status = detail.get("TrainingJobStatus")
     guard_stopped = job.training_job_status in ("Stopping", "Stopped") and status == "InProgress"
     for key, attr in _DETAIL_FIELDS.items():
@@ -138,7 +169,7 @@ def finish_stopping(account: str, region: str, name: str) -> bool:
         return False
     job.training_job_status = "Stopped"
     job.secondary_status = "Stopped"
-    job.training_end_time = job.last_modified_time = datetime.now(UTC)
+    job.training_end_time = job.last_modified_time = clock.utcnow()
     return True
 
 
