@@ -1,40 +1,53 @@
-"""The `training-guard` command: operator tooling that runs on a workstation, never in Lambda."""
+"""The `training-guard` command: operator tooling that runs on a workstation, never in Lambda.
+
+Every input a user can get wrong is reported as one line on stderr naming the problem, exit 2
+(`UsageError`; argparse's own errors too); a closed pipe (`training-guard simulate ... | head -1`)
+ends the command quietly.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from training_guard.config import ConfigError, GuardConfig
+from training_guard_local.inputs import UsageError, parse_json, read_text
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "load_config", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-class UsageError(Exception):
-    """Bad input to the command; printed as one line on stderr, exit 2."""
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (the usage is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="training-guard", description=__doc__)
+    parser = _Parser(prog="training-guard", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     simulate = commands.add_parser(
         "simulate",
         help="replay recorded EventBridge events through the real job-events handler on an emulated AWS",
         description=(
-            "Replays recorded 'SageMaker Training Job State Change' events, in order and duplicates "
-            "included, through the real job-events handler against an embedded AWS emulation. "
-            "Prints one JSON object per event: job, stopped, notifications, error, and more."
+            "Replays recorded 'SageMaker Training Job State Change' events (and the guard's CloudWatch alarm "
+            "events), in order and duplicates included, through the real handlers against an embedded AWS "
+            "emulation, each at its own time and in its own account and region. Prints one JSON object per "
+            "event: job, stopped, notifications, error, warnings, outcomes, and more."
         ),
     )
-    simulate.add_argument("--config", type=Path, help="a GuardConfig JSON file (default: built-in defaults)")
-    simulate.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
+    _replay_arguments(simulate)
     simulate.set_defaults(run=_simulate)
 
     preview = commands.add_parser(
@@ -46,9 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "page that looks like Slack (--html FILE) and/or text on stdout."
         ),
     )
-    preview.add_argument("--config", type=Path, help="a GuardConfig JSON file (default: built-in defaults)")
     preview.add_argument("--html", type=Path, help="write the messages as an HTML page here")
-    preview.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
+    _replay_arguments(preview)
     preview.set_defaults(run=_slack_preview)
 
     checker = commands.add_parser(
@@ -77,7 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "plays a scenario and checks its expectations (exit 1 if the outcome differs)."
         ),
     )
-    demo.add_argument("--scenario", type=Path, help="a scenario JSON file (default: the seed scenario)")
+    demo.add_argument(
+        "--scenario",
+        help="a scenario JSON file, or the name of a shipped one (seed, dry_run, ...; default: seed)",
+    )
     demo.add_argument("--config", type=Path, help="a GuardConfig JSON file replacing the scenario's config")
     demo.set_defaults(run=_demo)
 
@@ -98,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target.add_argument("--queue", metavar="QUEUE_URL", help="the queue to send each message back to (chat)")
     redrive.add_argument("--dry-run", action="store_true", help="show what would be redriven, change nothing")
     redrive.add_argument("--limit", type=int, default=1000, help="at most this many messages (default 1000)")
+    redrive.add_argument("--region", help="the queue's region (default: your AWS configuration's)")
     redrive.set_defaults(run=_redrive)
 
     preflight = commands.add_parser(
@@ -127,45 +143,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"training-guard {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`... | head -1`): stop quietly. Python flushes stdout at exit, which
+        # would raise again: point it at devnull first, as the Python docs' note on SIGPIPE does
+        # (https://docs.python.org/3/library/signal.html#note-on-sigpipe), and exit 1 as Python does.
+        with contextlib.suppress(OSError, ValueError):  # stdout is no file (a test's capture): nothing to do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
+
+
+def _replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="a GuardConfig JSON file (default: built-in defaults)")
+    parser.add_argument(
+        "--now",
+        metavar="TIME",
+        help="decide every event as at this ISO-8601 time (default: each event at its own `time`)",
+    )
+    parser.add_argument(
+        "--account", help="replay every event in this AWS account (default: each event's own `account`)"
+    )
+    parser.add_argument("--region", help="replay every event in this region (default: each event's own `region`)")
+    parser.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
 
 
 def load_config(path: Path | None) -> GuardConfig:
+    """A configuration file (JSON), or the defaults; every mistake is one UsageError line."""
     if path is None:
         return GuardConfig()
+    text = read_text(path, "config")
+    data = parse_json(text, path, "config")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    try:
-        return GuardConfig.from_json(text, source=str(path))
+        return GuardConfig.from_dict(data, source=str(path))
     except ConfigError as exc:
         raise UsageError(" ".join(str(exc).split())) from None
 
 
-def load_events(paths: Sequence[Path]) -> list[Any]:
-    """Every event of every file, in order; all files are read before any event is played."""
-    events: list[Any] = []
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-        events.extend(data if isinstance(data, list) else [data])
-    return events
+def _replay_options(args: argparse.Namespace) -> dict[str, Any]:
+    from training_guard_local import replay
+
+    return {
+        "now": replay.parse_now(args.now),
+        "account": replay.check_account(args.account),
+        "region": replay.check_region(args.region),
+    }
+
+
+def _note(command: str) -> Any:
+    return lambda text: print(f"training-guard {command}: {text}", file=sys.stderr, flush=True)
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    events = load_events(args.events)
+    from training_guard_local import replay
     from training_guard_local.emulator import Emulation
 
-    with Emulation(config) as aws:
-        for event in events:
-            print(json.dumps(simulate_one(aws, event)), flush=True)
+    options = _replay_options(args)
+    config = load_config(args.config)
+    events = replay.load_events(args.events)
+    progress = replay.Progress(len(events))
+    with Emulation(config, handler_logs=False) as aws:
+        player = replay.Replay(aws, note=_note("simulate"), **options)
+        try:
+            for line in player.lines(events, progress=progress):
+                print(json.dumps(line))
+        finally:
+            progress.close()
+    sys.stdout.flush()  # inside main's try: a closed pipe is reported there, not at exit
     return EXIT_OK
 
 
@@ -173,42 +215,61 @@ def _slack_preview(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from training_guard.config import SlackConfig, SlackWebhook
+    from training_guard_local import replay
     from training_guard_local.emulator import Emulation
+    from training_guard_local.inputs import check_writable
     from training_guard_local.slack_listener import SlackListener, render_text
     from training_guard_local.slack_preview import page
 
+    options = _replay_options(args)
+    if args.html:
+        check_writable(args.html, "HTML page")
     config = load_config(args.config)
     if not config.slack.enabled:
         config = replace(config, slack=SlackConfig(webhooks={"default": SlackWebhook()}, default="default"))
-    events = load_events(args.events)
+    events = replay.load_events(args.events)
+    progress = replay.Progress(len(events), label="slack-preview")
     with SlackListener() as slack:
         urls = {name: slack.url(name) for name in config.slack.webhooks}
-        with Emulation(config, webhook_urls=urls) as aws:
-            for event in events:
-                simulate_one(aws, event)
-            aws.pump_chat(rounds=3)
+        with Emulation(config, webhook_urls=urls, handler_logs=False) as aws:
+            player = replay.Replay(
+                aws, note=_note("slack-preview"), after_each=lambda at: aws.pump_chat(rounds=3, at=at), **options
+            )
+            try:
+                for _ in player.lines(events, progress=progress):
+                    pass
+            finally:
+                progress.close()
         received = [(r.path.split("/")[-1].removesuffix("-secret-token"), r.body) for r in slack.received()]
     if args.html:
-        args.html.write_text(page(received), encoding="utf-8")
+        try:
+            args.html.write_text(page(received), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{args.html}: cannot write: {exc.strerror or exc}") from None
         print(f"wrote {len(received)} message(s) to {args.html}", file=sys.stderr)
     else:
         for channel, body in received:
             print(f"#{channel}\n{render_text(body)}\n")
+        sys.stdout.flush()
     return EXIT_OK
 
 
 def _redrive(args: argparse.Namespace) -> int:
-    import boto3
-
     from training_guard_local import redrive
 
-    sqs = boto3.client("sqs")
-    hand_on = (
-        redrive.to_function(boto3.client("lambda"), args.function)
-        if args.function
-        else redrive.to_queue(sqs, args.queue)
-    )
-    count = redrive.redrive(sqs, args.dead_letters, hand_on, dry_run=args.dry_run, limit=args.limit)
+    if args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
+    try:
+        count = redrive.run(
+            args.dead_letters,
+            function=args.function,
+            queue=args.queue,
+            region=args.region,
+            dry_run=args.dry_run,
+            limit=args.limit,
+        )
+    except redrive.RedriveError as exc:
+        raise UsageError(str(exc)) from None
     print(f"{'would redrive' if args.dry_run else 'redriven'}: {count}", file=sys.stderr)
     return EXIT_OK
 
@@ -223,9 +284,10 @@ def _demo(args: argparse.Namespace) -> int:
     from training_guard_local import scenario as scenarios
     from training_guard_local.demo import Demo
 
-    override = load_config(args.config) if args.config else None
+    path = scenarios.resolve(args.scenario)  # a file, or a shipped scenario's name
+    override = load_config(Path(args.config)) if args.config else None
     try:
-        scenario = scenarios.load(args.scenario or scenarios.SEED_SCENARIO, config_override=override)
+        scenario = scenarios.load(path, config_override=override, config_source=args.config)
     except scenarios.ScenarioError as exc:
         raise UsageError(" ".join(str(exc).split())) from None
     return Demo(scenario).run()
@@ -233,55 +295,27 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _check_metrics(args: argparse.Namespace) -> int:
     from training_guard_local import check_metrics
+    from training_guard_local.inputs import decode
 
     try:
         definitions = check_metrics.load_definitions(args.definitions)
     except check_metrics.DefinitionsError as exc:
         raise UsageError(str(exc)) from None
     if str(args.log) == "-":
-        lines = sys.stdin.read().splitlines()
+        lines = decode(sys.stdin.buffer.read(), "stdin", "log").splitlines()
     else:
-        try:
-            lines = args.log.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError as exc:
-            raise UsageError(f"{args.log}: cannot read: {exc.strerror or exc}") from None
-    reports = check_metrics.check(definitions, lines)
+        lines = read_text(args.log, "log").splitlines()
+    try:
+        reports = check_metrics.check_bounded(definitions, lines)
+    except check_metrics.SlowRegex as exc:
+        raise UsageError(str(exc)) from None
     if args.json:
         for report in reports:
             print(json.dumps(report.as_dict()))
     else:
         print(check_metrics.render(reports))
+    sys.stdout.flush()
     return EXIT_FAILED if args.strict and any(r.warnings() for r in reports) else EXIT_OK
-
-
-def simulate_one(aws: Any, event: Any) -> dict[str, Any]:
-    """Play one event; the result says what the guard did, or why the event could not be used."""
-    from training_guard.errors import GuardError
-    from training_guard.events import EventError
-
-    detail = event.get("detail") if isinstance(event, dict) else None
-    job = detail.get("TrainingJobName") if isinstance(detail, dict) else None
-    try:
-        receipt = aws.deliver(event)
-    except (EventError, GuardError) as exc:
-        return {"job": job, "stopped": False, "notifications": [], "error": str(exc)}
-    except Exception as exc:  # noqa: BLE001 - one bad event must not end the replay; it is reported
-        return {"job": job, "stopped": False, "notifications": [], "error": f"{type(exc).__name__}: {exc}"}
-    notes = aws.notifications()
-    # not a training-job event at all: rejected (parked in the dead-letter queue) or foreign (ignored)
-    foreign = receipt.get("rejected") or (receipt["ignored"] if not receipt["job"] else None)
-    return {
-        "job": receipt["job"] or job,
-        "stopped": receipt["stopped"],
-        "notifications": receipt["notifications"],
-        "error": foreign,
-        "outcomes": receipt["outcomes"],
-        "titles": [n.get("title") for n in notes],
-        "duplicates": receipt["duplicates"],
-        "ignored": receipt["ignored"],
-        "described": receipt["described"],
-        "job_status": aws.job_status(receipt["job"]),
-    }
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ back to the chat queue. A message is deleted only after it was handed on.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -98,3 +99,64 @@ def to_queue(sqs: Any, queue_url: str) -> Callable[[str], None]:
         sqs.send_message(QueueUrl=queue_url, MessageBody=payload)
 
     return send
+
+
+class RedriveError(RuntimeError):
+    """Why the redrive cannot start or went wrong, in one line with what to do."""
+
+
+# https://sqs.<region>.amazonaws.com/<account>/<name> (and the legacy https://<region>.queue.amazonaws.com/...)
+_QUEUE_URL = re.compile(
+    r"^https://(?:sqs\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?|(?P<legacy>[a-z0-9-]+)\.queue\.amazonaws\.com)"
+    r"/\d{12}/[\w-]{1,80}(?:\.fifo)?$"
+)
+
+
+def queue_region(url: str, option: str = "--dead-letters") -> str:
+    match = _QUEUE_URL.match(url)
+    if not match:
+        raise RedriveError(
+            f"{option} {url!r}: not an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>; "
+            "the stack's outputs list the dead-letter queues)"
+        )
+    return match.group("region") or match.group("legacy")
+
+
+def run(
+    dead_letters_url: str,
+    *,
+    function: str | None,
+    queue: str | None,
+    region: str | None = None,
+    dry_run: bool = False,
+    limit: int = 1000,
+    say: Callable[[str], None] = print,
+) -> int:
+    """The `redrive` command: clients in the queue's region with the user's credentials, then `redrive`."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    region = region or queue_region(dead_letters_url)
+    if queue:
+        queue_region(queue, "--queue")
+    try:
+        session = boto3.Session(region_name=region)
+        if session.get_credentials() is None:
+            raise RedriveError(
+                "no AWS credentials found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), "
+                "or sign in with `aws configure` / `aws sso login`"
+            )
+        sqs = session.client("sqs")
+        hand_on = to_function(session.client("lambda"), function) if function else to_queue(sqs, queue or "")
+        return redrive(sqs, dead_letters_url, hand_on, dry_run=dry_run, limit=limit, say=say)
+    except NoRegionError:
+        raise RedriveError("no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)") from None
+    except NoCredentialsError:
+        raise RedriveError("no AWS credentials found: set AWS_PROFILE or sign in with `aws sso login`") from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise RedriveError(
+            f"{exc.operation_name} failed: {error.get('Code', '?')}: {error.get('Message', '')}".rstrip(": ")
+        ) from None
+    except BotoCoreError as exc:  # a profile that does not exist, expired SSO, no network, ...
+        raise RedriveError(str(exc)) from None

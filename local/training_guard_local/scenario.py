@@ -1,5 +1,6 @@
 """Scenarios for `training-guard demo`: a timeline of what SageMaker and CloudWatch do, and what
-the guard is expected to make of it. JSON files, validated with errors that name the field.
+the guard is expected to make of it. JSON files, validated completely when loaded, with errors that
+name the field (docs/scenarios.md is the user's guide).
 
 ```json
 {
@@ -7,12 +8,13 @@ the guard is expected to make of it. JSON files, validated with errors that name
   "config": { ...GuardConfig... },                    optional; --config FILE overrides it
   "jobs": {
     "mnist": {"name": "pytorch-mnist-lr01", "instance_type": "ml.p3.2xlarge", "instance_count": 1,
-              "metrics": ["train:loss"], "tags": {"team": "vision"}}
+              "metrics": ["train:loss"], "tags": {"team": "vision"}, "profiler_rules": []}
   },
   "steps": [
     {"minute": 0, "job": "mnist", "status": "InProgress", "secondary": "Training",
      "rules": {"VanishingGradient": "IssuesFound"}, "details": {"VanishingGradient": "..."},
      "deliveries": 3, "note": "..."},                   a SageMaker state-change event (sent N times)
+    {"minute": 3, "job": "mnist", "publish": {"train:loss": [2.3, 2.1]}},       SageMaker scrapes metrics
     {"minute": 5, "job": "resnet", "alarm": "loss-diverging", "reason": "..."},   a guard's alarm fires
     {"minute": 6, "job": "mnist", "sagemaker": "finish_stopping"},                SageMaker ends a stop
     {"minute": 9, "sweep": true}                                                  the sweeper runs
@@ -23,21 +25,32 @@ the guard is expected to make of it. JSON files, validated with errors that name
 }
 ```
 Rule statuses are cumulative: each event carries every rule's latest status, as SageMaker's do.
+Shipped scenarios (in `scenarios/`) can be named instead of given as a path: `--scenario dry_run`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from training_guard.config import ConfigError, GuardConfig
+from training_guard.policy import Kind
+from training_guard_local.inputs import UsageError, read_json
 
 JOB_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
 RULE_STATUSES = ("InProgress", "NoIssuesFound", "IssuesFound", "Error", "Stopping", "Stopped")
-SEED_SCENARIO = Path(__file__).parent / "scenarios" / "seed.json"
+# SageMaker's SecondaryStatus values (the API model; docs: domain §2)
+SECONDARY_STATUSES = (
+    "Starting", "Pending", "Downloading", "Training", "Uploading", "Interrupted", "Restarting", "Updating",
+    "MaxRuntimeExceeded", "MaxWaitTimeExceeded", "Stopping", "Stopped", "Completed", "Failed",
+)  # fmt: skip
+NOTIFICATION_KINDS = tuple(kind.value for kind in Kind)
+SAGEMAKER_ACTIONS = ("finish_stopping",)
+SCENARIOS_DIR = Path(__file__).parent / "scenarios"
+SEED_SCENARIO = SCENARIOS_DIR / "seed.json"
+MAX_DELIVERIES = 10
 
 
 class ScenarioError(ValueError):
@@ -91,21 +104,47 @@ class Scenario:
     expect: Mapping[str, Expectation]
 
 
-def load(path: Path, *, config_override: GuardConfig | None = None) -> Scenario:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ScenarioError([f"cannot read: {exc.strerror or exc}"], str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError([f"not JSON ({exc.msg} at line {exc.lineno})"], str(path)) from None
-    return parse(data, source=str(path), config_override=config_override)
+def shipped() -> list[str]:
+    """The names of the scenarios that ship with the guard."""
+    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.json"))
 
 
-def parse(data: Any, *, source: str = "scenario", config_override: GuardConfig | None = None) -> Scenario:
+def resolve(name_or_path: str | None) -> Path:
+    """A scenario file: the path given, else the shipped scenario of that name (`dry_run`), else the seed."""
+    if name_or_path is None:
+        return SEED_SCENARIO
+    path = Path(name_or_path)
+    if path.exists() or path.parent != Path("."):
+        return path  # a path: read as it is (a missing file is reported by the reader)
+    named = SCENARIOS_DIR / f"{path.name.removesuffix('.json')}.json"
+    if named.is_file():
+        return named
+    raise UsageError(
+        f"{name_or_path}: no such scenario file, and no shipped scenario of that name ({', '.join(shipped())})"
+    )
+
+
+def load(path: Path, *, config_override: GuardConfig | None = None, config_source: str | None = None) -> Scenario:
+    """Read and validate a scenario file. Unreadable files raise UsageError (one line), invalid
+    scenarios ScenarioError (every problem, each naming its field)."""
+    data = read_json(path, "scenario")
+    return parse(data, source=str(path), config_override=config_override, config_source=config_source)
+
+
+def parse(
+    data: Any,
+    *,
+    source: str = "scenario",
+    config_override: GuardConfig | None = None,
+    config_source: str | None = None,
+) -> Scenario:
+    """`config_source`: the file `config_override` came from, blamed for what it lacks."""
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ScenarioError(["the scenario must be a JSON object"], source)
     _unknown(data, ("name", "config", "jobs", "steps", "expect"), "", problems)
+    if data.get("name") is not None and not isinstance(data["name"], str):
+        problems.append("name: must be a string")
     config = config_override or GuardConfig()
     if config_override is None and data.get("config") is not None:
         try:
@@ -113,7 +152,8 @@ def parse(data: Any, *, source: str = "scenario", config_override: GuardConfig |
         except ConfigError as exc:
             problems += [f"config.{p}" for p in exc.problems]
     jobs = _jobs(data.get("jobs"), problems)
-    steps = _steps(data.get("steps"), jobs, config, problems)
+    blame = f"--config {config_source}" if config_override is not None else "the scenario's config"
+    steps = _steps(data.get("steps"), jobs, config, problems, blame=blame)
     expect = _expect(data.get("expect"), jobs, problems)
     if problems:
         raise ScenarioError(problems, source)
@@ -133,7 +173,10 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
     jobs: dict[str, Job] = {}
     for key, spec in raw.items():
         where = f"jobs.{key}"
-        if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        if not isinstance(spec, Mapping):
+            problems.append(f"{where}: must be an object with at least a name")
+            continue
+        if not isinstance(spec.get("name"), str) or not spec["name"]:
             problems.append(f"{where}.name: a training job name is required")
             continue
         _unknown(
@@ -142,34 +185,65 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
             f"{where}.",
             problems,
         )
-        tags = spec.get("tags") or {}
+        instance_type = spec.get("instance_type", "ml.p3.2xlarge")
+        if not isinstance(instance_type, str) or not instance_type.startswith("ml."):
+            problems.append(f"{where}.instance_type: must be a SageMaker instance type such as ml.p3.2xlarge")
+            instance_type = "ml.p3.2xlarge"
+        count = spec.get("instance_count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            problems.append(f"{where}.instance_count: must be a whole number of at least 1, got {count!r}")
+            count = 1
+        tags = spec.get("tags", {})
         if not isinstance(tags, Mapping) or not all(isinstance(v, str) for v in tags.values()):
             problems.append(f"{where}.tags: must map tag keys to string values")
             tags = {}
-        metrics = spec.get("metrics") or []
-        if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
-            problems.append(f"{where}.metrics: must be a list of metric names")
-            metrics = []
+        metrics = _strings(spec.get("metrics", []), f"{where}.metrics", "metric names", problems)
+        profiler_rules = _strings(spec.get("profiler_rules", []), f"{where}.profiler_rules", "rule names", problems)
         jobs[key] = Job(
             key=key,
             name=spec["name"],
-            instance_type=str(spec.get("instance_type") or "ml.p3.2xlarge"),
-            instance_count=int(spec.get("instance_count") or 1),
-            metrics=tuple(metrics),
+            instance_type=instance_type,
+            instance_count=count,
+            metrics=metrics,
             tags=dict(tags),
-            profiler_rules=tuple(spec.get("profiler_rules") or ()),
+            profiler_rules=profiler_rules,
         )
     return jobs
+
+
+def _strings(raw: Any, where: str, what: str, problems: list[str]) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        problems.append(f"{where}: must be a list of {what}")
+        return ()
+    return tuple(raw)
+
+
+def _text(spec: Mapping[str, Any], key: str, where: str, problems: list[str]) -> str | None:
+    value = spec.get(key)
+    if value is not None and not isinstance(value, str):
+        problems.append(f"{where}.{key}: must be a string, got {value!r}")
+        return None
+    return value
+
+
+def _one_of(value: Any, allowed: tuple[str, ...], where: str, problems: list[str]) -> str | None:
+    if value is None:
+        return None
+    if value not in allowed:
+        problems.append(f"{where}: must be one of {', '.join(allowed)}, got {value!r}")
+        return None
+    return str(value)
 
 
 _STEP_FIELDS = (
     "minute", "job", "status", "secondary", "rules", "details", "failure_reason", "deliveries",
     "alarm", "reason", "sagemaker", "sweep", "publish", "note",
 )  # fmt: skip
+_STEP_KINDS = ("status", "alarm", "sagemaker", "sweep", "publish")
 
 
-def _steps(  # noqa: PLR0912 - one flat checklist of a step's fields reads best
-    raw: Any, jobs: Mapping[str, Job], config: GuardConfig, problems: list[str]
+def _steps(
+    raw: Any, jobs: Mapping[str, Job], config: GuardConfig, problems: list[str], *, blame: str = "the configuration"
 ) -> tuple[Step, ...]:
     if not isinstance(raw, list) or not raw:
         problems.append("steps: must be a non-empty list")
@@ -184,59 +258,80 @@ def _steps(  # noqa: PLR0912 - one flat checklist of a step's fields reads best
         _unknown(spec, _STEP_FIELDS, f"{where}.", problems)
         minute = spec.get("minute", last_minute)
         if isinstance(minute, bool) or not isinstance(minute, int | float) or minute < last_minute:
-            problems.append(f"{where}.minute: must be a number, not before the previous step ({last_minute})")
+            problems.append(f"{where}.minute: must be a number, not before the previous step ({last_minute:g})")
             minute = last_minute
         last_minute = float(minute)
-        job = spec.get("job")
-        if job is not None and job not in jobs:
-            problems.append(f"{where}.job: no job {job!r} in jobs")
-        kinds = [k for k in ("status", "alarm", "sagemaker", "sweep", "publish") if spec.get(k)]
-        if len(kinds) != 1:
-            problems.append(
-                f"{where}: needs exactly one of status, alarm, sagemaker, sweep, publish (got {kinds or 'none'})"
-            )
-        publish = spec.get("publish") or {}
-        if not isinstance(publish, Mapping) or not all(
-            isinstance(v, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
-            for v in publish.values()
-        ):
-            problems.append(f"{where}.publish: must map metric names to lists of numbers")
-            publish = {}
-        if (spec.get("status") or spec.get("alarm") or spec.get("sagemaker") or publish) and job is None:
-            problems.append(f"{where}.job: required for this step")
-        if spec.get("status") and spec["status"] not in JOB_STATUSES:
-            problems.append(f"{where}.status: must be one of {', '.join(JOB_STATUSES)}")
-        rules = spec.get("rules") or {}
-        for rule, status in rules.items() if isinstance(rules, Mapping) else []:
-            if status not in RULE_STATUSES:
-                problems.append(f"{where}.rules.{rule}: must be one of {', '.join(RULE_STATUSES)}")
-        if spec.get("alarm") and config.metric_guard(spec["alarm"]) is None:
-            problems.append(f"{where}.alarm: no metric guard {spec['alarm']!r} in the configuration")
-        if spec.get("sagemaker") not in (None, "finish_stopping"):
-            problems.append(f"{where}.sagemaker: the only SageMaker action is finish_stopping")
-        deliveries = spec.get("deliveries", 1)
-        if isinstance(deliveries, bool) or not isinstance(deliveries, int) or not 1 <= deliveries <= 10:
-            problems.append(f"{where}.deliveries: must be a whole number from 1 to 10")
-            deliveries = 1
-        steps.append(
-            Step(
-                minute=float(minute),
-                job=job,
-                status=spec.get("status"),
-                secondary=spec.get("secondary"),
-                rules=dict(rules) if isinstance(rules, Mapping) else {},
-                details=dict(spec.get("details") or {}),
-                failure_reason=spec.get("failure_reason"),
-                deliveries=deliveries,
-                alarm=spec.get("alarm"),
-                reason=spec.get("reason"),
-                sagemaker=spec.get("sagemaker"),
-                sweep=bool(spec.get("sweep")),
-                publish={k: [float(x) for x in v] for k, v in publish.items()},
-                note=spec.get("note"),
-            )
-        )
+        steps.append(_step(spec, where, float(minute), jobs=jobs, config=config, problems=problems, blame=blame))
     return tuple(steps)
+
+
+def _step(
+    spec: Mapping[str, Any],
+    where: str,
+    minute: float,
+    *,
+    jobs: Mapping[str, Job],
+    config: GuardConfig,
+    problems: list[str],
+    blame: str,
+) -> Step:
+    job = spec.get("job")
+    if job is not None and (not isinstance(job, str) or job not in jobs):
+        problems.append(f"{where}.job: no job {job!r} in jobs")
+        job = None
+    kinds = [k for k in _STEP_KINDS if spec.get(k) not in (None, False, {}, [])]
+    if len(kinds) != 1:
+        problems.append(f"{where}: needs exactly one of {', '.join(_STEP_KINDS)} (got {kinds or 'none'})")
+    if any(k in spec for k in ("status", "alarm", "sagemaker", "publish")) and "job" not in spec:
+        problems.append(f"{where}.job: required for this step")
+    if "sweep" in spec and spec["sweep"] is not True:
+        problems.append(f"{where}.sweep: must be true (a sweeper run)")
+    status = _one_of(spec.get("status"), JOB_STATUSES, f"{where}.status", problems)
+    secondary = _one_of(spec.get("secondary"), SECONDARY_STATUSES, f"{where}.secondary", problems)
+    rules: dict[str, str] = {}
+    raw_rules = spec.get("rules", {})
+    if not isinstance(raw_rules, Mapping):
+        problems.append(f"{where}.rules: must map rule names to statuses ({', '.join(RULE_STATUSES)})")
+    else:
+        for rule, rule_status in raw_rules.items():
+            if _one_of(rule_status, RULE_STATUSES, f"{where}.rules.{rule}", problems) is not None:
+                rules[rule] = rule_status
+    details = spec.get("details", {})
+    if not isinstance(details, Mapping) or not all(isinstance(v, str) for v in details.values()):
+        problems.append(f"{where}.details: must map rule names to their StatusDetails text")
+        details = {}
+    alarm = _text(spec, "alarm", where, problems)
+    if alarm and config.metric_guard(alarm) is None:
+        known = ", ".join(g.name for g in config.metric_guards) or "none"
+        problems.append(f"{where}.alarm: {blame} has no metric guard {alarm!r} (its metric guards: {known})")
+    sagemaker = _one_of(spec.get("sagemaker"), SAGEMAKER_ACTIONS, f"{where}.sagemaker", problems)
+    deliveries = spec.get("deliveries", 1)
+    if isinstance(deliveries, bool) or not isinstance(deliveries, int) or not 1 <= deliveries <= MAX_DELIVERIES:
+        problems.append(f"{where}.deliveries: must be a whole number from 1 to {MAX_DELIVERIES}")
+        deliveries = 1
+    publish = spec.get("publish", {})
+    if not isinstance(publish, Mapping) or not all(
+        isinstance(v, list) and v and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+        for v in publish.values()
+    ):
+        problems.append(f"{where}.publish: must map metric names to non-empty lists of numbers")
+        publish = {}
+    return Step(
+        minute=minute,
+        job=job,
+        status=status,
+        secondary=secondary,
+        rules=rules,
+        details=dict(details),
+        failure_reason=_text(spec, "failure_reason", where, problems),
+        deliveries=deliveries,
+        alarm=alarm,
+        reason=_text(spec, "reason", where, problems),
+        sagemaker=sagemaker,
+        sweep=spec.get("sweep") is True,
+        publish={k: [float(x) for x in v] for k, v in publish.items()},
+        note=_text(spec, "note", where, problems),
+    )
 
 
 def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str, Expectation]:
@@ -255,10 +350,19 @@ def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str,
             problems.append(f"{where}: must be an object")
             continue
         _unknown(spec, ("stopped_by_guard", "final_status", "notifications"), f"{where}.", problems)
+        stopped = spec.get("stopped_by_guard")
+        if stopped is not None and not isinstance(stopped, bool):
+            problems.append(f"{where}.stopped_by_guard: must be true or false")
+            stopped = None
+        final = _one_of(spec.get("final_status"), JOB_STATUSES, f"{where}.final_status", problems)
         notes = spec.get("notifications")
-        out[key] = Expectation(
-            stopped_by_guard=spec.get("stopped_by_guard"),
-            final_status=spec.get("final_status"),
-            notifications=tuple(notes) if isinstance(notes, list) else None,
-        )
+        kinds: tuple[str, ...] | None = None
+        if notes is not None:
+            if not isinstance(notes, list):
+                problems.append(f"{where}.notifications: must be a list of notification kinds")
+            else:
+                for j, kind in enumerate(notes):
+                    _one_of(kind, NOTIFICATION_KINDS, f"{where}.notifications[{j}]", problems)
+                kinds = tuple(str(n) for n in notes)
+        out[key] = Expectation(stopped_by_guard=stopped, final_status=final, notifications=kinds)
     return out

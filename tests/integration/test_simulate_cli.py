@@ -21,13 +21,23 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[dict[
     return code, [json.loads(line) for line in out.splitlines()], err
 
 
-def test_issues_found_three_times_stops_once_and_rule_error_only_notifies(capsys: pytest.CaptureFixture[str]) -> None:
+def test_issues_found_three_times_stops_once_and_a_later_rule_error_folds_into_the_stop(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, results, _ = run(capsys, VANISHING, VANISHING, VANISHING, RULE_ERROR)
     assert code == 0
     assert [r["stopped"] for r in results] == [True, False, False, False]
-    assert [r["notifications"] for r in results] == [["issues_found"], [], [], ["rule_error"]]
+    assert [r["notifications"] for r in results] == [["issues_found"], [], [], []]
+    assert [r["duplicates"] for r in results] == [0, 1, 1, 0]
+    assert results[3]["folded"] == ["t#pytorch-mnist-lr01-2026-11-30-02-10-00-123#debugger#ExplodingTensor#Error"]
     assert all(r["error"] is None for r in results)
     assert all(r["job"] == "pytorch-mnist-lr01-2026-11-30-02-10-00-123" for r in results)
+
+
+def test_a_rule_error_only_notifies(capsys: pytest.CaptureFixture[str]) -> None:
+    code, [result], _ = run(capsys, RULE_ERROR)
+    assert code == 0
+    assert (result["stopped"], result["notifications"], result["outcomes"]) == (False, ["rule_error"], ["notified"])
 
 
 def test_a_file_may_hold_an_array_of_events_processed_in_order(
@@ -79,7 +89,7 @@ def test_unreadable_input_exits_2_naming_the_file(tmp_path: Path, capsys: pytest
     missing = tmp_path / "missing.json"
     code, _, err = run(capsys, str(missing))
     assert code == 2
-    assert err.strip() == f"training-guard simulate: {missing}: cannot read: No such file or directory"
+    assert err.strip() == f"training-guard simulate: {missing}: cannot read events: No such file or directory"
 
 
 def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,7 +102,7 @@ def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.
 
 
 def test_slack_preview_prints_what_slack_would_show(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["slack-preview", VANISHING, VANISHING, RULE_ERROR]) == 0
+    assert main(["slack-preview", RULE_ERROR, VANISHING, VANISHING]) == 0
     out = capsys.readouterr().out
     assert out.count("#default") == 2  # the duplicate produced no second message
     assert "🔴 Stopped pytorch-mnist-lr01-2026-11-30-02-10-00-123: rule VanishingGradient found issues" in out

@@ -58,7 +58,8 @@ def test_an_algorithm_specification_is_accepted_as_definitions() -> None:
         ('[{"Name": "a"}]', 'definitions[0] must be {"Name"'),
         ('[{"Name": "a", "Regex": "a=("}]', "definitions[0] (a): invalid regex"),
         ('[{"Name": "a", "Regex": "a=\\\\d+"}]', "definitions[0] (a): the regex has no capture group"),
-        ("[1,", "definitions are not JSON"),
+        ("[1,", "--definitions: not JSON (Expecting value at line 1 column 4)"),
+        ("- Name: loss\n  Regex: loss=(.*?);", "--definitions: looks like YAML; metric definitions are JSON"),
         ("/nonexistent/defs.json", "/nonexistent/defs.json: cannot read"),
     ],
 )
