@@ -461,6 +461,110 @@ class Digest:
     hour_utc: int = setting(9, doc="the hour it is sent, UTC", minimum=0, maximum=23)
 
 
+# --- One guard for an organization (docs/organization.md) ------------------------------------------------
+_ACCOUNT_PATTERN = r"^[0-9]{12}$"
+# A commercial, China or GovCloud region name (us-east-1, cn-north-1, us-gov-west-1).
+_REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$"
+# Organization IDs (https://docs.aws.amazon.com/organizations/latest/APIReference/API_Organization.html) and the
+# StackSet's deployment targets: an OU or the organization's root
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_StackSetAutoDeploymentTargetSummary.html).
+_ORGANIZATION_ID_PATTERN = r"^o-[a-z0-9]{10,32}$"
+_DEPLOYMENT_TARGET_PATTERN = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,32})$"
+# A custom bus name: letters, digits, '.', '-', '_', at most 256, never "default"
+# (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_CreateEventBus.html).
+_BUS_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,256}$"
+# Role names: letters, digits and +=,.@_-, at most 64 characters
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
+_ROLE_NAME_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,64}$"
+# Each member is one principal of the hub bus's policy (without organization_id) and one role ARN in the
+# AssumeRole statement of each hub function's inline policy. EventBridge keeps a bus policy to 10 KB
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbuspolicy.html)
+# and IAM a role's inline policies to 10,240 characters in total
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html): 100 members fit both with room
+# to spare, measured on the synthesized hub at the limit (tests/infra/test_organization_limits.py).
+MAX_MEMBER_ACCOUNTS = 100
+STACK_SET_CALLERS = ("SELF", "DELEGATED_ADMIN")
+
+
+@dataclass(frozen=True)
+class OrganizationConfig:
+    """One hub account runs the guard for the member accounts that forward their events to it."""
+
+    hub_account: str = setting(
+        doc="the account that runs the guard's functions, table, topic and Slack delivery",
+        pattern=_ACCOUNT_PATTERN,
+        pattern_error="an account ID is 12 digits: {value!r}",
+    )
+    region: str = setting(
+        doc="the region of the hub and of every member stack (events are forwarded within it)",
+        pattern=_REGION_PATTERN,
+        pattern_error="not a region name (e.g. eu-west-1): {value!r}",
+    )
+    members: tuple[str, ...] = setting(
+        doc="the member accounts whose training jobs the hub guards; events from any other account are ignored "
+        "and counted",
+        pattern=_ACCOUNT_PATTERN,
+        pattern_error="an account ID is 12 digits: {value!r}",
+        max_items=MAX_MEMBER_ACCOUNTS,
+        why="each member is named in the hub bus's policy (10 KB) and in each hub function's role policy (10,240 "
+        "characters)",
+    )
+    organization_id: str | None = setting(
+        None,
+        doc="the organization (`o-...`): the hub bus admits its accounts (`aws:PrincipalOrgID`) instead of listing "
+        "the members, and the member role also requires the caller to belong to it",
+        pattern=_ORGANIZATION_ID_PATTERN,
+        pattern_error="not an organization ID (o- and 10 to 32 lowercase letters or digits): {value!r}",
+    )
+    organizational_units: tuple[str, ...] = setting(
+        (),
+        doc="OUs (or the root, `r-...`) the hub's StackSet deploys the member stack to, and to every account "
+        "added to them later (empty: no StackSet; deploy the member stack per account)",
+        pattern=_DEPLOYMENT_TARGET_PATTERN,
+        pattern_error="not an OU ID (ou-...) or root ID (r-...): {value!r}",
+    )
+    stack_set_call_as: str = setting(
+        "SELF",
+        doc="`SELF` when the hub is the organization's management account, `DELEGATED_ADMIN` when it is a "
+        "registered delegated administrator for StackSets",
+        choices=STACK_SET_CALLERS,
+    )
+    bus_name: str = setting(
+        "training-guard-hub",
+        doc="the hub's event bus that members forward to",
+        pattern=_BUS_NAME_PATTERN,
+        pattern_error="a bus name is 1-256 letters, digits, '.', '-' or '_': {value!r}",
+    )
+    member_role_name: str = setting(
+        "TrainingGuardMember",
+        doc="the role in each member account that the hub's functions assume to describe, stop and tag jobs",
+        pattern=_ROLE_NAME_PATTERN,
+        pattern_error="a role name is 1-64 letters, digits or +=,.@_-: {value!r}",
+    )
+
+    def accepts(self, account: str | None) -> bool:
+        """Whether the hub guards this account: its own, or a configured member (exactly)."""
+        return account == self.hub_account or account in self.members
+
+
+@_validator(OrganizationConfig)
+def _check_organization(organization: OrganizationConfig) -> Iterator[tuple[str, str]]:
+    if not organization.members:
+        yield "members", "name at least one member account (the hub guards its own account already)"
+    seen: set[str] = set()
+    for i, account in enumerate(organization.members):
+        if account == organization.hub_account:
+            yield f"members[{i}]", f"{account} is the hub account, which the hub guards already; remove it here"
+        elif account in seen:
+            yield f"members[{i}]", f"duplicate member account {account}"
+        seen.add(account)
+    for i, target in enumerate(organization.organizational_units):
+        if target in organization.organizational_units[:i]:
+            yield f"organizational_units[{i}]", f"duplicate deployment target {target}"
+    if organization.bus_name == "default":
+        yield "bus_name", "'default' is the account's default bus; name a custom bus"
+
+
 def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else 0
 
@@ -541,6 +645,11 @@ class GuardConfig:
         "instead of the public layer's SSM parameter, for regions where that parameter does not exist",
         pattern=_LAYER_ARN_PATTERN,
         pattern_error="not a Lambda layer version ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<n>): {value!r}",
+    )
+    organization: OrganizationConfig | None = setting(
+        None,
+        doc="one guard for many accounts: this deployment is the hub, and member stacks forward their events to it "
+        "(docs/organization.md; null: this account only)",
     )
 
     def metric_guard(self, name: str) -> MetricGuard | None:
