@@ -9,6 +9,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 
 from training_guard import clock, contract
+from training_guard.accounts import MemberAccessPort, accepts
+from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.events import EventError
 from training_guard.handlers import wiring
@@ -35,14 +37,17 @@ def process(
     account: str | None,
     now: datetime | None = None,
     dead_letters: DeadLetterParker | None = None,
+    members: MemberAccessPort | None = None,
 ) -> Receipt:
     try:
         alarm = parse_alarm_event(event)
     except EventError as exc:
         return reject(event, exc, dead_letters)
-    logger.append_keys(alarm=alarm.alarm_name, training_job=alarm.job, alarm_state=alarm.state)
-    if account and alarm.account != account:
-        return ignore_other_account(alarm.job or "", alarm.event_id, alarm.account)
+    logger.append_keys(alarm=alarm.alarm_name, training_job=alarm.job, alarm_state=alarm.state, account=alarm.account)
+    if not accepts(guard.config, account, alarm.account):
+        organization = guard.config.organization is not None
+        return ignore_other_account(alarm.job or "", alarm.event_id, alarm.account, organization=organization)
+    guard = responder_in(guard, account, alarm.account, members)
     receipt = guard.handle_alarm(alarm, now=now or clock.utcnow())
     logger.info("alarm handled", extra={"receipt": receipt.as_dict()})
     count_outcomes(receipt)

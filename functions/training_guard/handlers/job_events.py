@@ -9,6 +9,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 
 from training_guard import clock, contract
+from training_guard.accounts import MemberAccessPort, accepts
+from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.events import EventError, ForeignEvent, parse_event
 from training_guard.handlers import wiring
@@ -34,6 +36,7 @@ def process(
     account: str | None,
     now: datetime | None = None,
     dead_letters: DeadLetterParker | None = None,
+    members: MemberAccessPort | None = None,
 ) -> Receipt:
     """Parse, one domain call, a log line and metrics. An unusable event is parked in the
     dead-letter queue with its reason (or raises `EventError` when there is none)."""
@@ -47,9 +50,11 @@ def process(
         return receipt
     except EventError as exc:
         return reject(event, exc, dead_letters)
-    logger.append_keys(training_job=parsed.job.name, job_status=parsed.job.status)
-    if account and parsed.account != account:
-        return ignore_other_account(parsed.job.name, parsed.event_id, parsed.account)
+    logger.append_keys(training_job=parsed.job.name, job_status=parsed.job.status, account=parsed.account)
+    if not accepts(guard.config, account, parsed.account):
+        organization = guard.config.organization is not None
+        return ignore_other_account(parsed.job.name, parsed.event_id, parsed.account, organization=organization)
+    guard = responder_in(guard, account, parsed.account, members)
     receipt = guard.handle(parsed, now=now or clock.utcnow())
     logger.info("event handled", extra={"receipt": receipt.as_dict()})
     count_outcomes(receipt)

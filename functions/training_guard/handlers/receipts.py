@@ -54,6 +54,10 @@ class SpendMeter:
         logger.info("spend avoided by a stop", extra={"rule": rule, "spend_avoided_usd": usd})
 
 
+# Events ignored because their account is not guarded here (another account, or not a configured member).
+OTHER_ACCOUNT_EVENTS_METRIC = "EventsFromOtherAccounts"
+
+
 def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None) -> Receipt:
     """An unusable event: logged with its reason and parked at once (retrying cannot help)."""
     logger.error("unusable event", extra={"reason": str(error)})
@@ -68,11 +72,20 @@ def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None)
     return receipt
 
 
-def ignore_other_account(job: str, event_id: str, event_account: str | None) -> Receipt:
-    """The default bus only carries this account's events: anything else is spoofed or misrouted."""
+def ignore_other_account(job: str, event_id: str, event_account: str | None, *, organization: bool = False) -> Receipt:
+    """An event from an account the guard does not guard (`accounts.accepts`): ignored, logged and counted.
+
+    A single-account guard's default bus carries only its own account's events, so anything else was spoofed or
+    misrouted. A hub accepts exactly its own account and the configured members: an account of the organization
+    that is not configured (its events reach the hub bus when the bus admits the whole organization) is ignored.
+    """
     logger.warning("event from another account ignored", extra={"event_account": event_account})
-    receipt = Receipt(job=job, event_id=event_id, ignored=f"event from account {event_account}")
+    why = f"event from account {event_account}" + (
+        ", not a member of this guard's organization" if organization else ""
+    )
+    receipt = Receipt(job=job, event_id=event_id, ignored=why)
     count_outcomes(receipt)
+    metrics.add_metric(name=OTHER_ACCOUNT_EVENTS_METRIC, unit=MetricUnit.Count, value=1)
     return receipt
 
 

@@ -1,0 +1,122 @@
+"""Which accounts the guard acts in, and as whom. Pure: no boto3, no environment.
+
+Single account (no `organization` in the configuration): the guard acts only in its own account; an event
+that names another account is ignored (the default bus carries only this account's events, so anything else
+was spoofed or misrouted).
+
+Organization: the hub accepts exactly its own account and the configured members; every other account is
+ignored and counted, even one of the same organization whose events reach the hub bus (the bus admits the
+whole organization when `organization_id` is set). In a member account the guard acts through that member's
+role, whose ARN is built here from the configuration: the event names only the account, and an account that
+is not configured gets no ARN at all (`NotAMember`).
+
+Job names are unique per account and region only, so two members may both run `mnist-1`. The state table's
+keys of a member's job carry the account (`AccountLedger`); the hub's own jobs keep the keys of a
+single-account guard, so turning a guard into a hub keeps its history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from training_guard.errors import GuardError
+
+if TYPE_CHECKING:
+    from training_guard.config import GuardConfig, OrganizationConfig
+    from training_guard.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
+    from training_guard.responder import Responder
+
+# arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
+ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"
+SCOPE_SEPARATOR = "/"  # a member's job in the state table: "<account>/<job>" (no job name contains "/")
+
+
+class MemberAccessPort(Protocol):
+    """Responders that act in a member account (adapters.accounts.MemberAccess; fakes in tests)."""
+
+    def responder_for(self, base: Responder, account: str) -> Responder: ...
+
+
+class NotAMember(GuardError):
+    """The hub was asked to act in an account that is not one of its configured members."""
+
+    def __init__(self, account: str | None) -> None:
+        self.account = account
+        super().__init__(f"account {account} is not a configured member of this guard's organization")
+
+
+def accepts(config: GuardConfig, own_account: str | None, event_account: str | None) -> bool:
+    """Whether the guard handles an event from `event_account`.
+
+    Single account: only its own (unknown: a local run without a Lambda context, which accepts anything, as
+    before). Organization: exactly the hub and the configured members, whatever the function's own account.
+    """
+    organization = config.organization
+    if organization is None:
+        return own_account is None or event_account == own_account
+    return organization.accepts(event_account)
+
+
+def is_member(config: GuardConfig, own_account: str | None, event_account: str | None) -> bool:
+    """Whether an accepted event is about a member account (acted on through its role), not the guard's own."""
+    organization = config.organization
+    if organization is None or event_account is None:
+        return False
+    return event_account != own_account and event_account in organization.members
+
+
+def member_role_arn(organization: OrganizationConfig, account: str | None, partition: str) -> str:
+    """The role the hub assumes to act in `account`: only ever for a configured member."""
+    if account is None or account not in organization.members:
+        raise NotAMember(account)
+    return ROLE_ARN.format(partition=partition, account=account, name=organization.member_role_name)
+
+
+def scoped(account: str, name: str) -> str:
+    return f"{account}{SCOPE_SEPARATOR}{name}"
+
+
+class AccountLedger:
+    """The ledger of one member account: its transition keys and stop records carry the account, so that a job
+    of the same name in another account is another job. Everything else is the shared ledger's."""
+
+    def __init__(self, ledger: LedgerPort, account: str) -> None:
+        self.inner = ledger
+        self.account = account
+
+    def _unscoped(self, record: StopRecord) -> StopRecord:
+        prefix = scoped(self.account, "")
+        return replace(record, job=record.job.removeprefix(prefix))
+
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
+        return self.inner.claim(scoped(self.account, key), now=now, lease_seconds=lease_seconds)
+
+    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
+        self.inner.complete(scoped(self.account, key), now=now, ttl_seconds=ttl_seconds, outcome=outcome)
+
+    def release(self, key: str) -> None:
+        self.inner.release(scoped(self.account, key))
+
+    def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
+        claim = self.inner.claim_stop(replace(record, job=scoped(self.account, record.job)), ttl_seconds=ttl_seconds)
+        if claim.previous is None:
+            return claim
+        return replace(claim, previous=self._unscoped(claim.previous))
+
+    def get_stop(self, job: str) -> StopRecord | None:
+        record = self.inner.get_stop(scoped(self.account, job))
+        return None if record is None else self._unscoped(record)
+
+    def drop_stop(self, job: str) -> None:
+        self.inner.drop_stop(scoped(self.account, job))
+
+    def confirm_stop(self, job: str) -> None:
+        self.inner.confirm_stop(scoped(self.account, job))
+
+    def fold(self, job: str, key: str) -> bool:
+        return self.inner.fold(scoped(self.account, job), scoped(self.account, key))
+
+    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
+        self.inner.record_stop_spend(scoped(self.account, job), spend)

@@ -1,0 +1,144 @@
+"""Acting in a member account: STS AssumeRole into the member's role, one session per account.
+
+The role ARN comes from the configuration (`accounts.member_role_arn`): the event only says which account, and
+an account that is not a configured member is refused before STS is asked. A session is kept per account and
+replaced shortly before its credentials expire: AssumeRole credentials last one hour unless DurationSeconds asks
+otherwise (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html, "Role session duration"),
+and a Lambda execution environment lives longer than that. The margin is longer than the longest invocation
+(the sweeper's 4 minutes), so credentials handed to an invocation never expire during it.
+
+`MemberAccess.responder_for` is the seam through which the event handlers get a responder that acts in the
+event's account: the same configuration, ledger (scoped to the account), topic, prices and meter, with the
+member's SageMaker and CloudWatch clients. The hub's own account keeps the responder as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from training_guard.accounts import AccountLedger, MemberAccessPort, is_member, member_role_arn
+from training_guard.adapters.clients import RETRY_CONFIG, client
+from training_guard.errors import ActionFailed
+
+if TYPE_CHECKING:
+    from training_guard.config import OrganizationConfig
+    from training_guard.responder import Responder
+
+# Replace a session this long before its credentials expire (longer than any invocation of the guard).
+REFRESH_MARGIN_SECONDS = 5 * 60
+# Shown in the member's CloudTrail as assumed-role/<member role>/<this> (at most 64 characters,
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
+SESSION_NAME = "training-guard-hub"
+
+
+@dataclass
+class _Session:
+    expires_at: float  # epoch seconds
+    session: Any
+    clients: dict[str, Any] = field(default_factory=dict)
+
+
+class MemberSessions:
+    """One boto3 session per member account, assumed through the member role and renewed before it expires."""
+
+    def __init__(
+        self,
+        organization: OrganizationConfig,
+        *,
+        sts: Any,
+        partition: str,
+        now: Callable[[], float] = time.time,
+        session_factory: Callable[..., Any] = boto3.session.Session,
+    ) -> None:
+        self.organization = organization
+        self._sts = sts
+        self.partition = partition
+        self._now = now
+        self._session_factory = session_factory
+        self._sessions: dict[str, _Session] = {}
+
+    def role_arn(self, account: str) -> str:
+        return member_role_arn(self.organization, account, self.partition)
+
+    def client(self, account: str, service: str) -> Any:
+        """A client of `service` acting in `account` (refused with NotAMember for anything not configured)."""
+        held = self._session(account)
+        made = held.clients.get(service)
+        if made is None:
+            made = held.clients[service] = held.session.client(service, config=RETRY_CONFIG)
+        return made
+
+    def _session(self, account: str) -> _Session:
+        arn = self.role_arn(account)  # before any call: an account that is not a member gets nothing
+        held = self._sessions.get(account)
+        if held is not None and self._now() < held.expires_at - REFRESH_MARGIN_SECONDS:
+            return held
+        try:
+            answer = self._sts.assume_role(RoleArn=arn, RoleSessionName=SESSION_NAME)
+        except ClientError as exc:
+            raise ActionFailed(f"AssumeRole {arn}", exc) from exc
+        credentials = answer["Credentials"]
+        expiration = credentials["Expiration"]
+        if isinstance(expiration, datetime):
+            expires_at = (expiration if expiration.tzinfo else expiration.replace(tzinfo=UTC)).timestamp()
+        else:  # botocore parses it; a stubbed answer may keep the ISO text
+            expires_at = datetime.fromisoformat(str(expiration).replace("Z", "+00:00")).timestamp()
+        held = _Session(
+            expires_at=expires_at,
+            session=self._session_factory(
+                aws_access_key_id=credentials["AccessKeyId"],
+                aws_secret_access_key=credentials["SecretAccessKey"],
+                aws_session_token=credentials["SessionToken"],
+                region_name=self.organization.region,
+            ),
+        )
+        self._sessions[account] = held
+        return held
+
+
+class MemberAccess:
+    """Responders that act in a member account, for the event handlers."""
+
+    def __init__(self, sessions: MemberSessions) -> None:
+        self.sessions = sessions
+
+    def responder_for(self, base: Responder, account: str) -> Responder:
+        """`base` acting in `account`: the member's jobs and alarms, the ledger scoped to the account."""
+        from training_guard.adapters.cloudwatch import CloudWatchAlarms
+        from training_guard.adapters.sagemaker import SageMakerJobs
+
+        acting = copy.copy(base)
+        acting.jobs = SageMakerJobs(self.sessions.client(account, "sagemaker"))
+        if base.alarms is not None:
+            acting.alarms = CloudWatchAlarms(self.sessions.client(account, "cloudwatch"))
+        acting.ledger = AccountLedger(base.ledger, account)
+        return acting
+
+
+@cache
+def member_access(organization: OrganizationConfig) -> MemberAccess:
+    """Built once per execution environment (the sessions it caches must outlive one invocation)."""
+    sts = client("sts")
+    region = sts.meta.region_name or organization.region
+    partition = boto3.session.Session().get_partition_for_region(region)
+    return MemberAccess(MemberSessions(organization, sts=sts, partition=partition))
+
+
+def responder_in(
+    guard: Responder, own: str | None, account: str | None, members: MemberAccessPort | None = None
+) -> Responder:
+    """The responder that acts where an accepted event happened: `guard` itself in the guard's own account, or
+    `guard` acting through the member's role (`members`, or this environment's `member_access`)."""
+    organization = guard.config.organization
+    if organization is None or account is None or not is_member(guard.config, own, account):
+        return guard
+    return (members or member_access(organization)).responder_for(guard, account)
