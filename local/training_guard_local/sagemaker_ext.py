@@ -64,12 +64,12 @@ _moto_resource_from_arn = sm_models.SageMakerModelBackend._get_resource_from_arn
 
 
 def _resource_from_arn(self: Any, arn: str) -> Any:
-    """moto's lookup, plus the ARNs events reported for their jobs, and "not found" as moto's own
-    ValidationError where moto's lookup returns None (it then fails with an AttributeError)."""
-    name = getattr(self, _ARN_ALIASES, {}).get(arn)
-    if name is not None and name in self.training_jobs:
-        return self.training_jobs[name]
+    """moto's lookup (by the name the ARN ends in); else the job whose event reported this ARN; else "not
+    found" as moto's own ValidationError (where its lookup returns None it then failed with AttributeError)."""
     resource = _moto_resource_from_arn(self, arn)
+    if resource is None:
+        name = getattr(self, _ARN_ALIASES, {}).get(arn)
+        resource = self.training_jobs.get(name) if name is not None else None
     if resource is None:
         kind, _, target = arn.rsplit(":", maxsplit=1)[-1].partition("/")
         raise ValidationError(message=f"Could not find {kind} with name {target}")
