@@ -35,17 +35,22 @@ FEATURE_FLAG_EXCEPTIONS: dict[str, tuple[object, str]] = {
 }
 
 
+DESCRIPTION = "Training Guard: stops SageMaker training jobs on rule findings and notifies once"
+
+
 def build_app(app: App | None = None, *, checks: bool = True) -> tuple[App, TrainingGuardStack]:
     app = app or App(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
     config = guard_config.load(app.node)
     if checks:
         add_checks(app)
-    stack = TrainingGuardStack(
-        app,
-        STACK_NAME,
-        config=config,
-        description="Training Guard: stops SageMaker training jobs on rule findings and notifies once",
-    )
+    if config.organization is not None:
+        # One guard for many accounts: the hub (this stack's name, so its tools find it), the member stack and the
+        # StackSet that rolls it out (docs/organization.md). Imported here: a single-account app never loads it.
+        from infra import organization
+
+        hub, _ = organization.build(app, config, description=DESCRIPTION)
+        return app, hub
+    stack = TrainingGuardStack(app, STACK_NAME, config=config, description=DESCRIPTION)
     return app, stack
 
 

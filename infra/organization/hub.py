@@ -1,0 +1,154 @@
+"""The hub: the single-account stack, plus what lets it guard the member accounts.
+
+- A custom event bus the members forward to. Its policy lets the organization put events on it
+  (`aws:PrincipalOrgID`, when `organization_id` is set) or else exactly the member accounts. EventBridge keeps an
+  event bus policy to 10 KB
+  (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbuspolicy.html);
+  the configuration's cap on members keeps the listed form within it (tests/infra/test_organization_limits.py).
+- Rules on that bus with the single-account rules' patterns, to the same functions, with the same retries and
+  dead-letter queues. The functions accept exactly the hub's own account and the configured members
+  (training_guard.accounts): an event of another account of the organization is ignored and counted.
+- The functions that act on jobs get fixed role names (each member role trusts them by ARN) and may assume the
+  member role of each configured member account, and no other.
+- With `organizational_units`, the StackSet that rolls the member stack out to them (stackset.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import ArnFormat, CfnOutput, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.components.functions import GuardFunction
+from infra.components.job_events import event_target
+from infra.organization.member import pattern
+from infra.organization.names import ACTING_FUNCTIONS, hub_role_name
+from infra.organization.stackset import MemberStackSet
+from infra.stack import TrainingGuardStack
+from training_guard import contract
+from training_guard.config import ConfigError, GuardConfig, OrganizationConfig
+
+BUS_POLICY_STATEMENT_ID = "TrainingGuardMembers"
+IAM_ROLE_NAME_MAX = 64  # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html
+
+
+def member_role_arn(scope: Construct, organization: OrganizationConfig, account: str) -> str:
+    return Stack.of(scope).format_arn(
+        service="iam",
+        region="",
+        account=account,
+        resource="role",
+        resource_name=organization.member_role_name,
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
+
+
+def bus_policy_statement(scope: Construct, organization: OrganizationConfig, bus_arn: str) -> dict[str, Any]:
+    """Who may put events on the hub bus: the organization, or exactly the members (never anyone else)."""
+    statement: dict[str, Any] = {
+        "Sid": BUS_POLICY_STATEMENT_ID,
+        "Effect": "Allow",
+        "Action": "events:PutEvents",
+        "Resource": bus_arn,
+    }
+    if organization.organization_id:
+        statement["Principal"] = "*"
+        statement["Condition"] = {"StringEquals": {"aws:PrincipalOrgID": organization.organization_id}}
+    else:
+        statement["Principal"] = {
+            "AWS": [
+                Stack.of(scope).format_arn(
+                    service="iam", region="", account=account, resource="root", arn_format=ArnFormat.NO_RESOURCE_NAME
+                )
+                for account in organization.members
+            ]
+        }
+    return statement
+
+
+class HubStack(TrainingGuardStack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: GuardConfig,
+        member_template_body: str | None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, config=config, **kwargs)
+        organization = config.organization
+        if organization is None:
+            raise ValueError("a hub stack needs the configuration's organization section")
+        self.organization = organization
+        self.bus = events.EventBus(self, "HubBus", event_bus_name=organization.bus_name)
+        self.bus_policy = events.CfnEventBusPolicy(
+            self,
+            "HubBusPolicy",
+            event_bus_name=self.bus.event_bus_name,
+            statement_id=BUS_POLICY_STATEMENT_ID,
+            statement=bus_policy_statement(self, organization, self.bus.event_bus_arn),
+        )
+        self.member_job_rule = events.Rule(
+            self,
+            "MemberJobEvents",
+            event_bus=self.bus,
+            description="Members' SageMaker training job state changes -> Training Guard",
+            event_pattern=pattern(dict(contract.JOB_EVENTS_PATTERN)),
+        )
+        self.member_job_rule.add_target(event_target(self.job_events.handler, self.job_events.dead_letters))
+        self.member_alarm_rule = events.Rule(
+            self,
+            "MemberAlarmEvents",
+            event_bus=self.bus,
+            description="Members' Training Guard alarm (and alarm contributor) state changes",
+            event_pattern=pattern(dict(contract.ALARM_EVENTS_PATTERN)),
+        )
+        self.member_alarm_rule.add_target(
+            event_target(self.metric_guards.alarm_handler, self.metric_guards.dead_letters)
+        )
+        for key, function in self.acting_functions().items():
+            self._act_in_members(key, function)
+        self.stack_set = (
+            MemberStackSet(self, "Members", config=config, body=member_template_body)
+            if organization.organizational_units and member_template_body is not None
+            else None
+        )
+        CfnOutput(self, "HubBusArn", value=self.bus.event_bus_arn, description="The bus members forward to")
+        if self.stack_set is not None:
+            CfnOutput(
+                self,
+                "MemberStackSetName",
+                value=self.stack_set.stack_set.ref,
+                description="The StackSet that deploys the member stack",
+            )
+
+    def acting_functions(self) -> dict[str, GuardFunction]:
+        functions = {
+            "JobEvents": self.job_events.handler,
+            "AlarmEvents": self.metric_guards.alarm_handler,
+            "Sweeper": self.metric_guards.sweeper,
+        }
+        assert tuple(functions) == ACTING_FUNCTIONS
+        return functions
+
+    def _act_in_members(self, key: str, function: GuardFunction) -> None:
+        name = hub_role_name(self.organization, key)
+        if len(name) > IAM_ROLE_NAME_MAX:
+            raise ConfigError(
+                [f"organization.region: the role name {name!r} would exceed IAM's {IAM_ROLE_NAME_MAX} characters"],
+                "the organization's hub",
+            )
+        role = function.role.node.default_child
+        assert isinstance(role, iam.CfnRole)
+        role.role_name = name  # each member role trusts this ARN (member.py)
+        function.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ActInMemberAccounts",
+                actions=["sts:AssumeRole"],
+                resources=[member_role_arn(self, self.organization, a) for a in self.organization.members],
+            )
+        )
