@@ -55,8 +55,9 @@ PROGRESS_MIN_EVENTS = 1000
 PROGRESS_REDRAW_SECONDS = 0.5
 
 LINE_KEYS = (
-    "event", "job", "account", "region", "time", "stopped", "notifications", "error", "warnings", "outcomes",
-    "titles", "duplicates", "folded", "ignored", "described", "job_status",
+    # what each line held before replays had accounts and times, in the same order; then what they added
+    "job", "stopped", "notifications", "error", "outcomes", "titles", "duplicates", "ignored", "described",
+    "job_status", "folded", "warnings", "event", "account", "region", "time",
 )  # fmt: skip
 
 
