@@ -473,15 +473,15 @@ _DEPLOYMENT_TARGET_PATTERN = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,3
 # A custom bus name: letters, digits, '.', '-', '_', at most 256, never "default"
 # (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_CreateEventBus.html).
 _BUS_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,256}$"
-# Role names: letters, digits and +=,.@_-, at most 64 characters
-# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
-_ROLE_NAME_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,64}$"
-# Each member is one principal of the hub bus's policy (without organization_id) and one role ARN in the
-# AssumeRole statement of each hub function's inline policy. EventBridge keeps a bus policy to 10 KB
+# Role names: letters, digits and +=,.@_- (IAM allows 64 characters,
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html; see below for 24).
+_ROLE_NAME_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,24}$"
+# Each member is one principal of the hub bus's policy (without organization_id) and one role ARN (with the member
+# role's name) in the AssumeRole statement of each acting hub function. EventBridge keeps a bus policy to 10 KB
 # (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbuspolicy.html)
-# and IAM a role's inline policies to 10,240 characters in total
-# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html): 100 members fit both with room
-# to spare, measured on the synthesized hub at the limit (tests/infra/test_organization_limits.py).
+# and IAM a role's inline policies to 10,240 characters in total (the IAM quotas page above): 100 members with a
+# role name of up to 24 characters fit both, measured on the synthesized hub at the limit with every token at its
+# longest (tests/infra/test_organization_limits.py); with names of 32 characters the sweeper's would not.
 MAX_MEMBER_ACCOUNTS = 100
 STACK_SET_CALLERS = ("SELF", "DELEGATED_ADMIN")
 
@@ -539,7 +539,8 @@ class OrganizationConfig:
         "TrainingGuardMember",
         doc="the role in each member account that the hub's functions assume to describe, stop and tag jobs",
         pattern=_ROLE_NAME_PATTERN,
-        pattern_error="a role name is 1-64 letters, digits or +=,.@_-: {value!r}",
+        pattern_error="a role name here is 1-24 letters, digits or +=,.@_- (each hub role's policy names it once per "
+        "member): {value!r}",
     )
 
     def accepts(self, account: str | None) -> bool:

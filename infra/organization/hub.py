@@ -145,10 +145,18 @@ class HubStack(TrainingGuardStack):
         role = function.role.node.default_child
         assert isinstance(role, iam.CfnRole)
         role.role_name = name  # each member role trusts this ARN (member.py)
-        function.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ActInMemberAccounts",
-                actions=["sts:AssumeRole"],
-                resources=[member_role_arn(self, self.organization, a) for a in self.organization.members],
-            )
+        # An inline policy of its own beside the role's default policy: CDK moves statements that do not fit a
+        # default policy into managed policies, which IAM keeps to 6,144 characters; the role's inline policies
+        # together may hold 10,240 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
+        iam.Policy(
+            self,
+            f"{key}ActInMembers",
+            roles=[function.role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="ActInMemberAccounts",
+                    actions=["sts:AssumeRole"],
+                    resources=[member_role_arn(self, self.organization, a) for a in self.organization.members],
+                )
+            ],
         )

@@ -184,9 +184,12 @@ def test_each_acting_hub_role_has_its_fixed_name_and_may_assume_exactly_the_memb
     roles = {k: v for k, v in org.resources("AWS::IAM::Role").items() if path in k and "Role" in k}
     [(role_id, role)] = [(k, v) for k, v in roles.items() if "ServiceRole" not in k]
     assert role["Properties"]["RoleName"] == f"TrainingGuardHub-{function}-{REGION}"
-    [policy] = [p for p in org.resources("AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [{"Ref": role_id}]]
+    policies = [p for p in org.resources("AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [{"Ref": role_id}]]
     assumes = [
-        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "sts:AssumeRole" in unordered(s["Action"])
+        s
+        for p in policies
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "sts:AssumeRole" in unordered(s["Action"])
     ]
     assert assumes == [
         {

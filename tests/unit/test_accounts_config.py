@@ -82,7 +82,7 @@ def test_a_round_trip_through_the_functions_json_keeps_the_section() -> None:
         ({"stack_set_call_as": "ADMIN"}, "organization.stack_set_call_as: must be one of SELF, DELEGATED_ADMIN"),
         ({"bus_name": "default"}, "organization.bus_name: 'default' is the account's default bus"),
         ({"bus_name": "a/b"}, "organization.bus_name: a bus name is 1-256 letters"),
-        ({"member_role_name": "x" * 65}, "organization.member_role_name: a role name is 1-64"),
+        ({"member_role_name": "x" * 25}, "organization.member_role_name: a role name here is 1-24"),
         ({"memebers": [MEMBER_A]}, "organization.memebers: unknown setting (did you mean 'members'?)"),
     ],
 )
