@@ -46,27 +46,22 @@ def member_role_arn(scope: Construct, organization: OrganizationConfig, account:
     )
 
 
-def bus_policy_statement(scope: Construct, organization: OrganizationConfig, bus_arn: str) -> dict[str, Any]:
+def bus_policy_statement(organization: OrganizationConfig, bus_arn: str) -> iam.PolicyStatement:
     """Who may put events on the hub bus: the organization, or exactly the members (never anyone else)."""
-    statement: dict[str, Any] = {
-        "Sid": BUS_POLICY_STATEMENT_ID,
-        "Effect": "Allow",
-        "Action": "events:PutEvents",
-        "Resource": bus_arn,
-    }
     if organization.organization_id:
-        statement["Principal"] = "*"
-        statement["Condition"] = {"StringEquals": {"aws:PrincipalOrgID": organization.organization_id}}
-    else:
-        statement["Principal"] = {
-            "AWS": [
-                Stack.of(scope).format_arn(
-                    service="iam", region="", account=account, resource="root", arn_format=ArnFormat.NO_RESOURCE_NAME
-                )
-                for account in organization.members
-            ]
-        }
-    return statement
+        return iam.PolicyStatement(
+            sid=BUS_POLICY_STATEMENT_ID,
+            actions=["events:PutEvents"],
+            resources=[bus_arn],
+            principals=[iam.AnyPrincipal()],
+            conditions={"StringEquals": {"aws:PrincipalOrgID": organization.organization_id}},
+        )
+    return iam.PolicyStatement(
+        sid=BUS_POLICY_STATEMENT_ID,
+        actions=["events:PutEvents"],
+        resources=[bus_arn],
+        principals=[iam.AccountPrincipal(account) for account in organization.members],
+    )
 
 
 class HubStack(TrainingGuardStack):
@@ -85,13 +80,7 @@ class HubStack(TrainingGuardStack):
             raise ValueError("a hub stack needs the configuration's organization section")
         self.organization = organization
         self.bus = events.EventBus(self, "HubBus", event_bus_name=organization.bus_name)
-        self.bus_policy = events.CfnEventBusPolicy(
-            self,
-            "HubBusPolicy",
-            event_bus_name=self.bus.event_bus_name,
-            statement_id=BUS_POLICY_STATEMENT_ID,
-            statement=bus_policy_statement(self, organization, self.bus.event_bus_arn),
-        )
+        self.bus.add_to_resource_policy(bus_policy_statement(organization, self.bus.event_bus_arn))
         self.member_job_rule = events.Rule(
             self,
             "MemberJobEvents",

@@ -99,12 +99,12 @@ def test_the_bus_policy_admits_the_organization_only_to_put_events(org: OrgSynth
     _, policy = org.one("AWS::Events::EventBusPolicy")
     props = policy["Properties"]
     assert props["EventBusName"] == {"Ref": bus_id}
-    assert props["StatementId"] == hub_module.BUS_POLICY_STATEMENT_ID
+    assert props["StatementId"] == f"cdk-{hub_module.BUS_POLICY_STATEMENT_ID}"
     assert set(props) == {"EventBusName", "StatementId", "Statement"}
     assert props["Statement"] == {
-        "Sid": hub_module.BUS_POLICY_STATEMENT_ID,
+        "Sid": f"cdk-{hub_module.BUS_POLICY_STATEMENT_ID}",
         "Effect": "Allow",
-        "Principal": "*",
+        "Principal": {"AWS": "*"},  # anyone, as the condition allows: the organization only
         "Action": "events:PutEvents",
         "Resource": {"Fn::GetAtt": [bus_id, "Arn"]},
         "Condition": {"StringEquals": {"aws:PrincipalOrgID": ORG_ID}},
@@ -115,7 +115,7 @@ def test_without_an_organization_id_the_bus_policy_lists_exactly_the_members(lis
     bus_id, _ = listed.one("AWS::Events::EventBus")
     _, policy = listed.one("AWS::Events::EventBusPolicy")
     assert policy["Properties"]["Statement"] == {
-        "Sid": hub_module.BUS_POLICY_STATEMENT_ID,
+        "Sid": f"cdk-{hub_module.BUS_POLICY_STATEMENT_ID}",
         "Effect": "Allow",
         "Principal": {"AWS": [arn(f":iam::{m}:root") for m in MEMBERS]},
         "Action": "events:PutEvents",
