@@ -145,10 +145,13 @@ class FakeAlarms:
 
 @dataclass
 class FakeTrainingMetrics:
-    """Datapoint reads, recorded; `publishing` names the jobs that have datapoints in any window."""
+    """Datapoint reads, recorded; `publishing` names the jobs that have datapoints in any window, `host_points` the
+    instance metric's one-minute averages per host."""
 
     publishing: set[str] = field(default_factory=set)
     reads: list[tuple[list[tuple[str, str]], datetime, datetime, int]] = field(default_factory=list)
+    host_points: dict[str, list[tuple[datetime, float]]] = field(default_factory=dict)  # host -> 1-minute averages
+    host_reads: list[tuple[list[str], str, datetime, datetime]] = field(default_factory=list)
 
     def jobs_with_datapoints(
         self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
@@ -156,6 +159,14 @@ class FakeTrainingMetrics:
         asked = list(series)
         self.reads.append((asked, since, until, period_seconds))
         return {job for job, _ in asked if job in self.publishing}
+
+    def host_averages(
+        self, hosts: Sequence[str], *, metric: str, since: datetime, until: datetime
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """`host_points`' datapoints of the hosts asked, within [since, until), as CloudWatch returns them."""
+        self.host_reads.append((list(hosts), metric, since, until))
+        found = {h: [(t, v) for t, v in self.host_points.get(h, []) if since <= t < until] for h in hosts}
+        return {h: points for h, points in found.items() if points}
 
 
 @dataclass

@@ -398,6 +398,33 @@ class Budget:
     job_prefix: str | None = setting(None, doc="only jobs whose names start with this")
     job_tag: str | None = setting(None, doc="only jobs carrying this tag key")
 
+    def selects(self, job_name: str, tags: Mapping[str, str]) -> bool:
+        """Whether this entry caps the job: its prefix and its tag key, each when set (neither: every job)."""
+        if self.job_prefix and not job_name.startswith(self.job_prefix):
+            return False
+        return not self.job_tag or self.job_tag in tags
+
+    def describe(self, name: str) -> str:
+        """The policy line of this cap, e.g. `budgets[0] (jobs starting exp-): $200.00 cap, warned at 80 %, then
+        stop`; `name` says where it was set."""
+        scope = [f"jobs starting {self.job_prefix}"] if self.job_prefix else []
+        scope += [f"jobs tagged {self.job_tag}"] if self.job_tag else []
+        where = f"{name} ({'; '.join(scope)})" if scope else name
+        warn = f"warned at {self.warn_at * 100:g} %" if self.warn_at > 0 else "no warning"
+        return f"{where}: ${self.max_usd:,.2f} cap, {warn}, then {self.action.value}"
+
+
+# A job's own budget tag: a plain number of US dollars (tag values allow digits and '.', not '$' or ',').
+_BUDGET_TAG_VALUE = re.compile(r"^\s*(\d+(\.\d*)?|\.\d+)\s*$")
+
+
+def budget_from_tag(value: str) -> float | None:
+    """The cap a budget tag's value sets (`500`, `499.99`), or None when it is not a positive number of dollars."""
+    if not _BUDGET_TAG_VALUE.match(value):
+        return None
+    usd = float(value)
+    return usd if 0 < usd < math.inf else None
+
 
 @dataclass(frozen=True)
 class BudgetDefaults:
@@ -447,6 +474,13 @@ class IdleGpuGuard:
         choices=_ALARM_ACTIONS,
         why="set idle_gpu to null to turn it off",
     )
+
+    def describe(self) -> str:
+        """The policy line of the guard."""
+        return (
+            f"idle_gpu: GPUs below {self.threshold_percent} % for {self.minutes} min in a row, after the first "
+            f"{self.ignore_first_minutes} min of training -> {self.action.value}"
+        )
 
 
 WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
@@ -652,6 +686,34 @@ class GuardConfig:
         doc="one guard for many accounts: this deployment is the hub, and member stacks forward their events to it "
         "(docs/organization.md; null: this account only)",
     )
+
+    def budget_for(self, job_name: str, tags: Mapping[str, str]) -> tuple[str, Budget, str] | None:
+        """The cap of a job: (its name, the budget, its policy line), or None when nothing caps it.
+
+        The job's own budget tag (`tags.budget_usd`) comes first, handled as `budget_defaults` say; a tag that is
+        not a positive number is passed over (`budget_tag_problem` says why), and then, as without the tag, the
+        first `budgets` entry that selects the job. The name of a tag's cap is the tag key, of an entry its place
+        (`budgets[0]`): the audit record of a stop and the ledger's transitions carry it.
+        """
+        value = tags.get(self.tags.budget_usd)
+        usd = budget_from_tag(value) if value is not None else None
+        if value is not None and usd is not None:
+            defaults = self.budget_defaults
+            budget = Budget(max_usd=usd, warn_at=defaults.warn_at, action=defaults.action)
+            line = budget.describe(f"budget_defaults (tag {self.tags.budget_usd} = {value.strip()})")
+            return self.tags.budget_usd, budget, line
+        for i, entry in enumerate(self.budgets):
+            if entry.selects(job_name, tags):
+                name = f"budgets[{i}]"
+                return name, entry, entry.describe(name)
+        return None
+
+    def budget_tag_problem(self, tags: Mapping[str, str]) -> str | None:
+        """Why the job's budget tag sets no cap (None when it has no such tag, or a good one)."""
+        value = tags.get(self.tags.budget_usd)
+        if value is None or budget_from_tag(value) is not None:
+            return None
+        return f"tag {self.tags.budget_usd}={value!r}: expected a positive number of US dollars, e.g. 500"
 
     def metric_guard(self, name: str) -> MetricGuard | None:
         return next((g for g in self.metric_guards if g.name == name), None)

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from training_guard import contract
 from training_guard.events import Finding, JobEvent, TrainingJob
-from training_guard.policy import Decision, Kind
+from training_guard.policy import BUDGET, Decision, Kind
 from training_guard.pricing import Spend, spend_line
 from training_guard.text import format_duration
 
@@ -55,6 +55,9 @@ _KIND_SEVERITY = {
     Kind.METRIC_ALARM: "warning",
     Kind.METRIC_STALL: "warning",
     Kind.GUARD_TAG_INVALID: "warning",
+    Kind.BUDGET_WARNING: "warning",
+    Kind.BUDGET_EXCEEDED: "warning",
+    Kind.IDLE_GPU: "warning",
 }
 
 
@@ -180,7 +183,8 @@ class Notification:
             lines.append(f"Spend:     {spent}")
         lines.append(f"Account:   {self.account or '-'}   Region: {self.region or '-'}")
         if self.finding is not None:
-            lines += ["", f"Rule:      {self.finding.name} ({self.finding.source}) -> {self.finding.status}"]
+            label = f"{finding_label(self.finding.source)}:"
+            lines += ["", f"{label:<11}{self.finding.name} ({self.finding.source}) -> {self.finding.status}"]
             if self.finding.details:
                 lines.append(f"Details:   {self.finding.details}")
         if self.dry_run:
@@ -244,18 +248,33 @@ def make_test_notification(
     )
 
 
+def finding_label(source: str | None) -> str:
+    """What a finding is called where it is shown: a budget's is its budget, anything else a rule (or guard's)."""
+    return "Budget" if source == BUDGET else "Rule"
+
+
+_GUARD_TITLES = {
+    Outcome.STOPPED: "Stopped {name}: {what}",
+    Outcome.WOULD_STOP: "Would have stopped {name}: {what}",
+    Outcome.DEFERRED: "{name}: {what}; stop deferred",
+    Outcome.ALREADY_ENDED: "{name}: {what} (job already {status})",
+    Outcome.ALREADY_STOPPING: "{name}: {what} (already being stopped)",
+}
+
+
 def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: Finding | None) -> str:
     name = job.name
     rule_name = rule.name if rule else "?"
-    if kind in (Kind.METRIC_ALARM, Kind.METRIC_STALL):
-        what = f"metric guard {rule_name} fired" if kind is Kind.METRIC_ALARM else "no new metrics"
-        return {
-            Outcome.STOPPED: f"Stopped {name}: {what}",
-            Outcome.WOULD_STOP: f"Would have stopped {name}: {what}",
-            Outcome.DEFERRED: f"{name}: {what}; stop deferred",
-            Outcome.ALREADY_ENDED: f"{name}: {what} (job already {job.status})",
-            Outcome.ALREADY_STOPPING: f"{name}: {what} (already being stopped)",
-        }.get(outcome, f"{name}: {what}")
+    details = rule.details if rule and rule.details else None
+    guarded = {
+        Kind.METRIC_ALARM: f"metric guard {rule_name} fired",
+        Kind.METRIC_STALL: "no new metrics",
+        Kind.BUDGET_WARNING: f"budget warning: {details or 'most of its budget spent'}",
+        Kind.BUDGET_EXCEEDED: details or "its budget is spent",
+        Kind.IDLE_GPU: "GPUs idle",
+    }.get(kind)
+    if guarded is not None:
+        return _GUARD_TITLES.get(outcome, "{name}: {what}").format(name=name, what=guarded, status=job.status)
     if kind is Kind.ISSUES_FOUND:
         return {
             Outcome.STOPPED: f"Stopped {name}: rule {rule_name} found issues",
@@ -270,7 +289,9 @@ def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: Finding | None) 
         Kind.JOB_STOPPED: f"Training job {name} stopped",
         Kind.JOB_COMPLETED: f"Training job {name} completed",
         Kind.SPOT_INTERRUPTED: f"Training job {name} was interrupted (spot)",
-        Kind.GUARD_TAG_INVALID: f"Per-job guard tags of {name} could not be read",
+        Kind.GUARD_TAG_INVALID: f"Budget tag of {name} could not be read"
+        if rule and rule.source == BUDGET
+        else f"Per-job guard tags of {name} could not be read",
     }[kind]
 
 
@@ -314,7 +335,7 @@ def q_developer_notification(doc: dict[str, Any]) -> dict[str, Any]:
     lines = [f"*Why:* {doc['reason']}", f"*Job:* `{job['name']}` ({job['status']}"]
     lines[-1] += f" / {job['secondary_status']})" if job.get("secondary_status") else ")"
     if rule:
-        lines.append(f"*Rule:* {rule['name']} ({rule['kind']}) → {rule['status']}")
+        lines.append(f"*{finding_label(rule.get('kind'))}:* {rule['name']} ({rule['kind']}) → {rule['status']}")
         if rule.get("details"):
             lines.append(f"> {rule['details']}")
     if job.get("failure_reason"):

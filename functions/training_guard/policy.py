@@ -8,12 +8,12 @@ the responder lets each key through at most once, which is what makes duplicates
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
 from training_guard import contract
-from training_guard.config import Action, GuardConfig
+from training_guard.config import Action, Budget, GuardConfig, IdleGpuGuard
 from training_guard.events import (
     COMPLETED,
     FAILED,
@@ -25,8 +25,13 @@ from training_guard.events import (
     TrainingJob,
 )
 
-METRIC = "metric"  # the source of a metric guard's or a stall's finding (Finding.source)
+METRIC = "metric"  # the source of a metric guard's, a stall's or idle GPUs' finding (Finding.source)
 STALLED = "NoData"  # the status of a stall finding
+BUDGET = "budget"  # the source of a budget's finding; its name is the budget's (`budgets[0]`, or the tag key)
+BUDGET_WARNING = "Warning"  # the status of a budget's finding: `warn_at` of the cap spent
+BUDGET_EXCEEDED = "Exceeded"  # the cap spent
+IDLE_GPU = "idle-gpu"  # the name of the idle-GPU guard's finding
+IDLE = "Idle"  # its status
 
 # Tag values that switch an override tag off rather than on.
 _FALSE_TAG_VALUES = frozenset({"false", "0", "no", "off"})
@@ -47,7 +52,10 @@ class Kind(StrEnum):
     SPOT_INTERRUPTED = "spot_interrupted"
     METRIC_ALARM = "metric_alarm"  # a metric guard's alarm fired for the job
     METRIC_STALL = "metric_stall"  # the job declared metrics but published none for a while
-    GUARD_TAG_INVALID = "guard_tag_invalid"  # a per-job guard tag could not be read
+    GUARD_TAG_INVALID = "guard_tag_invalid"  # a per-job guard tag (or budget tag) could not be read
+    BUDGET_WARNING = "budget_warning"  # a job spent `warn_at` of its cap (list price)
+    BUDGET_EXCEEDED = "budget_exceeded"  # a job spent its cap
+    IDLE_GPU = "idle_gpu"  # a job's GPUs sat idle for `idle_gpu.minutes`
 
 
 class Plan(StrEnum):
@@ -88,7 +96,16 @@ def transition_key(job: str, source: str, name: str, status: str) -> str:
 # A failure, a completion or a spot interruption after the stop is news (the stop did not end the job as
 # announced), and so is anything about a job stopped by a person or by SageMaker: those are announced.
 FOLDED_AFTER_GUARD_STOP = frozenset(
-    {Kind.ISSUES_FOUND, Kind.RULE_ERROR, Kind.METRIC_ALARM, Kind.METRIC_STALL, Kind.JOB_STOPPED}
+    {
+        Kind.ISSUES_FOUND,
+        Kind.RULE_ERROR,
+        Kind.METRIC_ALARM,
+        Kind.METRIC_STALL,
+        Kind.BUDGET_WARNING,
+        Kind.BUDGET_EXCEEDED,
+        Kind.IDLE_GPU,
+        Kind.JOB_STOPPED,
+    }
 )
 
 
@@ -200,6 +217,83 @@ def decide_metric(
             job, finding, action=action, setting=setting, config=config, now=now, kind=kind, guard_stop=guard_stop
         )
     ]
+
+
+def cents(usd: float) -> int:
+    """An amount in whole cents, as it is shown (`$1,234.56`): budgets compare what people read."""
+    return round(round(usd, 2) * 100)
+
+
+def _dollars(amount_cents: int) -> str:
+    return f"${amount_cents / 100:,.2f}"
+
+
+def decide_budget(
+    job: TrainingJob,
+    *,
+    name: str,
+    budget: Budget,
+    setting: str,
+    spent_usd: float,
+    config: GuardConfig,
+    now: datetime,
+) -> list[Decision]:
+    """A job's spend so far (list price) against its cap: a warning once `warn_at` of the cap is spent, the
+    budget's action (stop or notify, through `decide_finding` like any stop) once the whole cap is; nothing below.
+
+    Compared in whole cents, as the message shows them: exactly the cap is the cap, one cent under is not. A job
+    already past its cap when first seen is not also warned. The cap is part of each transition's key, so a cap
+    raised after a warning (a new tag value, another entry) warns and acts again at the new figure, once.
+    """
+    if not config.selects(job.name):
+        return []
+    spent, cap = cents(spent_usd), cents(budget.max_usd)
+    share = f"{spent / cap * 100:.0f} % of the cap" if cap else "the cap"
+    if spent >= cap:
+        finding = Finding(
+            name=name,
+            source=BUDGET,
+            status=BUDGET_EXCEEDED,
+            details=f"{_dollars(spent)} spent of its {_dollars(cap)} budget",
+        )
+        line = f"{setting}: {_dollars(spent)} spent (list price)"
+        decision = decide_finding(
+            job, finding, action=budget.action, setting=line, config=config, now=now, kind=Kind.BUDGET_EXCEEDED
+        )
+    elif budget.warn_at > 0 and spent >= cents(budget.max_usd * budget.warn_at):
+        finding = Finding(
+            name=name,
+            source=BUDGET,
+            status=BUDGET_WARNING,
+            details=f"{_dollars(spent)} spent of its {_dollars(cap)} budget ({share})",
+        )
+        reason = f"{setting}: {_dollars(spent)} spent, {share} (list price): warned once"
+        key = transition_key(job.name, BUDGET, name, BUDGET_WARNING)
+        decision = Decision(key, Kind.BUDGET_WARNING, Plan.NOTIFY, reason, finding)
+    else:
+        return []
+    return [replace(decision, key=f"{decision.key}#{cap}")]
+
+
+def decide_idle_gpu(
+    job: TrainingJob, *, details: str, guard: IdleGpuGuard, config: GuardConfig, now: datetime
+) -> list[Decision]:
+    """A job whose GPUs sat idle (the sweeper measured it): the guard's action, through the path of any stop."""
+    if not config.selects(job.name):
+        return []
+    finding = Finding(name=IDLE_GPU, source=METRIC, status=IDLE, details=details)
+    return [
+        decide_finding(
+            job, finding, action=guard.action, setting=guard.describe(), config=config, now=now, kind=Kind.IDLE_GPU
+        )
+    ]
+
+
+def budget_tag_problem(job: TrainingJob, *, tag: str, problem: str) -> Decision:
+    """A budget tag that sets no cap, reported once (apart from the per-job guard tags' report)."""
+    finding = Finding(name=tag, source=BUDGET, status="invalid", details=problem)
+    key = transition_key(job.name, BUDGET, tag, "invalid")
+    return Decision(key, Kind.GUARD_TAG_INVALID, Plan.NOTIFY, problem, finding)
 
 
 def guard_tag_problems(job: TrainingJob, problems: list[str]) -> Decision:

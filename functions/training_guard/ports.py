@@ -149,3 +149,10 @@ class TrainingMetricsPort(Protocol):
     ) -> set[str]:
         """Of the (job, metric) series, the jobs that published at least one datapoint in the window."""
         ...
+
+    def host_averages(
+        self, hosts: Sequence[str], *, metric: str, since: datetime, until: datetime
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """Each host's (`<job>/algo-<n>`) one-minute averages of an instance metric in [since, until): the hosts
+        that published any, each with its (start of the minute, value) datapoints."""
+        ...

@@ -47,7 +47,7 @@ from training_guard.events import (
     parse_seconds,
     parse_time,
 )
-from training_guard.price_data.gpu_counts import GPU_COUNTS
+from training_guard.price_data.gpu_counts import GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
 from training_guard.price_data.training_prices import TRAINING_PRICES, TablePrice
 
 SECONDS_PER_HOUR: Final = 3600.0
@@ -475,6 +475,16 @@ def gpu_count(instance_type: str | None) -> int | None:
     name = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
     entry = GPU_COUNTS.get(name)
     return entry[0] if entry else None
+
+
+def has_gpus(instance_type: str | None) -> bool:
+    """Whether a SageMaker instance type has GPUs, its count known or not: a type of the table, an uncited GPU type,
+    or any other of the GPU families `ml.p*` and `ml.g*` (a type newer than the table still has GPUs: its count is
+    then unknown, never taken as none). Trainium, Inferentia and CPU types have none."""
+    if not instance_type:
+        return False
+    name = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
+    return name in GPU_COUNTS or name in UNCITED_GPU_TRAINING_TYPES or name.startswith(("ml.p", "ml.g"))
 
 
 def normalised_utilisation(host_value: float, instance_type: str | None) -> float | None:

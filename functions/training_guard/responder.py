@@ -290,9 +290,28 @@ class Responder:
         record = self.ledger.get_stop(job.name)
         return GuardStop(record.rule, record.reason, record.at) if record else None
 
-    def react(self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime) -> None:
-        """Act on one decision exactly once (used by the sweeper for stalls)."""
-        self._react(event, job, decision, receipt, now)
+    def react(
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decision: Decision,
+        receipt: Receipt,
+        now: datetime,
+        *,
+        spend: Spend | None = None,
+    ) -> None:
+        """Act on one decision exactly once (used by the sweeper for stalls, budgets and idle GPUs). `spend`: the
+        job's spend as the caller already priced it, for the notification (a stop prices the job again, after it)."""
+        self._react(event, job, decision, receipt, now, known_spend=spend)
+
+    def spend(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> Spend:
+        """The job's spend so far (and what a stop would avoid), priced exactly as its notifications are."""
+        return self._spend(event, job, receipt, now)
+
+    def first_time(self, key: str, now: datetime) -> bool:
+        """True the first time `key` is asked about (claimed and marked done at once), False ever after: for what
+        is said once and never acted on (a job the sweeper cannot judge). Raises `TransitionBusy` as a claim does."""
+        return bool(self._once(key, now, lambda: [key]))
 
     def _claim(self, key: str, now: datetime) -> bool:
         """True: ours to act on; False: done before (a duplicate). Raises `TransitionBusy` when another
@@ -307,7 +326,16 @@ class Responder:
             self.sleep(BUSY_POLL_SECONDS)
             waited += BUSY_POLL_SECONDS
 
-    def _react(self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime) -> None:
+    def _react(
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decision: Decision,
+        receipt: Receipt,
+        now: datetime,
+        *,
+        known_spend: Spend | None = None,
+    ) -> None:
         if not self._claim(decision.key, now):
             receipt.duplicates += 1
             return
@@ -319,7 +347,7 @@ class Responder:
                 decision, is_the_stop=outcome is Outcome.STOPPED
             ) and self.ledger.fold(job.name, decision.key)
             if not folded:
-                spend = spend or self._spend(event, job, receipt, now)
+                spend = spend or known_spend or self._spend(event, job, receipt, now)
                 note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
                 self.publisher.publish(note)
                 receipt.spend = note.spend_document()

@@ -46,6 +46,7 @@ _DID = {
 
 # messages.Notice.TEST, spelled here too: the notifier does not import messages (and the policy behind it).
 TEST_KIND = "test"
+BUDGET_SOURCE = "budget"  # policy.BUDGET: a budget's finding is shown as its budget, not as a rule
 _DID_KIND = {TEST_KIND: "Nothing: this is a test of the notification path."}
 
 
@@ -113,7 +114,8 @@ def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 
     if rule:
         name, kind, status = (escape(str(rule.get(k))) for k in ("name", "kind", "status"))
-        head = f"*Rule* `{name}` ({kind}) → *{status}*"
+        label = "Budget" if rule.get("kind") == BUDGET_SOURCE else "Rule"
+        head = f"*{label}* `{name}` ({kind}) → *{status}*"
         details = rule.get("details")
         text = head if not details else f"{head}\n>{fit(str(details), SECTION_MAX - len(head) - 2)}"
         blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))

@@ -16,22 +16,37 @@ Every few minutes, over the jobs running now:
    Training (not from TrainingStartTime, which includes the data download). A job that never
    published anything is reported, never stopped: its metric definitions may simply not match its
    logs. Two batched `GetMetricData` reads per 500 series, not one call per job.
+5. **Budgets**: each running job's spend so far (list price, priced as its notifications are, through the
+   cached price lookup) against its cap: the job's own budget tag, else the first `budgets` entry that
+   selects it (`GuardConfig.budget_for`). A warning once at `warn_at` of the cap, then the budget's action
+   at the cap, through the policy's one path to a stop (`policy.decide_budget`). A spend that cannot be
+   priced decides nothing (unknown is neither $0 nor over budget) and is said once; so is a bad budget tag.
+6. **Idle GPUs** (`idle_gpu`): each running GPU job's hosts' `GPUUtilization`, one batched `GetMetricData`
+   read per 500 hosts, each host's value divided by its instance type's GPU count and averaged over the
+   job's hosts, minute by minute; a job idle below the threshold for `minutes` in a row, after its first
+   `ignore_first_minutes` of training, goes through the same path. A type without GPUs is never judged;
+   one whose GPU count is unknown (or hosts of different counts) is not judged, and that is said once.
+
+Each job's tags are read once per sweep, before its reconciliation: every later step may turn on them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
-from training_guard import contract, metric_guards, policy
-from training_guard.config import Action, GuardConfig
+from training_guard import contract, metric_guards, policy, pricing
+from training_guard.config import Action, GuardConfig, IdleGpuGuard
 from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import TRAINING, Finding, JobEvent, TrainingJob
 from training_guard.metric_guards import AlarmObservation
+from training_guard.policy import Decision, Kind
 from training_guard.ports import AlarmsPort, JobsPort, TrainingMetricsPort
+from training_guard.pricing import Spend
 from training_guard.responder import Receipt, Responder
 
 SWEEP_SOURCE = "training-guard.sweeper"
@@ -42,6 +57,10 @@ EVER_PUBLISHED_PERIOD_SECONDS = 3600
 _T = TypeVar("_T")
 STALL = "stall"  # the finding of a job that published and then went quiet
 NO_METRICS = "no-metrics"  # the finding of a job that never published any declared metric
+GPU_METRIC = "GPUUtilization"  # per host (`Host` = <job>/algo-<n>), 0 to 100 x the host's GPU count
+# The idle-GPU read looks back `idle_gpu.minutes` and this much more, so that minutes not yet published when the
+# sweep runs do not break the run of idle minutes (a choice: a few minutes of slack, not an AWS figure).
+IDLE_READ_MARGIN = timedelta(minutes=5)
 
 
 @dataclass
@@ -53,6 +72,12 @@ class SweepReport:
     failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
     # Another attempt (an event's invocation) holds the transition: the next sweep looks again.
     busy: list[str] = field(default_factory=list)
+    budget_warnings: list[str] = field(default_factory=list)  # jobs warned (or folded) this sweep
+    over_budget: list[str] = field(default_factory=list)  # jobs whose cap was reached this sweep
+    idle_gpus: list[str] = field(default_factory=list)  # jobs found with idle GPUs this sweep
+    # Jobs a budget or the idle-GPU guard could not judge, and why: each said once (the ledger remembers).
+    not_judged: dict[str, str] = field(default_factory=dict)
+    price_problems: list[str] = field(default_factory=list)  # what the price lookups ran into
 
 
 class SweepIncomplete(GuardError):
@@ -75,6 +100,8 @@ class Sweeper:
         self.jobs = jobs
         self.alarms = alarms
         self.metrics = metrics
+        # What this container already said once (the ledger keeps it across containers; this spares its writes).
+        self._said: set[str] = set()
 
     @property
     def config(self) -> GuardConfig:
@@ -103,7 +130,12 @@ class Sweeper:
             if receipt is not None and self._note(report, receipt).stopped:
                 still_running.pop(alarm.job or "", None)
         if self.config.stall is not None:
-            report.stalled = self._stalls(report, list(still_running.values()), now=now, account=account, region=region)
+            report.stalled = self._stalls(report, still_running, now=now, account=account, region=region)
+        for job in [j for j in still_running.values() if j.running]:
+            if self._guarded(report, job.name, partial(self._budget, report, job, now, account, region)):
+                still_running.pop(job.name)  # stopped for its budget: its GPUs are not judged
+        if self.config.idle_gpu is not None:
+            self._idle_gpus(report, self.config.idle_gpu, still_running, now=now, account=account, region=region)
         if report.failed:
             raise SweepIncomplete(report)
         return report
@@ -158,15 +190,145 @@ class Sweeper:
     def _reconcile(
         self, name: str, now: datetime, account: str | None, region: str | None
     ) -> tuple[TrainingJob, Receipt] | None:
-        job = self.jobs.describe(name)
-        if job is None:
+        described = self.jobs.describe(name)
+        if described is None:
             return None
-        # DescribeTrainingJob carries no tags: the responder reads them when a decision may turn on them.
+        # DescribeTrainingJob carries no tags. Read once here for every step of the sweep (the responder would
+        # read them anyway for a finding or per-job guard tags; a budget tag or an exemption may decide later).
+        job = self._with_tags(described) if described.running else described
         return job, self.responder.handle(self._event(job, now, account, region), now=now)
 
+    def _act_on(
+        self,
+        job: TrainingJob,
+        decisions: list[Decision],
+        *,
+        now: datetime,
+        account: str | None,
+        region: str | None,
+        spend: Spend | None = None,
+    ) -> Receipt:
+        """Each decision through the responder, exactly once (busy or failing: see `_guarded`)."""
+        event = self._event(job, now, account, region)
+        receipt = Receipt(job=job.name, event_id=event.event_id)
+        for decision in decisions:
+            self.responder.react(event, job, decision, receipt, now, spend=spend)
+        return receipt
+
+    def _say_once(self, report: SweepReport, job: str, key: str, why: str, now: datetime) -> None:
+        """Report why a job was not judged, the first time only (never acted on, never announced)."""
+        if key in self._said:
+            return
+        if self.responder.first_time(key, now):
+            report.not_judged[job] = why
+        self._said.add(key)
+
+    # --- budgets -------------------------------------------------------------------------------------------
+    def _budget(
+        self, report: SweepReport, job: TrainingJob, now: datetime, account: str | None, region: str | None
+    ) -> bool:
+        """One running job against its cap; True when the guard stopped it."""
+        config = self.config
+        if not config.selects(job.name):
+            return False
+        chosen = config.budget_for(job.name, job.tags)
+        problem = config.budget_tag_problem(job.tags)
+        if problem is not None:
+            instead = f"; {chosen[0]} applies instead" if chosen else "; no budget caps the job"
+            bad_tag = policy.budget_tag_problem(job, tag=config.tags.budget_usd, problem=problem + instead)
+            self._act_on(job, [bad_tag], now=now, account=account, region=region)
+        if chosen is None:
+            return False
+        name, budget, line = chosen
+        event = self._event(job, now, account, region)
+        priced = Receipt(job=job.name, event_id=event.event_id)
+        spend = self.responder.spend(event, job, priced, now)
+        report.price_problems += priced.price_problems
+        if spend.so_far_usd is None:
+            # Unknown is neither $0 nor over budget: nothing is decided until the spend can be priced.
+            why = "; ".join(spend.notes) or "its spend so far is unknown"
+            key = policy.transition_key(job.name, policy.BUDGET, name, "unpriced")
+            self._say_once(report, job.name, key, f"{name} not judged: {why}", now)
+            return False
+        decisions = policy.decide_budget(
+            job, name=name, budget=budget, setting=line, spent_usd=spend.so_far_usd, config=config, now=now
+        )
+        if not decisions:
+            return False
+        receipt = self._act_on(job, decisions, now=now, account=account, region=region, spend=spend)
+        if receipt.notifications or receipt.folded:
+            warned = decisions[0].kind is Kind.BUDGET_WARNING
+            (report.budget_warnings if warned else report.over_budget).append(job.name)
+        return receipt.stopped
+
+    # --- idle GPUs -----------------------------------------------------------------------------------------
+    def _idle_gpus(
+        self,
+        report: SweepReport,
+        guard: IdleGpuGuard,
+        running: dict[str, TrainingJob],
+        *,
+        now: datetime,
+        account: str | None,
+        region: str | None,
+    ) -> None:
+        window = timedelta(minutes=guard.minutes)
+        candidates: list[tuple[TrainingJob, list[str], int, datetime]] = []
+        for job in running.values():
+            if not job.running or not self.config.selects(job.name):
+                continue
+            start = training_since(job)
+            judged_from = start + timedelta(minutes=guard.ignore_first_minutes) if start else None
+            if judged_from is None or now - judged_from < window:
+                continue  # not training now, or not yet `minutes` past its first minutes
+            gpus = gpus_per_host(job)
+            if isinstance(gpus, str):
+                key = policy.transition_key(job.name, policy.METRIC, policy.IDLE_GPU, "unjudged")
+                say = partial(self._say_once, report, job.name, key, f"idle_gpu not judged: {gpus}", now)
+                self._guarded(report, job.name, say)
+            elif gpus is not None:
+                candidates.append((job, hosts_of(job), gpus, judged_from))
+        if not candidates:
+            return
+        read = partial(
+            self.metrics.host_averages,
+            [host for _, hosts, _, _ in candidates for host in hosts],
+            metric=GPU_METRIC,
+            since=now - window - IDLE_READ_MARGIN,
+            until=now,
+        )
+        averages = self._guarded(report, "idle GPU check", read)
+        if averages is None:
+            return
+        for job, hosts, gpus, judged_from in candidates:
+            points = [point for host in hosts for point in averages.get(host, [])]
+            minutes, mean = idle_run(points, gpus, guard.threshold_percent, not_before=judged_from)
+            if minutes < guard.minutes or mean is None:
+                continue
+            shown = [h for h in hosts if h in averages]
+            details = (
+                f"GPU utilisation {mean:.1f} % on average over the last {minutes} min (below "
+                f"{guard.threshold_percent} %): {len(shown)} host(s) of {gpus} GPU(s) each, each host's "
+                f"{GPU_METRIC} divided by its {gpus}"
+            )
+            decisions = policy.decide_idle_gpu(job, details=details, guard=guard, config=self.config, now=now)
+            step = partial(self._act_on, job, decisions, now=now, account=account, region=region)
+            receipt = self._guarded(report, job.name, step)
+            if receipt is not None and (receipt.notifications or receipt.folded):
+                report.idle_gpus.append(job.name)
+            if receipt is not None and receipt.stopped:
+                running.pop(job.name, None)
+
     def _stalls(
-        self, report: SweepReport, jobs: list[TrainingJob], *, now: datetime, account: str | None, region: str | None
+        self,
+        report: SweepReport,
+        running: dict[str, TrainingJob],
+        *,
+        now: datetime,
+        account: str | None,
+        region: str | None,
     ) -> list[str]:
+        jobs = list(running.values())
         stall = self.config.stall
         assert stall is not None
         window = timedelta(minutes=stall.minutes)
@@ -218,28 +380,15 @@ class Sweeper:
                 # Never stopped for this: a stall needs a job that published, then went quiet.
                 action = Action.NOTIFY
                 setting = f"stall.minutes = {stall.minutes}: never published, so notify only"
-            step = partial(self._stall, job, finding, action, setting, now=now, account=account, region=region)
-            stalled += self._guarded(report, job.name, step) or []
+            decisions = policy.decide_metric(job, finding, action, setting, self.config, now=now)
+            step = partial(self._act_on, job, decisions, now=now, account=account, region=region)
+            receipt = self._guarded(report, job.name, step)
+            # A stall folded into the guard's stop of the job was still found (and recorded) by this sweep.
+            if receipt is not None and (receipt.notifications or receipt.folded):
+                stalled.append(job.name)
+            if receipt is not None and receipt.stopped:
+                running.pop(job.name, None)
         return stalled
-
-    def _stall(
-        self,
-        quiet: TrainingJob,
-        finding: Finding,
-        action: Action,
-        setting: str,
-        *,
-        now: datetime,
-        account: str | None,
-        region: str | None,
-    ) -> list[str]:
-        job = self._with_tags(quiet)
-        receipt = Receipt(job=job.name, event_id="")
-        event = self._event(job, now, account, region)
-        for decision in policy.decide_metric(job, finding, action, setting, self.config, now=now):
-            self.responder.react(event, job, decision, receipt, now)  # busy or failing: see _guarded
-        # A stall folded into the guard's stop of the job was still found (and recorded) by this sweep.
-        return [job.name] if receipt.notifications or receipt.folded else []
 
 
 def training_since(job: TrainingJob) -> datetime | None:
@@ -253,3 +402,57 @@ def training_since(job: TrainingJob) -> datetime | None:
 def series(jobs: list[TrainingJob]) -> list[tuple[str, str]]:
     """Every declared metric of every job: a job is alive if any of them moves."""
     return [(job.name, metric) for job in jobs for metric in job.metric_names]
+
+
+def hosts_of(job: TrainingJob) -> list[str]:
+    """The `Host` dimension values of a job's instances: `<job>/algo-1` to `<job>/algo-<instances>`."""
+    instances = sum(max(group.count or 1, 1) for group in job.billed_instances)
+    return [f"{job.name}/algo-{n}" for n in range(1, instances + 1)]
+
+
+def gpus_per_host(job: TrainingJob) -> int | str | None:
+    """The GPU count every host of the job has; None when it runs on no GPU type (never judged); why not, when
+    the count is unknown or differs between its instance groups. A heterogeneous cluster's hosts cannot be told
+    apart: its CloudWatch log streams "are not grouped by instance groups"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/train-heterogeneous-cluster-configure.html), so a host's
+    value is divided by one count only when every group has that count."""
+    types = [group.instance_type for group in job.billed_instances]
+    if not any(pricing.has_gpus(t) for t in types):
+        return None
+    unknown = [t for t in dict.fromkeys(types) if t and pricing.has_gpus(t) and pricing.gpu_count(t) is None]
+    if unknown:
+        return f"the GPU count of {', '.join(unknown)} is unknown, so its hosts' {GPU_METRIC} cannot be normalised"
+    counts = {pricing.gpu_count(t) for t in types}
+    if len(counts) > 1:
+        listed = ", ".join(f"{t or '?'} ({pricing.gpu_count(t) or 0} GPUs)" for t in dict.fromkeys(types))
+        return f"its instance groups have different GPU counts ({listed}); CloudWatch does not say which host is which"
+    (count,) = counts
+    assert count is not None
+    return count
+
+
+def idle_run(
+    points: Iterable[tuple[datetime, float]], gpus: int, threshold_percent: float, *, not_before: datetime
+) -> tuple[int, float | None]:
+    """The minutes in a row, ending at the latest minute with data, in which the job's GPUs were below the
+    threshold, and their average utilisation over that run (None for no run).
+
+    `points` are every host's one-minute averages of `GPUUtilization` (0 to 100 x `gpus`); each is divided by
+    `gpus` and a minute's value is the mean over the hosts that published in it. A minute without any datapoint
+    ends the run (nothing is known of it), and so does a minute before `not_before` (the first minutes ignored).
+    """
+    by_minute: dict[datetime, list[float]] = {}
+    for at, value in points:
+        minute = at.replace(second=0, microsecond=0)
+        if minute >= not_before and math.isfinite(value):
+            by_minute.setdefault(minute, []).append(value / gpus)
+    run, total = 0, 0.0
+    expected: datetime | None = None
+    for minute in sorted(by_minute, reverse=True):
+        if expected is not None and minute != expected:
+            break
+        mean = sum(by_minute[minute]) / len(by_minute[minute])
+        if mean >= threshold_percent:
+            break
+        run, total, expected = run + 1, total + mean, minute - timedelta(minutes=1)
+    return run, (total / run if run else None)

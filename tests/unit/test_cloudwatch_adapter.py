@@ -128,3 +128,54 @@ def test_the_long_look_back_asks_for_hourly_datapoints() -> None:
             [("job-a", "train:loss")], since=AT, until=datetime(2026, 11, 30, 4, 0, tzinfo=UTC), period_seconds=3600
         )
     assert seen == {"job-a"}
+
+
+def gpu_query(query_id: str, host: str) -> dict[str, object]:
+    return {
+        "Id": query_id,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
+                "MetricName": "GPUUtilization",
+                "Dimensions": [{"Name": contract.HOST_DIMENSION, "Value": host}],
+            },
+            "Period": 60,
+            "Stat": "Average",
+        },
+        "ReturnData": True,
+    }
+
+
+def test_host_averages_ask_one_minute_averages_per_host_and_read_every_page() -> None:
+    client = cloudwatch()
+    metrics, stub = TrainingMetrics(client), Stubber(client)
+    since, until = datetime(2026, 11, 30, 2, 40, tzinfo=UTC), AT
+    minute = datetime(2026, 11, 30, 2, 59, tzinfo=UTC)
+    earlier = datetime(2026, 11, 30, 2, 58, tzinfo=UTC)
+    request = {
+        "MetricDataQueries": [gpu_query("h0", "job-a/algo-1"), gpu_query("h1", "job-a/algo-2")],
+        "StartTime": since,
+        "EndTime": until,
+    }
+    first = {"MetricDataResults": [{"Id": "h0", "Timestamps": [minute], "Values": [40.0]}], "NextToken": "p2"}
+    second = {
+        "MetricDataResults": [
+            {"Id": "h0", "Timestamps": [earlier], "Values": [30.0]},
+            {"Id": "h1", "Timestamps": [], "Values": []},
+        ]
+    }
+    stub.add_response("get_metric_data", first, request)
+    stub.add_response("get_metric_data", second, {**request, "NextToken": "p2"})
+    with stub:
+        found = metrics.host_averages(
+            ["job-a/algo-1", "job-a/algo-2"], metric="GPUUtilization", since=since, until=until
+        )
+    assert found == {"job-a/algo-1": [(minute, 40.0), (earlier, 30.0)]}  # a host without datapoints is left out
+
+
+def test_host_averages_fail_as_an_action_that_failed() -> None:
+    client = cloudwatch()
+    metrics, stub = TrainingMetrics(client), Stubber(client)
+    stub.add_client_error("get_metric_data", "Throttling", "Rate exceeded")
+    with stub, pytest.raises(ActionFailed, match="GetMetricData"):
+        metrics.host_averages(["job-a/algo-1"], metric="GPUUtilization", since=AT, until=AT)

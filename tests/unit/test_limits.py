@@ -638,3 +638,25 @@ def test_posts_to_one_webhook_are_paced_one_second_apart() -> None:
         assert sender.send(slack.url("b"), "4", []).ok
         assert len(slept) == 1
         assert len(slack.received()) == 4
+
+
+@pytest.mark.parametrize(
+    ("hosts", "calls"),
+    [(METRIC_DATA_BATCH, [METRIC_DATA_BATCH]), (METRIC_DATA_BATCH + 1, [METRIC_DATA_BATCH, 1])],
+)
+def test_gpu_hosts_are_read_at_most_500_queries_a_call(hosts: int, calls: list[int]) -> None:
+    """GetMetricData retrieves "as many as 500 different metrics in a single request"; the idle-GPU check asks one
+    metric per host. https://docs.amazonaws.cn/en_us/AmazonCloudWatch/latest/APIReference/API_GetMetricData.md"""
+    client = aws("cloudwatch")
+    requests = capture(client, "GetMetricData")
+    stub = Stubber(client)
+    for _ in calls:
+        stub.add_response("get_metric_data", {"MetricDataResults": []})
+    with stub:
+        TrainingMetrics(client).host_averages(
+            [f"job-{i:03d}/algo-1" for i in range(hosts)],
+            metric="GPUUtilization",
+            since=NOW - timedelta(minutes=20),
+            until=NOW,
+        )
+    assert [len(r["MetricDataQueries"]) for r in requests] == calls

@@ -457,7 +457,17 @@ def test_a_metric_finding_on_a_job_the_guard_stopped_for_that_guard_is_still_the
 
 
 # --- one job, one story ------------------------------------------------------------------------------
-FOLDED_KINDS = {Kind.ISSUES_FOUND, Kind.RULE_ERROR, Kind.METRIC_ALARM, Kind.METRIC_STALL, Kind.JOB_STOPPED}
+# Budgets and idle GPUs are findings like the others: a warning or an idle job after the guard's stop is not news.
+FOLDED_KINDS = {
+    Kind.ISSUES_FOUND,
+    Kind.RULE_ERROR,
+    Kind.METRIC_ALARM,
+    Kind.METRIC_STALL,
+    Kind.BUDGET_WARNING,
+    Kind.BUDGET_EXCEEDED,
+    Kind.IDLE_GPU,
+    Kind.JOB_STOPPED,
+}
 
 
 @pytest.mark.parametrize("kind", list(Kind))
@@ -469,7 +479,9 @@ def test_after_the_guards_stop_findings_rule_errors_alarms_and_the_stopped_chang
     assert folds_into_guard_stop(decision, is_the_stop=False) is (kind in FOLDED_KINDS)
 
 
-@pytest.mark.parametrize("kind", [Kind.ISSUES_FOUND, Kind.METRIC_ALARM, Kind.METRIC_STALL])
+@pytest.mark.parametrize(
+    "kind", [Kind.ISSUES_FOUND, Kind.METRIC_ALARM, Kind.METRIC_STALL, Kind.BUDGET_EXCEEDED, Kind.IDLE_GPU]
+)
 def test_the_stop_itself_is_never_folded(kind: Kind) -> None:
     decision = Decision("t#mnist-1#x#y#z", kind, Plan.STOP, "why", rule("IssuesFound"))
     assert folds_into_guard_stop(decision, is_the_stop=True) is False

@@ -166,6 +166,44 @@ class TrainingMetrics:
                 raise ActionFailed("GetMetricData", exc) from exc
         return seen
 
+    def host_averages(
+        self, hosts: Sequence[str], *, metric: str, since: datetime, until: datetime
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """One-minute averages of an instance metric per host (dimension `Host`), one GetMetricData call per 500
+        hosts, every page read (a host's datapoints can span pages). Hosts without a datapoint are left out."""
+        found: dict[str, list[tuple[datetime, float]]] = {}
+        for start in range(0, len(hosts), METRIC_DATA_BATCH):
+            batch = list(hosts[start : start + METRIC_DATA_BATCH])
+            ids = {f"h{i}": host for i, host in enumerate(batch)}
+            request = [
+                {
+                    "Id": query_id,
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
+                            "MetricName": metric,
+                            "Dimensions": [{"Name": contract.HOST_DIMENSION, "Value": host}],
+                        },
+                        "Period": 60,
+                        "Stat": "Average",
+                    },
+                    "ReturnData": True,
+                }
+                for query_id, host in ids.items()
+            ]
+            try:
+                pages = self._client.get_paginator("get_metric_data").paginate(
+                    MetricDataQueries=request, StartTime=since, EndTime=until
+                )
+                for page in pages:
+                    for result in page.get("MetricDataResults", []):
+                        points = list(zip(result.get("Timestamps", []), result.get("Values", []), strict=False))
+                        if points:
+                            found.setdefault(ids[result["Id"]], []).extend(points)
+            except ClientError as exc:
+                raise ActionFailed("GetMetricData", exc) from exc
+        return found
+
 
 def _observation(
     alarm_name: str,

@@ -1,4 +1,4 @@
-"""Sweeper Lambda, on a schedule: orphaned alarms, reconciliation of lost events, stalled jobs."""
+"""Sweeper Lambda, on a schedule: orphaned alarms, reconciliation of lost events, stalled jobs, budgets, idle GPUs."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.error("sweep incomplete", extra={"report": asdict(incomplete.report)})
         metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=len(incomplete.report.failed))
         raise
+    if report.not_judged:
+        # Said once per job (the ledger remembers): a budget without a price, GPUs whose count is unknown.
+        logger.warning("not judged", extra={"jobs": report.not_judged})
+    if report.price_problems:
+        logger.warning("price lookup problems", extra={"problems": report.price_problems})
     logger.info("sweep done", extra={"report": asdict(report)})
     metrics.add_metric(name="RunningJobs", unit=MetricUnit.Count, value=report.running)
     metrics.add_metric(name="OrphanedAlarmsDeleted", unit=MetricUnit.Count, value=len(report.orphaned_alarms_deleted))
