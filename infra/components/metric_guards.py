@@ -122,7 +122,7 @@ class MetricGuards(Construct):
             self,
             "Sweeper",
             handler="training_guard.handlers.sweeper.handler",
-            description="Training Guard: orphaned alarms, lost events, stalled jobs",
+            description="Training Guard: orphaned alarms, lost events, stalled jobs, budgets, idle GPUs",
             config=config,
             key=key,
             environment=environment,
