@@ -19,7 +19,8 @@ from training_guard.config import SEVERITIES, Action, ConfigError, GuardConfig
 
 CDK_JSON = "cdk.json"
 # Enough to read at a glance and stay within 40 lines at the configuration's maxima; --json has all.
-MAX_GUARDS_SHOWN = 5  # two lines each
+MAX_GUARDS_SHOWN = 4  # two lines each (four, not five: room for budgets and idle GPUs)
+MAX_BUDGETS_SHOWN = 3  # on one line
 MAX_WEBHOOKS_SHOWN = 3
 MAX_EMAILS_SHOWN = 3
 
@@ -32,8 +33,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         description=(
             "Reads cdk.json's configuration in the current folder with --config FILE layered over it, exactly "
             "as `make synth` / `make deploy CONFIG=FILE` do, and prints on one screen what the guard will do: "
-            "which rules stop and which notify, dry run, exemptions, grace period, metric guards with their "
-            "Metrics Insights queries, notifications and channels, and what is off. No AWS call."
+            "which rules stop and which notify, dry run, exemptions, grace period, budgets, metric guards with "
+            "their Metrics Insights queries, the idle-GPU check, notifications and channels, and what is off. "
+            "No AWS call."
         ),
     )
     parser.add_argument(
@@ -103,6 +105,34 @@ def plan(config: GuardConfig, layers: tuple[str, ...]) -> dict[str, Any]:
         "stall": None
         if config.stall is None
         else {"minutes": config.stall.minutes, "action": config.stall.action.value},
+        "budgets": {
+            "tag": config.tags.budget_usd,
+            "defaults": {
+                "warn_at": config.budget_defaults.warn_at,
+                "action": config.budget_defaults.action.value,
+            },
+            "entries": [
+                {
+                    "name": f"budgets[{i}]",
+                    "describe": budget.describe(f"budgets[{i}]"),
+                    "max_usd": budget.max_usd,
+                    "warn_at": budget.warn_at,
+                    "action": budget.action.value,
+                    "job_prefix": budget.job_prefix,
+                    "job_tag": budget.job_tag,
+                }
+                for i, budget in enumerate(config.budgets)
+            ],
+        },
+        "idle_gpu": None
+        if config.idle_gpu is None
+        else {
+            "threshold_percent": config.idle_gpu.threshold_percent,
+            "minutes": config.idle_gpu.minutes,
+            "ignore_first_minutes": config.idle_gpu.ignore_first_minutes,
+            "action": config.idle_gpu.action.value,
+            "describe": config.idle_gpu.describe(),
+        },
         "sweep_minutes": config.sweep_minutes,
         "notifications": {
             "failed": config.notifications.failed,
@@ -159,6 +189,8 @@ def _off(document: dict[str, Any]) -> list[str]:
         off.append("metric guards")
     if document["stall"] is None:
         off.append("stall check")
+    if document["idle_gpu"] is None:
+        off.append("idle GPU check")
     if not document["per_job_alarms"]:
         off.append("per-job guard tags")
     if not document["emails"]:
@@ -181,6 +213,7 @@ def render(document: dict[str, Any]) -> str:
         lines.append("  (the file layers over cdk.json: objects merge, other values replace, null removes)")
     lines += _rule_lines(d)
     lines += _stop_lines(d)
+    lines += _budget_lines(d)
     lines += _metric_lines(d)
     lines += _notification_lines(d)
     lines.append("Off: " + (", ".join(d["off"]) if d["off"] else "nothing"))
@@ -225,6 +258,35 @@ def _stop_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _share(warn_at: float) -> str:
+    return f"warned at {warn_at * 100:g} %" if warn_at > 0 else "no warning"
+
+
+def _budget_lines(d: dict[str, Any]) -> list[str]:
+    """Two lines whatever the number of budgets (--json has them all)."""
+    budgets = d["budgets"]
+    defaults = budgets["defaults"]
+    lines = [
+        f"Budgets (list price, checked at every sweep): a job tagged {budgets['tag']}=<USD> is capped at it, "
+        f"{_share(defaults['warn_at'])}, then {defaults['action']} (budget_defaults)"
+    ]
+    entries = budgets["entries"]
+    if not entries:
+        lines.append("  budgets: none (budgets): only a job's own tag caps it")
+        return lines
+    shown = []
+    for entry in entries[:MAX_BUDGETS_SHOWN]:
+        scope = [f"jobs starting {entry['job_prefix']}"] if entry["job_prefix"] else []
+        scope += [f"jobs tagged {entry['job_tag']}"] if entry["job_tag"] else []
+        shown.append(
+            f"{' and '.join(scope) or 'every job'} ${entry['max_usd']:,.2f}, {_share(entry['warn_at'])}, "
+            f"then {entry['action']}"
+        )
+    more = f"; and {len(entries) - MAX_BUDGETS_SHOWN} more" if len(entries) > MAX_BUDGETS_SHOWN else ""
+    lines.append(f"  otherwise the first that selects it (budgets): {'; '.join(shown)}{more}")
+    return lines
+
+
 def _metric_lines(d: dict[str, Any]) -> list[str]:
     guards = d["metric_guards"]
     if not guards:
@@ -245,7 +307,18 @@ def _metric_lines(d: dict[str, Any]) -> list[str]:
         lines.append("  stall check: off (stall): a job that stops logging metrics is not noticed")
     else:
         lines.append(f"  stall check: a running job with no new metric for {stall['minutes']} min -> {stall['action']}")
-    lines.append(f"  sweeper: every {d['sweep_minutes']} min (lost events, still-firing guards, orphaned alarms)")
+    idle = d["idle_gpu"]
+    if idle is None:
+        lines.append("  idle GPU check: off (idle_gpu): a job whose GPUs sit idle is not noticed")
+    else:
+        lines.append(
+            f"  idle GPU check: GPUs below {idle['threshold_percent']} % (per GPU) for {idle['minutes']} min in a "
+            f"row, after the first {idle['ignore_first_minutes']} min of training -> {idle['action']} (idle_gpu)"
+        )
+    lines.append(
+        f"  sweeper: every {d['sweep_minutes']} min "
+        "(lost events, still-firing guards, orphaned alarms, budgets, idle GPUs)"
+    )
     return lines
 
 

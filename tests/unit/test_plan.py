@@ -33,10 +33,14 @@ Stopping
   never stopped: jobs tagged training-guard:exempt or training-guard:notify-only (notified "would have stopped")
   grace: none: a finding stops at once (min_training_minutes = 0)
   jobs guarded: every job
+Budgets (list price, checked at every sweep): a job tagged training-guard:budget-usd=<USD> is capped at it, \
+warned at 80 %, then stop (budget_defaults)
+  budgets: none (budgets): only a job's own tag caps it
 Metric guards: none (metric_guards)
   per-job guard tags (training-guard:alarm:<metric>): honoured
   stall check: off (stall): a job that stops logging metrics is not noticed
-  sweeper: every 5 min (lost events, still-firing guards, orphaned alarms)
+  idle GPU check: off (idle_gpu): a job whose GPUs sit idle is not noticed
+  sweeper: every 5 min (lost events, still-firing guards, orphaned alarms, budgets, idle GPUs)
 Notifications: one per transition, to the SNS topic (stack output NotificationTopicArn)
   job lifecycle: failed, stopped, spot interrupted (not: completed)
   e-mail: off: no addresses (emails)
@@ -45,7 +49,7 @@ Notifications: one per transition, to the SNS topic (stack output NotificationTo
     routing: everything -> default
   Amazon Q Developer: off: not configured (q_developer)
   a handled transition is remembered 35 days (dedup_ttl_days): never announced twice
-Off: metric guards, stall check, e-mail, Q Developer"""
+Off: metric guards, stall check, idle GPU check, e-mail, Q Developer"""
 
 EVERYTHING_OFF = {
     "rules": {"debugger_default": "ignore", "profiler_default": "ignore"},
@@ -85,7 +89,7 @@ def test_the_example_file_is_shown_over_cdk_json_and_keeps_its_slack_webhook() -
     assert "  e-mail: ml-oncall@example.com (each confirms its subscription once)" in lines
     # the file has no `slack`: cdk.json's webhook stays (before layering, the example deployed no notifier)
     assert "    default: secret TrainingGuard/slack/default, created by the stack: put the webhook URL in it" in lines
-    assert lines[-1] == "Off: metric guards, stall check, Q Developer"
+    assert lines[-1] == "Off: metric guards, stall check, idle GPU check, Q Developer"
 
 
 def test_everything_off_is_said_line_by_line() -> None:
@@ -99,7 +103,10 @@ def test_everything_off_is_said_line_by_line() -> None:
     assert "  e-mail: off: no addresses (emails)" in lines
     assert "  Slack: off: no webhooks configured (slack.webhooks)" in lines
     assert "  Amazon Q Developer: off: not configured (q_developer)" in lines
-    assert lines[-1] == "Off: metric guards, stall check, per-job guard tags, e-mail, Slack, Q Developer"
+    assert "  idle GPU check: off (idle_gpu): a job whose GPUs sit idle is not noticed" in lines
+    assert (
+        lines[-1] == "Off: metric guards, stall check, idle GPU check, per-job guard tags, e-mail, Slack, Q Developer"
+    )
 
 
 def test_a_file_can_turn_off_the_slack_webhook_cdk_json_configures(tmp_path: Path) -> None:
@@ -188,10 +195,19 @@ def test_the_largest_configuration_still_fits_one_screen() -> None:
         "stop_requires_tag": "guarded",
         "rules": {"actions": {"A": "stop", "B": "notify", "C": "ignore"}},
         "stall": {"minutes": 30},
+        "budgets": [{"job_prefix": f"team-{i}-", "max_usd": 100 + i} for i in range(20)],
+        "idle_gpu": {},
     }
     lines = render(plan(GuardConfig.from_dict(config), (BASE, "prod.json"))).splitlines()
     assert len(lines) <= 40
-    assert "  ... and 45 more (--json lists them all)" in lines
+    assert "  ... and 46 more (--json lists them all)" in lines
+    assert lines[
+        lines.index("Metric guards: 50, one Metrics Insights alarm each (every job is a contributor)") - 1
+    ] == (
+        "  otherwise the first that selects it (budgets): jobs starting team-0- $100.00, warned at 80 %, then stop; "
+        "jobs starting team-1- $101.00, warned at 80 %, then stop; jobs starting team-2- $102.00, warned at 80 %, "
+        "then stop; and 17 more"
+    )
     assert "    ... and 17 more (--json lists them all)" in lines
     assert "  e-mail: person-0@example.com, person-1@example.com, person-2@example.com and 7 more" in " ".join(lines)
 
@@ -213,7 +229,51 @@ def test_the_json_document_holds_what_the_text_says(monkeypatch: pytest.MonkeyPa
     assert document["slack"]["webhooks"] == {
         "default": {"secret_name": "TrainingGuard/slack/default", "created_by_the_stack": True}
     }
-    assert document["off"] == ["metric guards", "stall check", "Q Developer"]
+    assert document["off"] == ["metric guards", "stall check", "idle GPU check", "Q Developer"]
+    assert document["budgets"] == {
+        "tag": "training-guard:budget-usd",
+        "defaults": {"warn_at": 0.8, "action": "stop"},
+        "entries": [],
+    }
+    assert document["idle_gpu"] is None
+
+
+def test_budgets_and_the_idle_gpu_check_are_shown_as_the_sweeper_applies_them() -> None:
+    config = {
+        "budgets": [
+            {"job_prefix": "exp-", "max_usd": 200},
+            {"job_tag": "team", "max_usd": 1250.5, "warn_at": 0, "action": "notify"},
+            {"max_usd": 50, "job_prefix": "scratch-", "job_tag": "cheap"},
+        ],
+        "budget_defaults": {"warn_at": 0.5, "action": "notify"},
+        "tags": {"budget_usd": "cost-cap"},
+        "idle_gpu": {"threshold_percent": 5, "minutes": 30, "ignore_first_minutes": 20, "action": "stop"},
+    }
+    lines = text_of(config).splitlines()
+    assert (
+        "Budgets (list price, checked at every sweep): a job tagged cost-cap=<USD> is capped at it, warned at 50 %, "
+        "then notify (budget_defaults)"
+    ) in lines
+    assert (
+        "  otherwise the first that selects it (budgets): jobs starting exp- $200.00, warned at 80 %, then stop; "
+        "jobs tagged team $1,250.50, no warning, then notify; jobs starting scratch- and jobs tagged cheap $50.00, "
+        "warned at 80 %, then stop"
+    ) in lines
+    assert (
+        "  idle GPU check: GPUs below 5 % (per GPU) for 30 min in a row, after the first 20 min of training -> stop "
+        "(idle_gpu)"
+    ) in lines
+    document = plan(GuardConfig.from_dict(config), (BASE,))
+    assert document["budgets"]["entries"][1] == {
+        "name": "budgets[1]",
+        "describe": "budgets[1] (jobs tagged team): $1,250.50 cap, no warning, then notify",
+        "max_usd": 1250.5,
+        "warn_at": 0.0,
+        "action": "notify",
+        "job_prefix": None,
+        "job_tag": "team",
+    }
+    assert "idle GPU check" not in document["off"]
 
 
 def test_an_invalid_file_is_one_line_naming_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
