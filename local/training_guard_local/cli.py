@@ -203,7 +203,7 @@ def _simulate(args: argparse.Namespace) -> int:
     with Emulation(config, handler_logs=False) as aws:
         player = replay.Replay(aws, note=_note("simulate"), **options)
         try:
-            for line in player.lines(events, progress=progress):
+            for line in player.lines(replay.consume(events), progress=progress):
                 print(json.dumps(line))
         finally:
             progress.close()
@@ -236,7 +236,7 @@ def _slack_preview(args: argparse.Namespace) -> int:
                 aws, note=_note("slack-preview"), after_each=lambda at: aws.pump_chat(rounds=3, at=at), **options
             )
             try:
-                for _ in player.lines(events, progress=progress):
+                for _ in player.lines(replay.consume(events), progress=progress):
                     pass
             finally:
                 progress.close()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,6 +81,14 @@ def load_events(paths: Sequence[Path]) -> list[Recorded]:
         else:
             events.append(Recorded(str(path), data))
     return events
+
+
+def consume(events: list[Recorded]) -> Iterator[Recorded]:
+    """The events in order, each let go of once played: a 50,000-event file's parsed events weigh
+    hundreds of megabytes, which the emulation's growing state would otherwise come on top of."""
+    events.reverse()
+    while events:
+        yield events.pop()
 
 
 def parse_now(text: str | None) -> datetime | None:
@@ -241,7 +249,7 @@ class Replay:
         self._last_time: datetime | None = None
         self._noted: set[str] = set()
 
-    def lines(self, events: Sequence[Recorded], *, progress: Progress | None = None) -> Iterator[dict[str, Any]]:
+    def lines(self, events: Iterable[Recorded], *, progress: Progress | None = None) -> Iterator[dict[str, Any]]:
         for done, recorded in enumerate(events, start=1):
             yield self.play(recorded)
             if progress:

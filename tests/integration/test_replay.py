@@ -364,3 +364,13 @@ def test_progress_elsewhere_is_a_line_at_each_tenth_and_short_replays_show_none(
     for done in range(1, replay.PROGRESS_MIN_EVENTS + 1):
         short.step(done)
     assert quiet.getvalue() == ""
+
+
+def test_a_replay_lets_go_of_each_event_once_played() -> None:
+    events = [replay.Recorded(f"e[{i}]", {"id": i}) for i in range(3)]
+    played = []
+    for recorded in replay.consume(events):
+        played.append(recorded.where)
+        assert len(events) == 3 - len(played)  # the list no longer holds what was played
+    assert played == ["e[0]", "e[1]", "e[2]"]
+    assert events == []
