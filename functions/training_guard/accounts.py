@@ -10,7 +10,8 @@ whole organization when `organization_id` is set). In a member account the guard
 role, whose ARN is built here from the configuration: the event names only the account, and an account that
 is not configured gets no ARN at all (`NotAMember`).
 
-Job names are unique per account and region only, so two members may both run `mnist-1`. The state table's
+Job names are unique within an account and region only, so two members may both run `mnist-1`
+(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html). The state table's
 keys of a member's job carry the account (`AccountLedger`); the hub's own jobs keep the keys of a
 single-account guard, so turning a guard into a hub keeps its history.
 """
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
 
 # arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
 ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"
-SCOPE_SEPARATOR = "/"  # a member's job in the state table: "<account>/<job>" (no job name contains "/")
+# A member's job in the state table: "<account>/<job>". Job names are letters, digits and hyphens (the API reference
+# above), so the separator cannot be part of one.
+SCOPE_SEPARATOR = "/"
 
 
 class MemberAccessPort(Protocol):
