@@ -353,3 +353,16 @@ def test_responder_in_keeps_the_guard_for_its_own_account_and_single_account_gua
     assert responder_in(guard, HUB, MEMBER_A, access) is not guard
     single = Responder(GuardConfig(), FakeJobs(), FakeLedger(), FakePublisher())
     assert responder_in(single, HUB, MEMBER_A, access) is single
+
+
+def test_forgetting_everything_built_forgets_the_member_sessions_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emulation resets the wiring between runs: a session assumed in an earlier run must not be reused."""
+    from training_guard.adapters import accounts as adapter
+    from training_guard.handlers import wiring
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    first = adapter.member_access(ORG)
+    assert adapter.member_access(ORG) is first
+    wiring.reset()
+    assert adapter.member_access(ORG) is not first
+    wiring.reset()

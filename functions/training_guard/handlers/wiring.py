@@ -164,6 +164,8 @@ def _arn_part(context: Any, index: int) -> str | None:
 
 def reset() -> None:
     """Forget everything built (the emulation changes the environment between runs)."""
+    from training_guard.adapters.accounts import member_access  # a hub's member sessions
+
     client.cache_clear()
-    for built in (settings, parker, price_list, responder, sweeper, chat_deadline, delivery):
+    for built in (settings, parker, price_list, responder, sweeper, chat_deadline, delivery, member_access):
         built.cache_clear()
