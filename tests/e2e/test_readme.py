@@ -1,0 +1,129 @@
+"""The README says what is true: every command block marked `<!-- checked -->` is run, and what it shows is
+what the command prints.
+
+A checked block is a ```console block right after the marker. Its `$ ` lines are commands (a trailing `\\`
+continues one), run in order by bash from the project root, each with the earlier `NAME=value` lines of the block
+in effect; the other lines are what they print (stdout and stderr together). Every shown line must appear in the
+output, in order, with any lines between them (the README shows excerpts); a shown line ending in `...` or `…`
+matches any line that starts with what comes before it; a line that is only `...` marks a gap and matches nothing.
+`make demo` is run as the command it stands for (`.venv/bin/training-guard demo`), so the test does not re-sync
+the environment it runs in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+MARKER = "<!-- checked -->"
+STANDS_FOR = {"make demo": ".venv/bin/training-guard demo"}
+ELLIPSES = ("...", "…")
+
+
+@dataclass
+class Block:
+    line: int  # where it starts in the README, for the failure message
+    commands: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+
+
+def checked_blocks(text: str) -> list[Block]:
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() != MARKER:
+            continue
+        assert lines[i + 1].strip() == "```console", f"README line {i + 2}: a checked block is a ```console block"
+        block = Block(line=i + 2)
+        pending = ""
+        for body in lines[i + 2 :]:
+            if body.strip() == "```":
+                break
+            if pending or body.startswith("$ "):
+                command = (pending + " " + body.removeprefix("$ ").strip()).strip()
+                pending = command[:-1].rstrip() if command.endswith("\\") else ""
+                if not pending:
+                    block.commands.append(command)
+            else:
+                block.shown.append(body.rstrip())
+        blocks.append(block)
+    return blocks
+
+
+def matches(shown: str, actual: str) -> bool:
+    for ellipsis in ELLIPSES:
+        if shown.endswith(ellipsis):
+            return actual.startswith(shown.removesuffix(ellipsis))
+    return actual == shown
+
+
+def missing(shown: list[str], output: list[str]) -> str | None:
+    """The first shown line not found, in order, in the output (None: all found)."""
+    at = 0
+    for line in shown:
+        if not line.strip() or line.strip() in ELLIPSES:
+            continue
+        while at < len(output) and not matches(line, output[at]):
+            at += 1
+        if at == len(output):
+            return line
+        at += 1
+    return None
+
+
+def run(block: Block) -> list[str]:
+    assignments: list[str] = []
+    output: list[str] = []
+    for shown_command in block.commands:
+        if re.fullmatch(r"[A-Z_]+=\S+", shown_command):
+            assignments.append(shown_command)
+            continue
+        command = shown_command
+        for short, full in STANDS_FOR.items():
+            if command == short or command.startswith(short + " "):
+                command = full + command.removeprefix(short)
+        script = "; ".join([*assignments, command])
+        done = subprocess.run(  # the README's own commands, from the project root
+            ["bash", "-c", script],  # noqa: S607
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+        )
+        output += (done.stdout + done.stderr).splitlines()
+    return [line.rstrip() for line in output]
+
+
+BLOCKS = checked_blocks(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_has_checked_blocks() -> None:
+    assert len(BLOCKS) >= 1
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"README line {b.line}: {b.commands[-1][:60]}" for b in BLOCKS])
+def test_a_checked_readme_block_shows_what_its_commands_print(block: Block) -> None:
+    output = run(block)
+    first_missing = missing(block.shown, output)
+    assert first_missing is None, (
+        f"README line {block.line}: this shown line is not in the output (in order):\n  {first_missing}\n"
+        "output was:\n" + "\n".join(output[:200])
+    )
+
+
+def test_the_matcher_finds_lines_in_order_with_gaps_and_prefixes() -> None:
+    output = ["a", "b 1", "c", "d"]
+    assert missing(["a", "...", "c"], output) is None
+    assert missing(["b ...", "d"], output) is None
+    assert missing(["c", "a"], output) == "a"  # order matters
+    assert missing(["b"], output) == "b"  # no prefix match without an ellipsis
