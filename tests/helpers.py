@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from training_guard.events import TrainingJob
 
 EVENTS_DIR = Path(__file__).parent / "events"
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
@@ -38,3 +41,25 @@ def rule_status(name: str, status: str, details: str | None = None) -> dict[str,
     if details is not None:
         entry["StatusDetails"] = details
     return entry
+
+
+SWEEP_ACCOUNT, SWEEP_REGION = "123456789012", "eu-west-1"  # the account and region the sweeper tests run in
+
+
+def job_arn(name: str, account: str = SWEEP_ACCOUNT, region: str = SWEEP_REGION) -> str:
+    return f"arn:aws:sagemaker:{region}:{account}:training-job/{name}"
+
+
+def running_job(name: str, trained: timedelta, **changes: Any) -> TrainingJob:
+    """A job in training for `trained` at NOW (InProgress/Training, no rules); `changes` set any other field."""
+    start = NOW - trained
+    job = TrainingJob(
+        name=name,
+        status="InProgress",
+        arn=job_arn(name),
+        secondary_status="Training",
+        rules=(),
+        training_start_time=start,
+        training_phase_start=start,
+    )
+    return replace(job, **changes)

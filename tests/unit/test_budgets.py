@@ -7,14 +7,13 @@ run on one instance at $2.00 an hour, so the spend so far is a cent per 18 secon
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePrices, FakePublisher, FakeTrainingMetrics
-from tests.helpers import NOW
+from tests.helpers import NOW, SWEEP_ACCOUNT, SWEEP_REGION, job_arn, running_job
 from training_guard import contract, messages, slack_messages
 from training_guard.config import Action, Budget, GuardConfig, budget_from_tag
 from training_guard.events import Finding, TrainingJob
@@ -24,7 +23,7 @@ from training_guard.pricing import PriceQuote
 from training_guard.responder import Responder
 from training_guard.sweeper import Sweeper, SweepReport
 
-ACCOUNT, REGION = "123456789012", "eu-west-1"
+ACCOUNT, REGION = SWEEP_ACCOUNT, SWEEP_REGION
 TYPE = "ml.g5.2xlarge"
 HOURLY = 2.0
 SWEEP_ID = "sweep-20261130T030000"
@@ -32,8 +31,7 @@ TAG = "training-guard:budget-usd"
 EXP_CAP = {"budgets": [{"job_prefix": "exp-", "max_usd": 10, "warn_at": 0.8}]}
 
 
-def arn(name: str) -> str:
-    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+arn = job_arn
 
 
 def spent_after(usd: float) -> timedelta:
@@ -43,20 +41,11 @@ def spent_after(usd: float) -> timedelta:
 
 def job(name: str, spent: float, **changes: Any) -> TrainingJob:
     """A running job on one priced instance that has spent `spent` dollars by NOW."""
-    start = NOW - spent_after(spent)
-    running = TrainingJob(
-        name=name,
-        status="InProgress",
-        arn=arn(name),
-        secondary_status="Training",
-        rules=(),
-        training_start_time=start,
-        training_phase_start=start,
-        instance_type=TYPE,
-        instance_count=1,
-        max_runtime_seconds=24 * 3600,
+    return running_job(
+        name,
+        spent_after(spent),
+        **{"instance_type": TYPE, "instance_count": 1, "max_runtime_seconds": 24 * 3600, **changes},
     )
-    return replace(running, **changes)
 
 
 class Fleet:

@@ -12,37 +12,26 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
-from tests.helpers import NOW
+from tests.helpers import NOW, SWEEP_ACCOUNT, SWEEP_REGION, job_arn, running_job
 from training_guard.config import GuardConfig, IdleGpuGuard, settings_of
 from training_guard.events import InstanceGroup, TrainingJob
 from training_guard.responder import Responder
 from training_guard.sweeper import IDLE_READ_MARGIN, Sweeper, SweepReport, gpus_per_host, hosts_of, idle_run
 
-ACCOUNT, REGION = "123456789012", "eu-west-1"
+ACCOUNT, REGION = SWEEP_ACCOUNT, SWEEP_REGION
 IDLE = {"idle_gpu": {"threshold_percent": 10, "minutes": 15, "ignore_first_minutes": 10}}
 IDLE_STOP = {"idle_gpu": {**IDLE["idle_gpu"], "action": "stop"}}
 
 
-def arn(name: str) -> str:
-    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+arn = job_arn
 
 
 def gpu_job(
     name: str, trained_minutes: float = 60, instance_type: str | None = "ml.p4d.24xlarge", **changes: Any
 ) -> TrainingJob:
-    start = NOW - timedelta(minutes=trained_minutes)
-    job = TrainingJob(
-        name=name,
-        status="InProgress",
-        arn=arn(name),
-        secondary_status="Training",
-        rules=(),
-        training_start_time=start,
-        training_phase_start=start,
-        instance_type=instance_type,
-        instance_count=1,
+    return running_job(
+        name, timedelta(minutes=trained_minutes), **{"instance_type": instance_type, "instance_count": 1, **changes}
     )
-    return replace(job, **changes)
 
 
 def minutes_before(n: int) -> datetime:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
-from tests.helpers import NOW
+from tests.helpers import NOW, SWEEP_ACCOUNT, SWEEP_REGION, job_arn, running_job
 from training_guard.config import GuardConfig
 from training_guard.errors import ActionFailed
 from training_guard.events import Finding, JobEvent, TrainingJob
@@ -77,30 +77,18 @@ def test_training_is_counted_from_the_last_entry_into_training() -> None:
 
 
 # --- a sweep over fakes: what it hands on, what it reads, what it reports ----------------------------------
-ACCOUNT, REGION = "123456789012", "eu-west-1"
+ACCOUNT, REGION = SWEEP_ACCOUNT, SWEEP_REGION
 SWEEP_ID = "sweep-20261130T030000"
 STALL = {"stall": {"minutes": 10, "action": "stop"}}
 LOSS_GUARD = {"name": "loss-diverging", "metric": "train:loss", "threshold": 5, "action": "stop"}
 
 
-def arn(name: str) -> str:
-    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+arn = job_arn
 
 
 def training(name: str, minutes: float = 30, **changes: Any) -> TrainingJob:
     """A running job `minutes` into its training phase, declaring train:loss and val:loss."""
-    start = NOW - timedelta(minutes=minutes)
-    job = TrainingJob(
-        name=name,
-        status="InProgress",
-        arn=arn(name),
-        secondary_status="Training",
-        rules=(),
-        training_start_time=start,
-        training_phase_start=start,
-        metric_names=("train:loss", "val:loss"),
-    )
-    return replace(job, **changes)
+    return running_job(name, timedelta(minutes=minutes), **{"metric_names": ("train:loss", "val:loss"), **changes})
 
 
 class Metrics(FakeTrainingMetrics):
