@@ -3,8 +3,9 @@
 Reads, with the user's own credentials and changing nothing: the stack's outputs (the state table's name,
 `infra.outputs.STATE_TABLE_NAME`, found as `training-guard doctor` finds them), the audit records `stop#<job>`
 of the state table (one paginated Scan) and the guard's metrics (one GetMetricData request for every
-outcome and the spend avoided, hourly sums). The totals are `training_guard.totals`, the same the weekly
-digest sends. Output: one screen of text, `--json` (the document the HTML page is made from), and `--html FILE`
+outcome, hourly sums), both through `training_guard.adapters.activity`, the reading path the weekly digest's
+function uses too. The totals are `training_guard.totals`, the same the weekly digest sends. Output: one screen
+of text, `--json` (the document the HTML page is made from), and `--html FILE`
 (a self-contained page with the charts, `report_html.py`).
 
 Exit 0 with the report (a metric read that was refused is a warning: would-have-stopped is then unknown);
@@ -30,7 +31,9 @@ from typing import Any, Final, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from infra import outputs
-from training_guard import contract, totals
+from training_guard import totals
+from training_guard.adapters import activity
+from training_guard.errors import ActionFailed
 from training_guard.totals import StopEntry
 from training_guard_local import doctor
 from training_guard_local.cli import UsageError
@@ -44,35 +47,13 @@ DEFAULT_SINCE: Final = "30d"
 MAX_DAYS: Final = 400
 TOP: Final = 5  # rules and prefixes shown in the text (the JSON and the HTML page list them all)
 
-# Hourly sums: CloudWatch keeps datapoints of a 3600-second period for 455 days (longer than MAX_DAYS), and a
-# window of hours (`--since 12h`) is counted to its hour, not to its day. One request holds every metric: at
-# most 500 metrics and 100,800 datapoints per GetMetricData; MAX_DAYS * 24 hours * len(totals.METRICS) metrics
-# stays under it (a test pins that). Its StartTime is inclusive and EndTime exclusive.
-# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricData.html,
-# https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/cloudwatch/aws.sdk.kotlin.services.cloudwatch.model/-get-metric-data-request/start-time.html)
-METRIC_PERIOD_SECONDS: Final = 3600
-METRIC_QUERIES_MAX: Final = 500
-METRIC_DATAPOINTS_MAX: Final = 100_800
-# A Scan reads at most 1 MB per request and applies its filter after reading; LastEvaluatedKey says that more
-# follows (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html).
-# The filter's lower bound on stopped_at is taken a day earlier than the window: stopped_at is compared as text,
-# which orders ISO-8601 times correctly only within one UTC offset. The exact window is applied to the parsed
-# times afterwards.
-SCAN_MARGIN: Final = timedelta(days=1)
+# The reading path (the Scan of the stop records, the GetMetricData request, their limits) is shared with the weekly
+# digest's function: training_guard.adapters.activity. MAX_DAYS * 24 hours * len(totals.METRICS) metrics stays
+# under one request's METRIC_DATAPOINTS_MAX (a test pins that).
+METRIC_QUERIES_MAX: Final = activity.METRIC_QUERIES_MAX
+METRIC_DATAPOINTS_MAX: Final = activity.METRIC_DATAPOINTS_MAX
+metric_queries = activity.metric_queries
 PROGRESS_SECONDS: Final = 2.0  # a scan still running after this long reports its progress on stderr
-# The attributes the report reads from a stop record (`folded`, which can be long, is not one of them).
-STOP_ATTRIBUTES: Final = (
-    contract.TABLE_PARTITION_KEY,
-    "job",
-    "rule",
-    "reason",
-    "stopped_at",
-    "confirmed",
-    "spend_avoided_usd",
-    "spend_so_far_usd",
-    "price_source",
-    "instance_types",
-)
 
 _SINCE = re.compile(r"^(\d+)\s*([dh])$")
 
@@ -175,33 +156,16 @@ def scan_stops(
     progress: ScanProgress | None = None,
     page_size: int | None = None,
 ) -> list[StopEntry]:
-    """Every stop record of the table stopped at `since` or later (a day's margin: SCAN_MARGIN), all pages."""
-    names = {f"#{name}": name for name in STOP_ATTRIBUTES}  # every name through a placeholder: none is reserved
-    request: dict[str, Any] = {
-        "TableName": table,
-        "FilterExpression": f"begins_with(#{contract.TABLE_PARTITION_KEY}, :stop) AND #stopped_at >= :from",
-        "ProjectionExpression": ", ".join(names),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": {
-            ":stop": {"S": totals.STOP_KEY_PREFIX},
-            ":from": {"S": (since - SCAN_MARGIN).astimezone(UTC).isoformat()},
-        },
-    }
-    if page_size:
-        request["Limit"] = page_size
-    found: list[StopEntry] = []
-    read = 0
+    """Every stop record of the table stopped at `since` or later (activity.scan_stops), with the progress shown
+    and a refusal said in one line."""
     try:
-        while True:
-            page = dynamodb.scan(**request)
-            read += int(page.get("ScannedCount", 0))
-            found += [s for s in (StopEntry.from_item(item) for item in page.get("Items", [])) if s is not None]
-            if not page.get("LastEvaluatedKey"):
-                return found
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-            if progress is not None:
-                progress.step(read, len(found))
-    except ClientError as exc:
+        return activity.scan_stops(
+            dynamodb, table, since=since, page_size=page_size, on_page=progress.step if progress else None
+        )
+    except ActionFailed as failed:
+        exc = activity.client_error(failed)
+        if exc is None:
+            raise
         code = doctor.error_code(exc)
         if code == "ResourceNotFoundException":
             raise UsageError(f"the state table {table} does not exist: deploy the guard again (make deploy)") from None
@@ -213,42 +177,9 @@ def scan_stops(
             progress.close()
 
 
-def metric_queries() -> list[dict[str, Any]]:
-    dimensions = [{"Name": k, "Value": v} for k, v in totals.SERVICE_DIMENSION.items()]
-    return [
-        {
-            "Id": f"m{i}",
-            "Label": name,
-            "MetricStat": {
-                "Metric": {"Namespace": contract.GUARD_METRICS_NAMESPACE, "MetricName": name, "Dimensions": dimensions},
-                "Period": METRIC_PERIOD_SECONDS,
-                "Stat": "Sum",
-            },
-            "ReturnData": True,
-        }
-        for i, name in enumerate(totals.METRICS)
-    ]
-
-
 def read_metrics(cloudwatch: Any, *, since: datetime, until: datetime) -> dict[str, list[tuple[datetime, float]]]:
-    """Hourly sums of every guard metric the report uses, from the hour `since` falls in to the end of `until`'s."""
-    queries = metric_queries()
-    labels = {q["Id"]: q["Label"] for q in queries}
-    start = since.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    end = until.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    request: dict[str, Any] = {"MetricDataQueries": queries, "StartTime": start, "EndTime": end}
-    series: dict[str, list[tuple[datetime, float]]] = {name: [] for name in totals.METRICS}
-    while True:
-        page = cloudwatch.get_metric_data(**request)
-        for result in page.get("MetricDataResults", []):
-            name = labels.get(result.get("Id", ""))
-            if name is not None:
-                series[name] += [
-                    (_utc(t), float(v)) for t, v in zip(result["Timestamps"], result["Values"], strict=True)
-                ]
-        if not page.get("NextToken"):
-            return series
-        request["NextToken"] = page["NextToken"]
+    """Hourly sums of every guard metric the report uses (activity.read_metrics)."""
+    return activity.read_metrics(cloudwatch, since=since, until=until)
 
 
 # --- the report -----------------------------------------------------------------------------------------------------
@@ -291,10 +222,13 @@ def build(
     metrics: dict[str, list[tuple[datetime, float]]] | None
     try:
         metrics = read_metrics(aws.client("cloudwatch"), since=since, until=until)
-    except ClientError as exc:
+    except ActionFailed as failed:
+        refused = activity.client_error(failed)
+        if refused is None:
+            raise
         metrics = None
         warnings.append(
-            f"the guard's metrics could not be read (GetMetricData: {doctor.error_code(exc)}): would-have-stopped "
+            f"the guard's metrics could not be read (GetMetricData: {doctor.error_code(refused)}): would-have-stopped "
             "and the other outcomes are unknown; the credentials need cloudwatch:GetMetricData"
         )
     result = totals.compute(stops, metrics, since=since, until=until, prefix_separator=prefix_separator)
