@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from training_guard.config import GuardConfig, OrganizationConfig
     from training_guard.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
     from training_guard.responder import Responder
+    from training_guard.sweeper import Sweeper
 
 # arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
 ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"
@@ -40,6 +41,15 @@ class MemberAccessPort(Protocol):
     """Responders that act in a member account (adapters.accounts.MemberAccess; fakes in tests)."""
 
     def responder_for(self, base: Responder, account: str) -> Responder: ...
+
+
+class MemberSweepersPort(Protocol):
+    """Sweepers that sweep a member account (adapters.accounts.MemberAccess; fakes in tests)."""
+
+    def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
+        """`base` sweeping `account`: its jobs, alarms and metrics, its responder acting there. Raises a GuardError
+        when the account cannot be reached (AssumeRole refused) and NotAMember for one that is not configured."""
+        ...
 
 
 class NotAMember(GuardError):

@@ -28,16 +28,25 @@ Every few minutes, over the jobs running now:
    one whose GPU count is unknown (or hosts of different counts) is not judged, and that is said once.
 
 Each job's tags are read once per sweep, before its reconciliation: every later step may turn on them.
+
+**An organization** (`sweep_organization`): the hub sweeps its own account, then every configured member account
+through that member's role (the same AssumeRole path the job-event functions take, `accounts.MemberSweepersPort`),
+each as above: its jobs, alarms and metrics are that account's, its ledger keys carry the account, and every
+notification names it. No other account is ever swept: the accounts come from `organization.members`, never from
+what was found. One account that cannot be swept (AssumeRole denied, a throttled list) is reported and the next is
+swept; the sweep fails only at the end, so the error alarm fires and every other account was still covered. Members
+are taken in an order that turns with every sweep, and a member is not started when too little time is left:
+an account left out this way is first in line a later sweep.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from training_guard import contract, metric_guards, policy, pricing
 from training_guard.config import Action, GuardConfig, IdleGpuGuard
@@ -48,6 +57,9 @@ from training_guard.policy import Decision, Kind
 from training_guard.ports import AlarmsPort, JobsPort, TrainingMetricsPort
 from training_guard.pricing import Spend
 from training_guard.responder import Receipt, Responder
+
+if TYPE_CHECKING:
+    from training_guard.accounts import MemberSweepersPort
 
 SWEEP_SOURCE = "training-guard.sweeper"
 # How far back "did it ever publish" looks: SageMaker's longest training run (MaxRuntimeInSeconds,
@@ -61,10 +73,15 @@ GPU_METRIC = "GPUUtilization"  # per host (`Host` = <job>/algo-<n>), 0 to 100 x 
 # The idle-GPU read looks back `idle_gpu.minutes` and this much more, so that minutes not yet published when the
 # sweep runs do not break the run of idle minutes (a choice: a few minutes of slack, not an AWS figure).
 IDLE_READ_MARGIN = timedelta(minutes=5)
+# A member account is not started with less time left in the invocation than this, nor than twice the longest
+# account sweep so far in it (a choice: a started sweep killed by the function's timeout leaves its account half
+# done and hides what the other accounts found; one not started is first in line a later sweep).
+ACCOUNT_SWEEP_RESERVE_SECONDS = 30.0
 
 
 @dataclass
 class SweepReport:
+    account: str | None = None  # the account swept (None: a guard that does not know its own)
     running: int = 0
     orphaned_alarms_deleted: list[str] = field(default_factory=list)
     reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something (folded too)
@@ -86,7 +103,57 @@ class SweepIncomplete(GuardError):
     def __init__(self, report: SweepReport) -> None:
         self.report = report
         shown = "; ".join(f"{job}: {why}" for job, why in list(report.failed.items())[:5])
-        super().__init__(f"{len(report.failed)} of {report.running} running job(s) not swept ({shown})")
+        where = f" in account {report.account}" if report.account else ""
+        super().__init__(f"{len(report.failed)} of {report.running} running job(s){where} not swept ({shown})")
+
+
+@dataclass
+class OrganizationSweepReport:
+    """A hub's sweep: each account's own report, and the accounts that were not (completely) swept."""
+
+    accounts: dict[str, SweepReport] = field(default_factory=dict)  # every account swept, in the order swept
+    # Accounts whose sweep failed, and why: AssumeRole refused, a list call throttled, or jobs not swept (their
+    # report is in `accounts` then, with the jobs in its `failed`).
+    failed: dict[str, str] = field(default_factory=dict)
+    deferred: list[str] = field(default_factory=list)  # members not started for want of time: a later sweep's
+
+    @property
+    def reports(self) -> list[SweepReport]:
+        return list(self.accounts.values())
+
+    @property
+    def not_swept(self) -> list[str]:
+        """Accounts with no report at all: their sweep failed before it ended, or was never started."""
+        return [a for a in self.failed if a not in self.accounts] + self.deferred
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "accounts": {account: asdict(report) for account, report in self.accounts.items()},
+            "failed": dict(self.failed),
+            "deferred": list(self.deferred),
+        }
+
+
+class OrganizationSweepIncomplete(GuardError):
+    """Some accounts were not (completely) swept; every other account was. Raised after the last account."""
+
+    def __init__(self, report: OrganizationSweepReport) -> None:
+        self.report = report
+        parts = [f"{account}: {why}" for account, why in list(report.failed.items())[:5]]
+        if report.deferred:
+            parts.append(f"not started for want of time: {', '.join(report.deferred)}")
+        swept = len(report.accounts) - len([a for a in report.failed if a in report.accounts])
+        total = swept + len(report.failed) + len(report.deferred)
+        super().__init__(f"{total - swept} of {total} account(s) not completely swept ({'; '.join(parts)})")
+
+
+def member_order(members: tuple[str, ...], now: datetime, sweep_minutes: int) -> list[str]:
+    """The members in the order this sweep takes them: the configured order, turned by one with every sweep, so
+    that a member a short sweep left out comes early in a later one."""
+    if not members:
+        return []
+    turn = int(now.timestamp() // (sweep_minutes * 60)) % len(members)
+    return [*members[turn:], *members[:turn]]
 
 
 def job_of_alarm(name: str) -> str:
@@ -95,20 +162,71 @@ def job_of_alarm(name: str) -> str:
 
 
 class Sweeper:
-    def __init__(self, responder: Responder, jobs: JobsPort, alarms: AlarmsPort, metrics: TrainingMetricsPort) -> None:
+    def __init__(
+        self,
+        responder: Responder,
+        jobs: JobsPort,
+        alarms: AlarmsPort,
+        metrics: TrainingMetricsPort,
+        *,
+        said: set[str] | None = None,
+    ) -> None:
         self.responder = responder
         self.jobs = jobs
         self.alarms = alarms
         self.metrics = metrics
         # What this container already said once (the ledger keeps it across containers; this spares its writes).
-        self._said: set[str] = set()
+        # Its keys name jobs, not accounts: a hub keeps one set per member account (`said_in`).
+        self._said: set[str] = set() if said is None else said
+        self._said_in: dict[str, set[str]] = {}
 
     @property
     def config(self) -> GuardConfig:
         return self.responder.config
 
+    def said_in(self, account: str) -> set[str]:
+        """The memory of what was said once about the jobs of member `account` (a member's sweeper shares it)."""
+        return self._said_in.setdefault(account, set())
+
+    def sweep_organization(
+        self,
+        members: MemberSweepersPort,
+        *,
+        now: datetime,
+        account: str | None,
+        region: str | None,
+        time_left: Callable[[], float] = lambda: math.inf,
+    ) -> OrganizationSweepReport:
+        """The hub's own account (`account`, else the configured hub), then every configured member through its
+        role. Raises `OrganizationSweepIncomplete` after the last account when any was not completely swept."""
+        organization = self.config.organization
+        if organization is None:
+            raise ValueError("sweep_organization needs the configuration's organization section")
+        report = OrganizationSweepReport()
+        hub = account or organization.hub_account
+        longest = 0.0
+        for swept in [hub, *member_order(organization.members, now, self.config.sweep_minutes)]:
+            started = time_left()
+            if swept != hub and started < max(ACCOUNT_SWEEP_RESERVE_SECONDS, 2 * longest):
+                report.deferred.append(swept)
+                continue
+            try:
+                sweeper = self if swept == hub else members.sweeper_for(self, swept)
+                where = (region or organization.region) if swept == hub else organization.region
+                report.accounts[swept] = sweeper.sweep(now=now, account=swept, region=where)
+            except SweepIncomplete as incomplete:
+                report.accounts[swept] = incomplete.report
+                report.failed[swept] = str(incomplete)
+            except Exception as exc:  # noqa: BLE001 - one account's failure of any kind must leave the others swept; all raise below
+                report.failed[swept] = str(exc) if isinstance(exc, GuardError) else f"{type(exc).__name__}: {exc}"
+            if math.isfinite(started):
+                longest = max(longest, started - time_left())
+        if report.failed or report.deferred:
+            raise OrganizationSweepIncomplete(report)
+        return report
+
     def sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
-        report = SweepReport()
+        report = SweepReport(account=account)
         # Alarms before jobs: an alarm listed here belongs to a job that was running when the alarm
         # was made, so a job that starts after this read cannot lose its brand-new alarm below.
         alarm_names = self.alarms.job_alarm_names()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.metrics import MetricUnit
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
-from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher
+from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, load_event
 from training_guard import accounts
 from training_guard.accounts import AccountLedger, NotAMember, member_role_arn
@@ -28,6 +28,7 @@ from training_guard.events import parse_job
 from training_guard.handlers import alarm_events, job_events, receipts
 from training_guard.ports import Claim, StopRecord
 from training_guard.responder import Responder
+from training_guard.sweeper import Sweeper
 
 HUB = "111122223333"
 MEMBER_A = "444455556666"
@@ -84,7 +85,7 @@ class FakeSts:
         self.clock = clock
         self.lifetime = lifetime
         self.calls: list[dict[str, Any]] = []
-        self.fail: ClientError | None = None
+        self.fail: Exception | None = None
 
     def assume_role(self, **request: Any) -> dict[str, Any]:
         self.calls.append(request)
@@ -154,6 +155,16 @@ def test_a_refused_assume_role_is_an_action_failure_that_propagates() -> None:
     clock = [NOW.timestamp()]
     sts = FakeSts(clock)
     sts.fail = ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}}, "AssumeRole")
+    with pytest.raises(ActionFailed, match=f"AssumeRole arn:aws:iam::{MEMBER_A}:role/TrainingGuardMember failed"):
+        sessions(clock, sts).client(MEMBER_A, "sagemaker")
+
+
+def test_sts_out_of_reach_is_an_action_failure_too() -> None:
+    """Not only a refusal: a connection that fails is a BotoCoreError, which the sweep of the other members (and
+    Lambda's retry of an event) must see as the guard's own failure, naming the role."""
+    clock = [NOW.timestamp()]
+    sts = FakeSts(clock)
+    sts.fail = EndpointConnectionError(endpoint_url="https://sts.eu-west-1.amazonaws.com")
     with pytest.raises(ActionFailed, match=f"AssumeRole arn:aws:iam::{MEMBER_A}:role/TrainingGuardMember failed"):
         sessions(clock, sts).client(MEMBER_A, "sagemaker")
 
@@ -343,6 +354,40 @@ def test_member_access_swaps_the_members_clients_and_ledger_and_leaves_the_hubs_
     assert acting.config is guard.config
     assert isinstance(guard.jobs, FakeJobs)
     assert guard.ledger is ledger
+
+
+def test_member_access_makes_a_sweeper_of_the_members_clients_sharing_what_was_said_per_account() -> None:
+    clock = [NOW.timestamp()]
+    sts = FakeSts(clock)
+    access = MemberAccess(sessions(clock, sts))
+    guard, ledger, publisher = hub_guard()
+    hub = Sweeper(guard, guard.jobs, FakeAlarms(), FakeTrainingMetrics())
+    a = access.sweeper_for(hub, MEMBER_A)
+    assert a.jobs._client == ("sagemaker", "ASIA1", "eu-west-1")  # type: ignore[attr-defined]
+    assert a.alarms._client == ("cloudwatch", "ASIA1", "eu-west-1")  # type: ignore[attr-defined]
+    assert a.metrics._client == ("cloudwatch", "ASIA1", "eu-west-1")  # type: ignore[attr-defined]
+    assert a.responder.jobs._client == ("sagemaker", "ASIA1", "eu-west-1")  # type: ignore[attr-defined]
+    assert isinstance(a.responder.ledger, AccountLedger)
+    assert (a.responder.ledger.inner, a.responder.ledger.account) == (ledger, MEMBER_A)
+    assert a.responder.publisher is publisher
+    # What was said once about A's jobs is remembered for A's next sweep, and is not B's.
+    a._said.add("said")
+    assert "said" in access.sweeper_for(hub, MEMBER_A)._said
+    assert "said" not in access.sweeper_for(hub, MEMBER_B)._said
+    assert "said" not in hub._said
+    assert [c["RoleArn"].split(":")[4] for c in sts.calls] == [MEMBER_A, MEMBER_B]
+    assert hub.responder is guard  # the hub's own sweeper is left alone
+    assert guard.ledger is ledger
+
+
+def test_member_access_makes_no_sweeper_for_an_account_that_is_not_configured() -> None:
+    clock = [NOW.timestamp()]
+    sts = FakeSts(clock)
+    guard, _, _ = hub_guard()
+    hub = Sweeper(guard, guard.jobs, FakeAlarms(), FakeTrainingMetrics())
+    with pytest.raises(NotAMember):
+        MemberAccess(sessions(clock, sts)).sweeper_for(hub, OUTSIDER)
+    assert sts.calls == []
 
 
 def test_responder_in_keeps_the_guard_for_its_own_account_and_single_account_guards() -> None:

@@ -10,6 +10,8 @@ and a Lambda execution environment lives longer than that. The margin is longer 
 `MemberAccess.responder_for` is the seam through which the event handlers get a responder that acts in the
 event's account: the same configuration, ledger (scoped to the account), topic, prices and meter, with the
 member's SageMaker and CloudWatch clients. The hub's own account keeps the responder as it is.
+`MemberAccess.sweeper_for` does the same for the sweeper: the member's jobs, alarms and training metrics, read and
+acted on with the member's clients, through the same sessions.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard.accounts import AccountLedger, MemberAccessPort, is_member, member_role_arn
 from training_guard.adapters.clients import RETRY_CONFIG, client
@@ -32,6 +34,7 @@ from training_guard.errors import ActionFailed
 if TYPE_CHECKING:
     from training_guard.config import OrganizationConfig
     from training_guard.responder import Responder
+    from training_guard.sweeper import Sweeper
 
 # Replace a session this long before its credentials expire (longer than any invocation of the guard).
 REFRESH_MARGIN_SECONDS = 5 * 60
@@ -84,7 +87,7 @@ class MemberSessions:
             return held
         try:
             answer = self._sts.assume_role(RoleArn=arn, RoleSessionName=SESSION_NAME)
-        except ClientError as exc:
+        except (ClientError, BotoCoreError) as exc:  # refused, throttled, or STS out of reach
             raise ActionFailed(f"AssumeRole {arn}", exc) from exc
         credentials = answer["Credentials"]
         expiration = credentials["Expiration"]
@@ -122,6 +125,22 @@ class MemberAccess:
             acting.alarms = CloudWatchAlarms(self.sessions.client(account, "cloudwatch"))
         acting.ledger = AccountLedger(base.ledger, account)
         return acting
+
+    def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
+        """`base` sweeping `account`: the member's jobs, alarms and metrics, the responder acting there."""
+        from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
+        from training_guard.adapters.sagemaker import SageMakerJobs
+        from training_guard.sweeper import Sweeper
+
+        responder = self.responder_for(base.responder, account)
+        cloudwatch = self.sessions.client(account, "cloudwatch")
+        return Sweeper(
+            responder,
+            SageMakerJobs(self.sessions.client(account, "sagemaker")),
+            CloudWatchAlarms(cloudwatch),
+            TrainingMetrics(cloudwatch),
+            said=base.said_in(account),
+        )
 
 
 @cache

@@ -1,19 +1,37 @@
-"""Sweeper Lambda, on a schedule: orphaned alarms, reconciliation of lost events, stalled jobs, budgets, idle GPUs."""
+"""Sweeper Lambda, on a schedule: orphaned alarms, reconciliation of lost events, stalled jobs, budgets, idle GPUs.
+
+A hub (an `organization` in the configuration) sweeps its own account and then every configured member account
+through that member's role; each account's report is logged with the account, and the metrics add up the accounts.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard import clock, contract
+from training_guard.accounts import MemberSweepersPort
 from training_guard.handlers import wiring
-from training_guard.sweeper import SweepIncomplete
+from training_guard.sweeper import (
+    OrganizationSweepIncomplete,
+    OrganizationSweepReport,
+    Sweeper,
+    SweepIncomplete,
+    SweepReport,
+)
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
+
+# Accounts of a hub's sweep that have no report: their sweep failed before it ended (AssumeRole refused, a list
+# call throttled past the SDK's retries) or was not started for want of time.
+ACCOUNTS_NOT_SWEPT_METRIC = "AccountsNotSwept"
 
 
 @metrics.log_metrics
@@ -21,20 +39,92 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     sweeper = wiring.sweeper()
     sweeper.responder.lease_seconds = wiring.lease(context)
+    return process(
+        sweeper,
+        now=clock.utcnow(),
+        account=wiring.account_of(context),
+        region=wiring.region_of(context),
+        time_left=wiring.time_left(context),
+    )
+
+
+def process(
+    sweeper: Sweeper,
+    *,
+    now: datetime,
+    account: str | None,
+    region: str | None,
+    members: MemberSweepersPort | None = None,
+    time_left: Callable[[], float] = lambda: math.inf,
+) -> dict[str, Any]:
+    """One sweep: this account's (a single-account guard), or the hub's and each member's. Raises after the whole
+    sweep when a job or an account could not be swept, so the function's error alarm fires."""
+    organization = sweeper.config.organization
+    if organization is None:
+        try:
+            report = sweeper.sweep(now=now, account=account, region=region)
+        except SweepIncomplete as incomplete:
+            logger.error("sweep incomplete", extra={"report": asdict(incomplete.report)})
+            metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=len(incomplete.report.failed))
+            raise
+        _said(report)
+        logger.info("sweep done", extra={"report": asdict(report)})
+        _count([report])
+        return asdict(report)
+    if members is None:
+        from training_guard.adapters.accounts import member_access
+
+        members = member_access(organization)
     try:
-        report = sweeper.sweep(now=clock.utcnow(), account=wiring.account_of(context), region=wiring.region_of(context))
-    except SweepIncomplete as incomplete:
-        logger.error("sweep incomplete", extra={"report": asdict(incomplete.report)})
-        metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=len(incomplete.report.failed))
+        swept = sweeper.sweep_organization(members, now=now, account=account, region=region, time_left=time_left)
+    except OrganizationSweepIncomplete as incomplete:
+        _organization(incomplete.report)
+        logger.error(
+            "sweep incomplete", extra={"failed": incomplete.report.failed, "deferred": incomplete.report.deferred}
+        )
         raise
+    _organization(swept)
+    return swept.as_dict()
+
+
+def _organization(swept: OrganizationSweepReport) -> None:
+    """Each account's report logged with its account, every account that was not swept said, the sums counted."""
+    for report in swept.reports:
+        _said(report)
+        incomplete = report.account in swept.failed
+        log = logger.error if incomplete else logger.info
+        log(
+            "sweep incomplete" if incomplete else "sweep done",
+            extra={"account": report.account, "report": asdict(report)},
+        )
+    for account in swept.not_swept:
+        why = swept.failed.get(account, "not started: too little time left in this invocation")
+        logger.error("account not swept", extra={"account": account, "reason": why})
+    failed_jobs = sum(len(r.failed) for r in swept.reports)
+    if failed_jobs:
+        metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=failed_jobs)
+    if swept.not_swept:
+        metrics.add_metric(name=ACCOUNTS_NOT_SWEPT_METRIC, unit=MetricUnit.Count, value=len(swept.not_swept))
+    _count(swept.reports)
+
+
+def _said(report: SweepReport) -> None:
+    extra = {"account": report.account}
     if report.not_judged:
         # Said once per job (the ledger remembers): a budget without a price, GPUs whose count is unknown.
-        logger.warning("not judged", extra={"jobs": report.not_judged})
+        logger.warning("not judged", extra={**extra, "jobs": report.not_judged})
     if report.price_problems:
-        logger.warning("price lookup problems", extra={"problems": report.price_problems})
-    logger.info("sweep done", extra={"report": asdict(report)})
-    metrics.add_metric(name="RunningJobs", unit=MetricUnit.Count, value=report.running)
-    metrics.add_metric(name="OrphanedAlarmsDeleted", unit=MetricUnit.Count, value=len(report.orphaned_alarms_deleted))
-    metrics.add_metric(name="StalledJobs", unit=MetricUnit.Count, value=len(report.stalled))
-    metrics.add_metric(name="Reconciled", unit=MetricUnit.Count, value=len(report.reconciled))
-    return asdict(report)
+        logger.warning("price lookup problems", extra={**extra, "problems": report.price_problems})
+
+
+def _count(reports: list[SweepReport]) -> None:
+    """The sweep's metrics, added up over the accounts swept (one series each, not one per account: every
+    dimension value would be a custom metric of its own, as receipts.SpendMeter says)."""
+    metrics.add_metric(name="RunningJobs", unit=MetricUnit.Count, value=sum(r.running for r in reports))
+    metrics.add_metric(
+        name="OrphanedAlarmsDeleted",
+        unit=MetricUnit.Count,
+        value=sum(len(r.orphaned_alarms_deleted) for r in reports),
+    )
+    metrics.add_metric(name="StalledJobs", unit=MetricUnit.Count, value=sum(len(r.stalled) for r in reports))
+    metrics.add_metric(name="Reconciled", unit=MetricUnit.Count, value=sum(len(r.reconciled) for r in reports))
