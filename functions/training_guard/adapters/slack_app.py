@@ -1,0 +1,222 @@
+"""Slack app mode: a bot token (`xoxb-`) and slack_sdk's WebClient, for one living thread per job.
+
+What a webhook cannot do (domain.md section 8): `chat.postMessage` returns the message's `ts`, a reply names its
+parent with `thread_ts`, `chat.update` edits a message in place, and `files_upload_v2` puts a PNG into a thread
+(files.getUploadURLExternal, a POST of the bytes, files.completeUploadExternal; files.upload is retired).
+
+Failures, classified as the webhook sender classifies them (adapters/slack.py), raised as `SlackAppError`, an
+`ActionFailed` that says whether retrying the same request can help (`permanent`):
+- HTTP 429 (`ratelimited`): slack_sdk's RateLimitErrorRetryHandler waits `Retry-After` unless that exceeds
+  MAX_RETRY_AFTER_SECONDS or the invocation's time budget; then transient: the message goes back to its queue.
+  Slack answers a rate limit with 429 and Retry-After in seconds (https://docs.slack.dev/apis/web-api/rate-limits).
+- 5xx, connection errors, timeouts: retried with backoff inside the budget, then transient.
+- `ok: false` with an error the method reference calls transient (TRANSIENT_ERRORS): transient.
+- any other `ok: false` (`channel_not_found`, `not_in_channel`, `invalid_auth`, `missing_scope`,
+  `message_not_found`, ...): permanent, retrying the same call cannot succeed.
+Slack's reference says of `internal_error` and `fatal_error` that "it's possible some aspect of the operation
+succeeded before the error was raised" (e.g. https://docs.slack.dev/reference/methods/files.completeUploadExternal),
+and a timed-out post may have been posted: a retried reply can appear twice. The parent is protected by the
+thread record (threads.py), which names one parent whatever was posted.
+
+Pacing: chat.postMessage "generally allows posting one message per second per channel"
+(https://docs.slack.dev/apis/web-api/rate-limits), so posts to one channel are spaced by MIN_INTERVAL_SECONDS,
+like the webhook sender's. `chat.update` is Tier 3 (https://docs.slack.dev/reference/methods/chat.update): not paced.
+
+Import cost: only the notifier's builder imports this module; slack_sdk is already loaded there for the webhook
+sender, and WebClient comes with it (`import slack_sdk` loads slack_sdk.web.client), so app mode adds no library.
+The bot token is never logged: slack_sdk redacts the Authorization header and its logger here is at WARNING.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.error import URLError
+
+from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.web.client import WebClient
+
+from training_guard.adapters.slack import (
+    ATTEMPT_SECONDS,
+    BACKOFF_FACTOR,
+    MIN_INTERVAL_SECONDS,
+    SEND_TIMEOUT_SECONDS,
+    Deadline,
+    _sdk_logger,
+    retry_handlers,
+)
+from training_guard.errors import ActionFailed
+
+SLACK_API_URL = "https://slack.com/api/"
+BOT_TOKEN_PREFIX = "xoxb-"  # noqa: S105 - the prefix of a bot user's token (domain.md section 8), not a token
+# Errors each method's reference lists as Slack's side, not the request's: retrying later can succeed.
+# (https://docs.slack.dev/reference/methods/chat.postMessage, .../files.getUploadURLExternal: "ratelimited: ...
+# Refer to the Retry-After header", "service_unavailable: The service is temporarily unavailable", "internal_error:
+# ... likely due to a transient issue on our end", "request_timeout: ... the POST data was either missing or
+# truncated", "team_added_to_org: ... intermittently unavailable until the transition is complete".)
+TRANSIENT_ERRORS = frozenset(
+    {"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error", "request_timeout"}
+    | {"team_added_to_org"}
+)
+NOT_CONFIGURED = "not_configured"  # the error of a bot token secret that holds no bot token yet
+OUT_OF_TIME = "out_of_time"  # the error when the invocation has too little time left to start a call
+UPLOAD_CALLS = 3  # files_upload_v2: files.getUploadURLExternal, the POST of the bytes, files.completeUploadExternal
+_URL = re.compile(r"https?://\S+")
+
+
+class SlackAppError(ActionFailed):
+    """A Slack Web API call failed after slack_sdk's retries. `error` is Slack's error string (or ours:
+    `out_of_time`, `not_configured`, `connection`, `upload_failed`); `permanent` says that the same call cannot
+    succeed later (a message with only permanent failures goes to the dead-letter queue at once)."""
+
+    def __init__(self, action: str, detail: str, *, error: str, permanent: bool, status: int | None = None) -> None:
+        self.error = error
+        self.permanent = permanent
+        self.status = status
+        super().__init__(action, RuntimeError(detail))
+
+
+@dataclass(frozen=True)
+class Posted:
+    channel: str  # the channel ID Slack answered with
+    ts: str  # the message's timestamp: its ID within the channel
+
+
+def bot_token(secret_id: str, value: str) -> str:
+    """The bot token a secret holds; a permanent failure while it still holds the stack's placeholder."""
+    token = value.strip()
+    if token.startswith(BOT_TOKEN_PREFIX):
+        return token
+    raise SlackAppError(
+        f"read the bot token from {secret_id}",
+        f"secret {secret_id} does not hold a bot token ({BOT_TOKEN_PREFIX}...) yet; set it with aws secretsmanager "
+        f"put-secret-value --secret-id {secret_id} --secret-string '{BOT_TOKEN_PREFIX}...'",
+        error=NOT_CONFIGURED,
+        permanent=True,
+    )
+
+
+class SlackApp:
+    """One workspace's bot: post a job's parent message, reply in its thread, update the parent, upload a chart."""
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str = SLACK_API_URL,
+        deadline: Deadline | None = None,
+        backoff_factor: float = BACKOFF_FACTOR,
+        min_interval: float = MIN_INTERVAL_SECONDS,
+        timeout: int = SEND_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.deadline = deadline or Deadline()
+        self.client = WebClient(
+            token=token,
+            base_url=base_url,
+            timeout=timeout,
+            logger=_sdk_logger(),
+            retry_handlers=retry_handlers(backoff_factor, self.deadline),
+        )
+        self._min_interval = min_interval
+        self._clock = clock
+        self._sleep = sleep
+        self._last_post: dict[str, float] = {}
+
+    # --- what the guard does ---------------------------------------------------------------------------
+    def post_parent(self, channel: str, text: str, blocks: Sequence[dict[str, Any]]) -> Posted:
+        """Post a job's card as a new message of the channel: its `ts` is the thread's from now on."""
+        return self._post(f"post the parent message in {channel}", channel, text, blocks, None)
+
+    def reply(self, channel: str, thread_ts: str, text: str, blocks: Sequence[dict[str, Any]]) -> Posted:
+        """Post in the thread of the parent `thread_ts` (never a reply's ts: Slack wants the parent's)."""
+        return self._post(f"reply in thread {thread_ts} of {channel}", channel, text, blocks, thread_ts)
+
+    def update(self, channel: str, ts: str, text: str, blocks: Sequence[dict[str, Any]]) -> None:
+        """Replace the text and blocks of message `ts` in place (the parent shows the job's current state)."""
+        action = f"update message {ts} in {channel}"
+        self._need(action, calls=1)
+        try:
+            self.client.chat_update(channel=channel, ts=ts, text=text, blocks=list(blocks))
+        except Exception as exc:
+            raise _failure(action, exc) from exc
+
+    def upload_png(self, channel: str, thread_ts: str, png: bytes, *, filename: str, title: str, alt_text: str) -> str:
+        """Share a PNG in the thread of `thread_ts` (slack_sdk's files_upload_v2); its file ID."""
+        action = f"upload {filename} to thread {thread_ts} of {channel}"
+        self._need(action, calls=UPLOAD_CALLS)
+        self._pace(channel)
+        try:
+            response = self.client.files_upload_v2(
+                channel=channel, thread_ts=thread_ts, content=png, filename=filename, title=title, alt_txt=alt_text
+            )
+        except Exception as exc:
+            raise _failure(action, exc) from exc
+        finally:
+            self._last_post[channel] = self._clock()
+        return str(response["file"]["id"])
+
+    def identity(self) -> dict[str, str]:
+        """auth.test: the workspace and the bot user the token belongs to (a check that the token works)."""
+        action = "auth.test"
+        self._need(action, calls=1)
+        try:
+            response = self.client.auth_test()
+        except Exception as exc:
+            raise _failure(action, exc) from exc
+        return {k: str(v) for k, v in response.data.items() if k != "ok"} if isinstance(response.data, dict) else {}
+
+    # --- mechanics ------------------------------------------------------------------------------------
+    def _post(
+        self, action: str, channel: str, text: str, blocks: Sequence[dict[str, Any]], thread_ts: str | None
+    ) -> Posted:
+        self._need(action, calls=1)
+        self._pace(channel)
+        try:
+            response = self.client.chat_postMessage(
+                channel=channel,
+                text=text,
+                blocks=list(blocks),
+                thread_ts=thread_ts,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except Exception as exc:
+            raise _failure(action, exc) from exc
+        finally:
+            self._last_post[channel] = self._clock()
+        return Posted(channel=str(response["channel"]), ts=str(response["ts"]))
+
+    def _need(self, action: str, *, calls: int) -> None:
+        """Start only what can finish: `calls` attempts (each paced and timed out) within the time left. Cut off by
+        the function's timeout instead, the invocation would fail and return its whole batch to the queue."""
+        if not self.deadline.allows((calls - 1) * ATTEMPT_SECONDS):
+            raise SlackAppError(action, "too little time left in this invocation", error=OUT_OF_TIME, permanent=False)
+
+    def _pace(self, channel: str) -> None:
+        last = self._last_post.get(channel)
+        if last is not None:
+            wait = self._min_interval - (self._clock() - last)
+            if wait > 0:
+                self._sleep(wait)
+
+
+def _failure(action: str, exc: BaseException) -> SlackAppError:
+    """Slack's answer (or the lack of one) as the guard's error: permanent or worth retrying later."""
+    if isinstance(exc, SlackApiError):
+        status = getattr(exc.response, "status_code", None)
+        data = getattr(exc.response, "data", None)
+        error = str(data.get("error") or "") if isinstance(data, dict) else ""
+        error = error or f"http_{status}"
+        transient = status == 429 or (status is not None and status >= 500) or error in TRANSIENT_ERRORS
+        return SlackAppError(action, f"{error} (HTTP {status})", error=error, permanent=not transient, status=status)
+    detail = _URL.sub("<url>", f"{type(exc).__name__}: {exc}")  # an upload URL is a ticket: never shown
+    if isinstance(exc, SlackRequestError):  # the POST of the bytes was refused; the next attempt gets a new ticket
+        return SlackAppError(action, detail, error="upload_failed", permanent=False)
+    if isinstance(exc, (URLError, ConnectionError, TimeoutError)):
+        return SlackAppError(action, detail, error="connection", permanent=False)
+    return SlackAppError(action, detail, error=type(exc).__name__, permanent=False)
