@@ -384,6 +384,73 @@ def test_the_member_template_has_no_code_no_assets_no_parameters_and_no_bootstra
     assert f"{MEMBER_STACK_NAME}.assets" not in manifest["artifacts"]
 
 
+# --- the sweeper in the members ----------------------------------------------------------------------------------
+
+
+def actions_of(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def sweeper_role(synth: OrgSynth) -> tuple[str, dict[str, Any]]:
+    """The role the hub's sweeper function runs with, found from the function itself (not by its name)."""
+    [function] = [f for k, f in synth.resources("AWS::Lambda::Function").items() if k.startswith("MetricGuardsSweeper")]
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    role: dict[str, Any] = synth.json["Resources"][role_id]
+    return role_id, role
+
+
+def test_the_sweepers_role_may_assume_the_member_roles_of_the_configured_members_and_nothing_else(
+    org: OrgSynth,
+) -> None:
+    role_id, _ = sweeper_role(org)
+    statements = [
+        s
+        for p in org.resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    sts = [s for s in statements if any(a.startswith("sts:") for a in actions_of(s))]
+    assert sts == [
+        {
+            "Sid": "ActInMemberAccounts",
+            "Effect": "Allow",
+            "Action": "sts:AssumeRole",
+            "Resource": [arn(f":iam::{m}:role/TrainingGuardMember") for m in MEMBERS],
+        }
+    ]
+
+
+def test_the_member_roles_trust_admits_the_sweepers_role_by_its_arn(org: OrgSynth) -> None:
+    _, role = sweeper_role(org)
+    name = role["Properties"]["RoleName"]
+    _, member_role = org.member_one("AWS::IAM::Role", "HubAccess")
+    [statement] = member_role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert (statement["Effect"], statement["Action"]) == ("Allow", "sts:AssumeRole")
+    assert statement["Principal"] == {"AWS": arn(f":iam::{HUB}:root")}
+    assert arn(f":iam::{HUB}:role/{name}") in statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]
+
+
+@pytest.mark.parametrize("which", ["org", "listed"])
+def test_the_member_role_allows_every_call_a_members_sweep_makes(which: str, request: pytest.FixtureRequest) -> None:
+    """The calls are those recorded with a member's credentials on moto (tests/integration/
+    test_organization_sweep_moto.py): a new call of the sweep without a grant here fails this test."""
+    from tests.integration.test_organization_sweep_moto import MEMBER_SWEEP_ACTIONS
+
+    synth: OrgSynth = request.getfixturevalue(which)
+    allowed = [s for s in member_role_statements(synth) if s["Effect"] == "Allow"]
+    jobs = here("sagemaker", ":training-job/*")
+    job_alarms = here("cloudwatch", ":alarm:training-guard-job-*")
+    for action in sorted(MEMBER_SWEEP_ACTIONS):
+        granting = [s for s in allowed if action in actions_of(s)]
+        assert granting, f"the member role does not allow {action}"
+        resources = {json.dumps(s["Resource"], sort_keys=True) for s in granting}
+        if action.startswith("sagemaker:") and action != "sagemaker:ListTrainingJobs":
+            assert resources == {json.dumps(jobs, sort_keys=True)}, action  # the account's jobs, never "*"
+        if action in ("cloudwatch:DeleteAlarms", "cloudwatch:PutMetricAlarm"):
+            assert resources == {json.dumps(job_alarms, sort_keys=True)}, action  # the per-job alarms only
+
+
 # --- the StackSet -------------------------------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -82,9 +83,11 @@ class Organization:
     def put_running_job(self, account: str, **detail: Any) -> None:
         base = load_event("vanishing_gradient_issues_found")["detail"]
         base.update(
-            TrainingJobArn=f"arn:aws:sagemaker:{REGION}:{account}:training-job/{JOB}",
-            DebugRuleEvaluationStatuses=[rule_status("VanishingGradient", "InProgress")],
-            **detail,
+            {
+                "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{account}:training-job/{JOB}",
+                "DebugRuleEvaluationStatuses": [rule_status("VanishingGradient", "InProgress")],
+                **detail,
+            }
         )
         sagemaker_ext.put_job(account, REGION, base)
 
@@ -120,8 +123,9 @@ class Organization:
         return sorted(models.cloudwatch_backends[account][REGION].alarms)
 
 
-@pytest.fixture
-def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Organization]:
+@contextmanager
+def mocked_accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's accounts with the hub's credentials (moto's own account) and SageMaker's stops taught."""
     for key, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -132,6 +136,12 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Organization]:
     monkeypatch.delenv("MOTO_ACCOUNT_ID", raising=False)
     with mock_aws():
         sagemaker_ext.install()
+        yield
+
+
+@pytest.fixture
+def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Organization]:
+    with mocked_accounts(monkeypatch):
         organization = Organization()
         for account in (HUB, MEMBER_A, MEMBER_B, OUTSIDER):
             organization.put_running_job(account)  # the same job name in every account
