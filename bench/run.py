@@ -364,7 +364,12 @@ PRICES = {
     "dashboard_month": 3.00,
     "kms_key_month": 1.00,
     "secret_month": 0.40,
+    # GetMetricData, per metric requested: $0.01 per 1,000 (https://aws.amazon.com/cloudwatch/pricing/, as quoted in
+    # docs/cost.md with its sources); the idle-GPU check and the weekly digest read metrics this way.
+    "getmetricdata_metric": 0.01 / 1000,
 }
+# Calls whose price no page we could read states: counted, never priced (docs/cost.md, "How a price is found").
+UNPRICED = {"pricing:GetProducts": "at most one per (region, instance type) a day, cached in the state table"}
 ASSUMPTIONS = {
     "state-change events per job": 8,  # Starting/Downloading/Training/Uploading/end + rule updates
     "notifications per job": 1.5,
@@ -373,6 +378,10 @@ ASSUMPTIONS = {
     "guard metrics (custom, EMF)": 14,
     "self-monitoring alarms": 18,
     "sweeps per month (every 5 min)": 8640,
+    "GPU hosts per job (idle_gpu, when on)": 1,
+    "instance types in use": 5,
+    "digests per month": 4.35,
+    "metrics per digest": 20,
 }
 
 
@@ -402,7 +411,26 @@ def cost(calls: list[dict[str, Any]], latency: dict[str, Any]) -> list[dict[str,
         messaging = notes * PRICES["sns_publish"] + notes * 3 * PRICES["sqs_request"]
         per_job_alarms = jobs * 0.2 * (ASSUMPTIONS["job duration hours"] / 730) * PRICES["alarm_month"]
         fleet_guard = 2 * jobs * ((ASSUMPTIONS["job duration hours"] + 3) / 730) * PRICES["alarm_month"]
-        variable = lambda_cost + dynamo + messaging + per_job_alarms + fleet_guard
+        # Spend in every notification: a price read from the state table per notification at worst (a warm
+        # container answers from memory), and one cached price per instance type a day written back.
+        pricing = notes * PRICES["dynamodb_read"] + ASSUMPTIONS["instance types in use"] * 30 * PRICES["dynamodb_write"]
+        # The weekly digest: one invocation, one Query of the month's stop records, one GetMetricData.
+        digest = ASSUMPTIONS["digests per month"] * (
+            PRICES["lambda_request"]
+            + 1.0 * gb * PRICES["lambda_gb_second_arm"]
+            + stops * PRICES["dynamodb_read"]
+            + ASSUMPTIONS["metrics per digest"] * PRICES["getmetricdata_metric"]
+        )
+        # idle_gpu (off by default): one metric per GPU host per sweep while it trains.
+        sweeps_per_hour = ASSUMPTIONS["sweeps per month (every 5 min)"] / 730
+        idle_gpu = (
+            jobs
+            * ASSUMPTIONS["GPU hosts per job (idle_gpu, when on)"]
+            * ASSUMPTIONS["job duration hours"]
+            * sweeps_per_hour
+            * PRICES["getmetricdata_metric"]
+        )
+        variable = lambda_cost + dynamo + messaging + per_job_alarms + fleet_guard + pricing + digest
         rows.append(
             {
                 "jobs/month": jobs,
@@ -410,6 +438,8 @@ def cost(calls: list[dict[str, Any]], latency: dict[str, Any]) -> list[dict[str,
                 "fixed $": round(fixed, 2),
                 "total $": round(variable + fixed, 2),
                 "per job ¢": round((variable + fixed) / jobs * 100, 2),
+                "of which spend + digest $": round(pricing + digest, 3),
+                "idle_gpu on, + $": round(idle_gpu, 2),
             }
         )
     del by
@@ -551,14 +581,28 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "## Monthly cost model",
         "",
-        *table(money, ["jobs/month", "variable $", "fixed $", "total $", "per job ¢"]),
+        *table(
+            money,
+            [
+                "jobs/month",
+                "variable $",
+                "fixed $",
+                "total $",
+                "per job ¢",
+                "of which spend + digest $",
+                "idle_gpu on, + $",
+            ],
+        ),
         "",
         "Prices (us-east-1 list prices as of 2026-11; check the pricing pages before relying on them): "
         + ", ".join(f"{k} ${v:g}" for k, v in PRICES.items())
         + ". Assumptions: "
         + ", ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items())
         + "; function time = 3x the measured in-process time; Metrics Insights alarms modelled as $0.10 per analysed "
-        "series-month (two guards), each job's series living its run plus the 3-hour window.",
+        "series-month (two guards), each job's series living its run plus the 3-hour window. Budgets add no call (the sweeper "
+        "already describes each running job). Counted, not priced: "
+        + "; ".join(f"{call} ({why})" for call, why in UNPRICED.items())
+        + ".",
         "",
         *mutation_section(),
         "## What the numbers say",
