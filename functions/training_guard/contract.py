@@ -103,3 +103,6 @@ WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in 
 
 # --- Notifications --------------------------------------------------------------------------------------
 NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"
+# The weekly digest's notification kind: messages.Notice.DIGEST, and the Slack notifier's renderer (which does not
+# import messages) read this one spelling.
+DIGEST_KIND: Final = "digest"

@@ -7,6 +7,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -14,6 +15,8 @@ from typing import Any
 from urllib.parse import quote
 
 from training_guard import contract
+from training_guard.digest import email_text as digest_email_text
+from training_guard.digest import markdown as digest_markdown
 from training_guard.events import Finding, JobEvent, TrainingJob
 from training_guard.policy import BUDGET, Decision, Kind
 from training_guard.pricing import Spend, spend_line
@@ -67,6 +70,8 @@ class Notice(StrEnum):
     # `training-guard test-notification`: one marked message through the deployed path, to every channel.
     # The Slack notifier reads the same value as slack_messages.TEST_KIND (it does not import this module).
     TEST = "test"
+    # The weekly digest (digest.py): the totals of the last seven days, about no job.
+    DIGEST = contract.DIGEST_KIND
 
 
 TEST_TITLE_PREFIX = "Test notification"
@@ -89,6 +94,8 @@ class Notification:
     transition: str = ""
     # What the job cost so far and, for a stop or would-stop, what stopping avoids; None: about no job (a test).
     spend: Spend | None = None
+    # The weekly digest's numbers (digest.document): the document's `digest` object; None for any other kind.
+    digest: Mapping[str, Any] | None = None
 
     def spend_document(self) -> dict[str, Any] | None:
         """The `spend` object of the document: `Spend.as_dict`, with spend avoided only where a stop is in
@@ -138,11 +145,13 @@ class Notification:
                 "details": self.finding.details,
                 "evaluation_job_arn": self.finding.evaluation_job_arn,
             }
+        if self.digest is not None:
+            doc["digest"] = dict(self.digest)
         return doc
 
     def links(self) -> dict[str, str]:
-        """Console links for the job; a test notification is about no job, so it has none."""
-        return {} if self.kind is Notice.TEST else links(self.job.name, self.region, self.finding)
+        """Console links for the job; a test notification and a digest are about no job, so they have none."""
+        return {} if isinstance(self.kind, Notice) else links(self.job.name, self.region, self.finding)
 
     def subject(self) -> str:
         # SNS subjects are ASCII without line breaks; job and rule names are ASCII already.
@@ -155,6 +164,8 @@ class Notification:
         return text if len(text) <= _SMS_MAX_CHARS else text[: _SMS_MAX_CHARS - 3] + "..."
 
     def email_text(self) -> str:
+        if self.kind is Notice.DIGEST and self.digest is not None:
+            return digest_email_text(self.digest, account=self.account, region=self.region, dry_run=self.dry_run)
         if self.kind is Notice.TEST:
             return "\n".join(
                 [
@@ -334,7 +345,9 @@ def q_developer_notification(doc: dict[str, Any]) -> dict[str, Any]:
     rule = doc.get("rule") or {}
     lines = [f"*Why:* {doc['reason']}", f"*Job:* `{job['name']}` ({job['status']}"]
     lines[-1] += f" / {job['secondary_status']})" if job.get("secondary_status") else ")"
-    if rule:
+    if doc["kind"] == Notice.DIGEST and isinstance(doc.get("digest"), Mapping):
+        lines = [digest_markdown(doc["digest"])]  # about no job: the week's totals instead
+    elif rule:
         lines.append(f"*{finding_label(rule.get('kind'))}:* {rule['name']} ({rule['kind']}) → {rule['status']}")
         if rule.get("details"):
             lines.append(f"> {rule['details']}")

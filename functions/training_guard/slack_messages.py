@@ -23,7 +23,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from training_guard import contract
+from training_guard import contract, digest
 from training_guard.pricing import spend_line
 from training_guard.text import format_duration
 
@@ -47,6 +47,7 @@ _DID = {
 # messages.Notice.TEST, spelled here too: the notifier does not import messages (and the policy behind it).
 TEST_KIND = "test"
 BUDGET_SOURCE = "budget"  # policy.BUDGET: a budget's finding is shown as its budget, not as a rule
+DIGEST_KIND = contract.DIGEST_KIND  # the weekly digest: the week's totals, rendered by render_digest
 _DID_KIND = {TEST_KIND: "Nothing: this is a test of the notification path."}
 
 
@@ -101,6 +102,8 @@ def check_document(doc: Any) -> Mapping[str, Any]:
 def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """(fallback text, blocks as dicts) for one notification document."""
     doc = check_document(doc)
+    if doc["kind"] == DIGEST_KIND:
+        return render_digest(doc)
     job = doc["job"]
     rule = doc.get("rule") or None
     marker = SEVERITY_MARKERS.get(str(doc["severity"]), "🔵")
@@ -141,6 +144,46 @@ def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     blocks.append(DividerBlock())
     blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(c, FIELD_MAX)) for c in context]))
 
+    fallback = fit(f"{title}: {doc['reason']}", FALLBACK_MAX)
+    return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
+
+
+def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The weekly digest: its totals as fields, the top rules and job prefixes as lists, in the words of digest.py
+    (the e-mail and Q Developer say the same). Rule, guard and job names come from the records: escaped."""
+    week = doc.get("digest")
+    if not isinstance(week, Mapping):
+        raise NotADocument("digest notification document has no 'digest' object")
+    title = f"📊 {doc['title']}"
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True)),
+        SectionBlock(text=MarkdownTextObject(text=f"*{escape(digest.window_text(week))}*")),
+        # A section holds at most 10 fields of 2000 characters (https://api.slack.com/reference/block-kit/blocks#section,
+        # checked by slack_sdk's to_dict); the digest has at most five.
+        SectionBlock(
+            fields=[
+                MarkdownTextObject(text=_cut_markdown(f"*{label}*\n{escape(text)}", FIELD_MAX))
+                for label, text in digest.facts(week)
+            ]
+        ),
+    ]
+    for heading, rows in digest.groups(week):
+        text = f"*{heading}*\n" + "\n".join(f"• {escape(row)}" for row in rows)
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(text, SECTION_MAX))))
+    warnings = [str(w) for w in week.get("warnings") or ()]
+    if warnings:
+        text = "\n".join(f"⚠️ {escape(w)}" for w in warnings)
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(text, SECTION_MAX))))
+    context = [
+        f"Training Guard · {DIGEST_KIND} · account {escape(str(doc.get('account') or '-'))} · "
+        f"region {escape(str(doc.get('region') or '-'))}",
+        "Spend at list price, up to each job's maximum runtime; `training-guard report --since 7d` lists every rule "
+        "and prefix.",
+    ]
+    if doc.get("dry_run"):
+        context.append("*Dry run*: the guard stops nothing.")
+    blocks.append(DividerBlock())
+    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(c, FIELD_MAX)) for c in context]))
     fallback = fit(f"{title}: {doc['reason']}", FALLBACK_MAX)
     return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
 
