@@ -12,6 +12,7 @@ from constructs import Construct
 from infra import outputs
 from infra.components.alerting import Alerting
 from infra.components.chat import ChatDelivery
+from infra.components.digest import WeeklyDigest
 from infra.components.encryption import GuardKey
 from infra.components.job_events import JobEvents
 from infra.components.metric_guards import MetricGuards
@@ -47,6 +48,12 @@ class TrainingGuardStack(Stack):
             if config.slack.enabled
             else None
         )
+        # The weekly digest (on by default): without digest.enabled, neither its function nor its schedule.
+        self.digest = (
+            WeeklyDigest(self, "Digest", config=config, key=key, table=self.state.table, topic=self.alerting.topic)
+            if config.digest.enabled
+            else None
+        )
         functions: dict[str, lambda_.IFunction] = {
             "JobEvents": self.job_events.handler.function,
             "AlarmEvents": self.metric_guards.alarm_handler.function,
@@ -59,6 +66,9 @@ class TrainingGuardStack(Stack):
         if self.chat:
             functions["SlackNotifier"] = self.chat.notifier.function
             queues["Chat"] = self.chat.dead_letters
+        if self.digest:
+            functions["Digest"] = self.digest.handler.function
+            queues["Digest"] = self.digest.dead_letters
         # E-mail subscriptions have one too, with or without Slack.
         if self.alerting.created_dead_letters is not None:
             queues["Subscriptions"] = self.alerting.created_dead_letters
