@@ -7,20 +7,40 @@ interaction payloads posted to the real handler.
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.fakes_slack_app import FakeMutes, FakeThreads
+from tests.helpers import NOW
+from training_guard import contract, mutes
+from training_guard.adapters.mutes import DynamoMutes
 from training_guard.adapters.slack import Deadline
 from training_guard.adapters.slack_app import OUT_OF_TIME, SlackApp, SlackAppError, bot_token
+from training_guard.adapters.threads import DynamoThreads
+from training_guard.threads import (
+    ClaimOutcome,
+    Thread,
+    ThreadRecord,
+    ThreadStorePort,
+    Waiting,
+    open_thread,
+    thread_key,
+)
+from training_guard_local.emulator import TABLE, Emulation
 from training_guard_local.slack_web_api import DEFAULT_CHANNEL, Fault, SlackWebApi
 
 pytestmark = pytest.mark.integration
 
 BLOCKS = [{"type": "section", "text": {"type": "mrkdwn", "text": "*mnist-1* stopped"}}]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+TTL = 35 * 86400
 
 
 @pytest.fixture
@@ -206,3 +226,204 @@ def test_a_secret_still_holding_the_placeholder_is_a_permanent_failure_naming_th
         bot_token("tg/slack/bot-token", "REPLACE-ME: put the bot token in this secret")
     assert caught.value.permanent is True
     assert "put-secret-value --secret-id tg/slack/bot-token" in str(caught.value)
+
+
+# --- the thread record on DynamoDB: its contract, then two notifications at once ------------------------------
+
+
+class Serialized:
+    """A DynamoDB client whose calls run one at a time. DynamoDB applies each conditional write atomically; moto
+    checks the condition and writes without a lock, so two threads could both pass it. Each call stays whole;
+    the steps of the protocol (read, claim, post, record) still interleave freely between the two attempts."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[Emulation]:
+    with Emulation() as emulation:
+        yield emulation
+
+
+@pytest.fixture(params=["dynamodb", "fake"])
+def threads_store(request: pytest.FixtureRequest, aws: Emulation) -> ThreadStorePort:
+    if request.param == "fake":
+        return FakeThreads()
+    return DynamoThreads(aws.client("dynamodb"), TABLE)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_a_parent_claim_is_granted_then_busy_then_posted(threads_store: ThreadStorePort) -> None:
+    key = thread_key(unique("job"), DEFAULT_CHANNEL)
+    claim = threads_store.claim(key, holder="a", now=NOW, lease_seconds=40, ttl_seconds=TTL)
+    assert claim.outcome is ClaimOutcome.GRANTED
+    busy = threads_store.claim(key, holder="b", now=NOW + timedelta(seconds=40), lease_seconds=40, ttl_seconds=TTL)
+    assert busy.outcome is ClaimOutcome.BUSY
+    assert busy.record is not None
+    assert (busy.record.holder, busy.record.lease_until) == ("a", int(NOW.timestamp()) + 40)
+    recorded = threads_store.record_parent(key, holder="a", ts="1.1", card_version=7, now=NOW, ttl_seconds=TTL)
+    assert recorded == ThreadRecord(ts="1.1", card_version=7)
+    after = threads_store.claim(key, holder="c", now=NOW + timedelta(days=30), lease_seconds=40, ttl_seconds=TTL)
+    assert (after.outcome, after.record) == (ClaimOutcome.POSTED, ThreadRecord(ts="1.1", card_version=7))
+    assert threads_store.read(key) == ThreadRecord(ts="1.1", card_version=7)
+
+
+def test_an_expired_claim_is_taken_over_and_the_late_holder_finds_the_new_parent(
+    threads_store: ThreadStorePort,
+) -> None:
+    key = thread_key(unique("job"), DEFAULT_CHANNEL)
+    threads_store.claim(key, holder="late", now=NOW, lease_seconds=40, ttl_seconds=TTL)
+    later = NOW + timedelta(seconds=41)
+    taken = threads_store.claim(key, holder="taker", now=later, lease_seconds=40, ttl_seconds=TTL)
+    assert taken.outcome is ClaimOutcome.GRANTED
+    threads_store.record_parent(key, holder="taker", ts="2.2", card_version=1, now=later, ttl_seconds=TTL)
+    late = threads_store.record_parent(key, holder="late", ts="9.9", card_version=1, now=later, ttl_seconds=TTL)
+    assert late.ts == "2.2"
+    assert threads_store.read(key) == ThreadRecord(ts="2.2", card_version=1)
+
+
+def test_a_release_frees_only_the_holders_own_claim(threads_store: ThreadStorePort) -> None:
+    key = thread_key(unique("job"), DEFAULT_CHANNEL)
+    threads_store.claim(key, holder="a", now=NOW, lease_seconds=40, ttl_seconds=TTL)
+    threads_store.release(key, holder="b")
+    assert threads_store.read(key) is not None
+    threads_store.release(key, holder="a")
+    assert threads_store.read(key) is None
+    threads_store.claim(key, holder="c", now=NOW, lease_seconds=40, ttl_seconds=TTL)
+    threads_store.record_parent(key, holder="c", ts="3.3", card_version=1, now=NOW, ttl_seconds=TTL)
+    threads_store.release(key, holder="c")  # a late release never drops a posted thread
+    assert threads_store.read(key) == ThreadRecord(ts="3.3", card_version=1)
+
+
+def test_the_card_version_only_moves_forward(threads_store: ThreadStorePort) -> None:
+    key = thread_key(unique("job"), DEFAULT_CHANNEL)
+    assert threads_store.advance_card(key, 5) is False  # no thread yet
+    threads_store.claim(key, holder="a", now=NOW, lease_seconds=40, ttl_seconds=TTL)
+    assert threads_store.advance_card(key, 5) is False  # not posted yet
+    threads_store.record_parent(key, holder="a", ts="4.4", card_version=5, now=NOW, ttl_seconds=TTL)
+    assert [threads_store.advance_card(key, v) for v in (4, 5, 6, 6)] == [False, False, True, False]
+
+
+def test_the_thread_record_expires_with_the_ledgers_transitions(aws: Emulation) -> None:
+    store, dynamodb = DynamoThreads(aws.client("dynamodb"), TABLE), aws.client("dynamodb")
+    key = thread_key(unique("job"), DEFAULT_CHANNEL)
+    store.claim(key, holder="a", now=NOW, lease_seconds=40, ttl_seconds=TTL)
+    store.record_parent(key, holder="a", ts="5.5", card_version=1, now=NOW + timedelta(seconds=1), ttl_seconds=TTL)
+    item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}})["Item"]
+    assert item[contract.TABLE_TTL_ATTRIBUTE] == {"N": str(int(NOW.timestamp()) + 1 + TTL)}
+    assert "holder" not in item
+    assert "lease_until" not in item
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_two_first_notifications_at_once_make_one_parent_and_both_reply_in_its_thread(
+    slack: SlackWebApi, aws: Emulation, round_: int
+) -> None:
+    store = DynamoThreads(Serialized(aws.client("dynamodb")), TABLE)
+    job = unique("resnet")
+    key = thread_key(job, DEFAULT_CHANNEL)
+    start = threading.Barrier(2)
+    results: dict[str, Thread] = {}
+    errors: list[BaseException] = []
+
+    def notify(name: str) -> None:
+        bot = app(slack)
+
+        def post_parent() -> str:
+            time.sleep(0.1)  # rendering and a real round trip to Slack: the other attempt claims meanwhile
+            return bot.post_parent(DEFAULT_CHANNEL, f"{job}: card", BLOCKS).ts
+
+        try:
+            start.wait()
+            thread = open_thread(
+                store,
+                key,
+                post_parent=post_parent,
+                holder=name,
+                now=NOW,
+                lease_seconds=40,
+                ttl_seconds=TTL,
+                card_version=1,
+                waiting=Waiting(monotonic=time.monotonic, sleep=time.sleep, time_left=lambda: 30.0),
+            )
+            bot.reply(DEFAULT_CHANNEL, thread.ts, f"{name}: what happened", [])
+            results[name] = thread
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=notify, args=(name,)) for name in ("first", "second")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=30)
+    assert errors == []
+    parents = [m for m in slack.history(DEFAULT_CHANNEL) if m.text == f"{job}: card"]
+    assert len(parents) == 1
+    [parent] = parents
+    assert {r.ts for r in results.values()} == {parent.ts}
+    assert sorted((r.created, r.waited) for r in results.values()) == [(False, True), (True, False)]
+    assert sorted(m.text for m in slack.replies(DEFAULT_CHANNEL, parent.ts)) == [
+        "first: what happened",
+        "second: what happened",
+    ]
+
+
+# --- the mute records on DynamoDB ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["dynamodb", "fake"])
+def mute_store(request: pytest.FixtureRequest, aws: Emulation) -> Any:
+    if request.param == "fake":
+        return FakeMutes()
+    return DynamoMutes(aws.client("dynamodb"), TABLE)
+
+
+def test_a_jobs_mutes_are_written_one_by_one_and_read_in_one_call(mute_store: Any) -> None:
+    job = unique("mnist")
+    snooze = mutes.silence("LossNotDecreasing", by="slack:U0ALICE", at=NOW, seconds=mutes.SNOOZE_SECONDS)
+    until_end = mutes.silence("ExplodingTensor", by="cli:arn:aws:iam::111122223333:user/bob", at=NOW, seconds=None)
+    exemption = mutes.exempt(by="slack:U0ALICE", at=NOW)
+    for mute in (snooze, until_end, exemption):
+        mute_store.put(job, mute, now=NOW)
+    read = mute_store.read(job)
+    assert set(read.entries) == {snooze, until_end, exemption}
+    assert read.silencing("LossNotDecreasing", NOW + timedelta(minutes=30)) == snooze
+    assert read.exemption(NOW) == exemption
+    assert mute_store.remove(job, snooze.key) is True
+    assert mute_store.remove(job, snooze.key) is False
+    assert set(mute_store.read(job).entries) == {until_end, exemption}
+    assert mute_store.read(unique("never-muted")).entries == ()
+
+
+def test_mutes_of_a_members_job_are_kept_apart_and_listed_with_the_account(mute_store: Any) -> None:
+    job = unique("bert")
+    mute_store.put(job, mutes.exempt(by="slack:U0ALICE", at=NOW), account="111122223333", now=NOW)
+    assert mute_store.read(job).entries == ()
+    assert mute_store.read(job, "111122223333").exemption(NOW) is not None
+    listed = dict(mute_store.jobs())
+    assert f"111122223333/{job}" in listed
+    assert job not in listed
+
+
+def test_a_mute_records_ttl_is_pushed_on_every_write(aws: Emulation) -> None:
+    store, dynamodb, job = DynamoMutes(aws.client("dynamodb"), TABLE), aws.client("dynamodb"), unique("xgb")
+    store.put(job, mutes.exempt(by="slack:U0ALICE", at=NOW), now=NOW)
+    later = NOW + timedelta(days=3)
+    store.put(job, mutes.silence("A", by="slack:U0ALICE", at=later, seconds=60), now=later)
+    item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": mutes.mutes_key(job)}})["Item"]
+    assert item[contract.TABLE_TTL_ATTRIBUTE] == {"N": str(int(later.timestamp()) + mutes.RECORD_TTL_SECONDS)}
+    assert item["job"] == {"S": job}

@@ -1,0 +1,129 @@
+"""DynamoDB: each job's mutes in one item of the state table, read with one GetItem (mutes.py says what they mean).
+
+Item `mutes#<job>` (`mutes#<account>/<job>` for a member's job): `job`, and one map attribute per mute, named
+`m:<effect>:<rule>` (`Mute.key` after `m:`) holding `effect`, `rule`, `by`, `at` and `until` (ISO 8601, or NULL
+until the job ends). Adding a mute sets its attribute (replacing the same effect and rule) and pushes the item's TTL
+to RECORD_TTL_SECONDS from now; removing one removes its attribute. DynamoDB's TTL deletes the item some time after
+it expired, so a lapsed mute's `until` is checked at every read, never the TTL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from training_guard import contract
+from training_guard.adapters.clients import error_code
+from training_guard.errors import ActionFailed
+from training_guard.events import parse_time
+from training_guard.mutes import KEY_PREFIX, RECORD_TTL_SECONDS, Effect, Mute, Mutes, mutes_key
+
+_PK = contract.TABLE_PARTITION_KEY
+_TTL = contract.TABLE_TTL_ATTRIBUTE
+ATTRIBUTE_PREFIX = "m:"
+
+
+class DynamoMutes:
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def read(self, job: str, account: str | None = None) -> Mutes:
+        key = mutes_key(job, account)
+        try:
+            response = self._client.get_item(TableName=self._table, Key={_PK: {"S": key}}, ConsistentRead=True)
+        except ClientError as exc:
+            raise ActionFailed(f"read the mutes of {job}", exc) from exc
+        return _mutes(response.get("Item") or {})
+
+    def put(self, job: str, mute: Mute, *, account: str | None = None, now: datetime) -> None:
+        entry: dict[str, Any] = {
+            "effect": {"S": mute.effect.value},
+            "rule": {"S": mute.rule},
+            "by": {"S": mute.by},
+            "at": {"S": mute.at.isoformat()},
+            "until": {"S": mute.until.isoformat()} if mute.until is not None else {"NULL": True},
+        }
+        names = {"#mute": ATTRIBUTE_PREFIX + mute.key, "#ttl": _TTL, "#job": "job"}
+        values: dict[str, Any] = {
+            ":entry": {"M": entry},
+            ":job": {"S": job},
+            ":ttl": {"N": str(int(now.timestamp()) + RECORD_TTL_SECONDS)},
+        }
+        expression = "SET #mute = :entry, #job = :job, #ttl = :ttl"
+        if account:
+            names["#account"] = "account"
+            values[":account"] = {"S": account}
+            expression += ", #account = :account"
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": mutes_key(job, account)}},
+                UpdateExpression=expression,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            raise ActionFailed(f"record the mute {mute.key} of {job}", exc) from exc
+
+    def remove(self, job: str, key: str, *, account: str | None = None) -> bool:
+        """Remove the mute `key` (`Mute.key`) of the job: False when it had none of that name."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": mutes_key(job, account)}},
+                UpdateExpression="REMOVE #mute",
+                ConditionExpression="attribute_exists(#mute)",
+                ExpressionAttributeNames={"#mute": ATTRIBUTE_PREFIX + key},
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise ActionFailed(f"remove the mute {key} of {job}", exc) from exc
+        return True
+
+    def jobs(self) -> list[tuple[str, Mutes]]:
+        """Every job that has mutes (`<account>/<job>` for a member's): one paginated Scan, for the operator's CLI."""
+        return [(scope, mutes) for scope, mutes in self._scan() if mutes.entries]
+
+    def _scan(self) -> Iterator[tuple[str, Mutes]]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "begins_with(#pk, :prefix)",
+            "ExpressionAttributeNames": {"#pk": _PK},
+            "ExpressionAttributeValues": {":prefix": {"S": KEY_PREFIX}},
+        }
+        while True:
+            try:
+                page = self._client.scan(**request)
+            except ClientError as exc:
+                raise ActionFailed("list the mutes", exc) from exc
+            for item in page.get("Items", []):
+                yield str(item[_PK]["S"]).removeprefix(KEY_PREFIX), _mutes(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _mutes(item: dict[str, Any]) -> Mutes:
+    found = []
+    for name, value in sorted(item.items()):
+        if not name.startswith(ATTRIBUTE_PREFIX) or "M" not in value:
+            continue
+        entry = value["M"]
+        at = parse_time(entry.get("at", {}).get("S"))
+        until_text = entry.get("until", {}).get("S")
+        until = parse_time(until_text) if until_text else None
+        try:
+            effect = Effect(entry.get("effect", {}).get("S", ""))
+        except ValueError:
+            continue  # written by a later version: not ours to interpret
+        if at is None or (until_text and until is None):
+            raise ActionFailed(f"read the mute {name} of {item.get(_PK, {}).get('S')}", ValueError("not a timestamp"))
+        found.append(
+            Mute(effect, str(entry.get("rule", {}).get("S", "")), str(entry.get("by", {}).get("S", "")), at, until)
+        )
+    return Mutes(tuple(found))
