@@ -9,6 +9,10 @@ Outcome per message: every target delivered -> done; a transient failure (429 be
 dead-letter queue after its receive limit; only permanent failures (revoked webhook, 4xx, a secret
 with no URL in it) -> the message is parked in the dead-letter queue at once, with the reason.
 Nothing is dropped.
+
+Routing (`SlackConfig.route`): by the job's team tag, by the account the notification is about (the document's
+`account`; with an organization, the account's own webhook or its organizational unit's), and by severity. A
+self-monitoring alarm is about the hub's own account (its `AWSAccountId`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from training_guard import slack_messages
-from training_guard.config import SlackConfig
+from training_guard.accounts import scoped
+from training_guard.config import OrganizationConfig, SlackConfig
 from training_guard.ports import Claim, LedgerPort
 
 # Without an invocation to measure (local runs): longer than the notifier's timeout. In Lambda the
@@ -74,6 +79,11 @@ def check_url(webhook: str, secret_id: str, value: str) -> str:
 DELIVERED = "delivered"  # the outcome the ledger records for a message Slack took
 
 
+def account_of(value: object) -> str | None:
+    """The account a message names (a document's `account`, an alarm's `AWSAccountId`): only a text is one."""
+    return value if isinstance(value, str) and value else None
+
+
 def delivery_key(transition: str, webhook: str) -> str:
     """The ledger item of one message's delivery to one webhook (`training-guard test-notification` reads it)."""
     return f"c#{transition}#{webhook}"
@@ -81,6 +91,7 @@ def delivery_key(transition: str, webhook: str) -> str:
 
 @dataclass
 class MessageResult:
+    account: str | None = None  # the account the message is about, as it was routed (None: it names none)
     delivered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already delivered (a duplicate)
     busy: list[str] = field(default_factory=list)  # another attempt is delivering it: retried later
@@ -105,9 +116,12 @@ class ChatDelivery:
         *,
         ttl_seconds: int,
         budget: Budget | None = None,
+        organization: OrganizationConfig | None = None,
     ) -> None:
+        """`organization`: where a notification's account is routed by its organizational unit (None: no units)."""
         self.budget = budget
         self.slack = slack
+        self.organization = organization
         self.urls = urls
         self.sender = sender
         self.ledger = ledger
@@ -115,28 +129,40 @@ class ChatDelivery:
         self.ttl_seconds = ttl_seconds
         self.lease_seconds = CLAIM_LEASE_SECONDS
 
-    def _read(self, body: str) -> tuple[str, list[dict[str, Any]], str, list[str]]:
-        """(fallback text, blocks, transition, webhooks) of one message; ValueError, KeyError or TypeError when
-        it is not one the notifier can render."""
+    def _read(self, body: str, result: MessageResult) -> tuple[str, list[dict[str, Any]], str, list[str]]:
+        """(fallback text, blocks, transition, webhooks) of one message, its account noted on `result`;
+        ValueError, KeyError or TypeError when it is not one the notifier can render."""
         payload = json.loads(body)
         if slack_messages.is_alarm_notification(payload):
             text, blocks = slack_messages.render_alarm(payload)
-            targets = self.slack.route(slack_messages.alarm_severity(payload), {})
+            result.account = account_of(payload.get("AWSAccountId"))
+            targets = self._route(slack_messages.alarm_severity(payload), {}, result.account)
             return text, blocks, slack_messages.alarm_key(payload), targets
         doc = slack_messages.check_document(payload)
         text, blocks = slack_messages.render(doc)
+        result.account = account_of(doc.get("account"))
         transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
+        if self.organization is not None and result.account in self.organization.members:
+            # A transition's key names the job, not the account: two members' jobs of the same name have the same
+            # one. Their deliveries are two, as their ledger keys are (accounts.AccountLedger; the hub's stay as
+            # they were, and so do a single-account guard's).
+            transition = scoped(result.account, transition)
         if slack_messages.is_test(doc):
             # A test notification checks every webhook, whatever the routing and the minimum severity say.
             return text, blocks, transition, list(self.slack.webhooks)
         tags = doc["job"].get("tags") or {}
-        targets = self.slack.route(str(doc["severity"]), tags if isinstance(tags, Mapping) else {})
+        targets = self._route(str(doc["severity"]), tags if isinstance(tags, Mapping) else {}, result.account)
         return text, blocks, transition, targets
+
+    def _route(self, severity: str, tags: Mapping[str, str], account: str | None) -> list[str]:
+        """The webhooks of a notification about `account`: its own route, or its organizational unit's."""
+        unit = self.organization.unit_of(account) if self.organization is not None else None
+        return self.slack.route(severity, tags, account=account, unit=unit)
 
     def deliver(self, body: str, *, now: datetime) -> MessageResult:
         result = MessageResult()
         try:
-            text, blocks, transition, targets = self._read(body)
+            text, blocks, transition, targets = self._read(body, result)
         except (ValueError, KeyError, TypeError) as exc:
             result.errors.append(f"unusable message: {exc}")
             self.parker.park(body, f"unusable message: {exc}")

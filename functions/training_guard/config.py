@@ -204,6 +204,10 @@ _EMAIL_PATTERN = r"^[^@ ][^ ]*@[^ ]*[^@ ]$"
 # the guard keeps them to 100 characters so that 20 of them fit in the notifier's 4 KB environment.
 _SECRET_NAME_PATTERN = r"^[A-Za-z0-9/_+=.@-]{1,100}$"  # noqa: S105 - a pattern, not a password
 MAX_WEBHOOKS = 20
+_ACCOUNT_PATTERN = r"^[0-9]{12}$"
+# An OU ID, or the organization's root (the StackSet's deployment targets, and the units chat is routed by)
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_StackSetAutoDeploymentTargetSummary.html).
+_DEPLOYMENT_TARGET_PATTERN = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,32})$"
 # arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>
 _LAYER_ARN_PATTERN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]{1,140}:[0-9]{1,10}$"
 # Metrics Insights alarms: 200 per account and region; the guard keeps to a share of that.
@@ -248,20 +252,40 @@ class SlackConfig:
         key_error=f"not a severity; use {', '.join(SEVERITIES)}",
     )
     team_tag: str | None = setting(None, doc="a job tag whose value names a webhook (e.g. `team=vision`)")
+    by_account: Mapping[str, str] = setting(
+        factory=dict,
+        doc="with an `organization`: account ID -> webhook name, for notifications about that account's jobs (the "
+        "hub's or a member's)",
+        key_pattern=_ACCOUNT_PATTERN,
+        key_error="not an account ID (12 digits)",
+    )
+    by_organizational_unit: Mapping[str, str] = setting(
+        factory=dict,
+        doc="with an `organization`: OU ID -> webhook name, for notifications about the jobs of the accounts "
+        "`organization.account_units` puts in that OU (an account's own `by_account` webhook comes first)",
+        key_pattern=_DEPLOYMENT_TARGET_PATTERN,
+        key_error="not an OU ID (ou-...) or root ID (r-...)",
+    )
     min_severity: str = setting("info", doc="notifications below this severity go to no webhook", choices=SEVERITIES)
 
     @property
     def enabled(self) -> bool:
         return bool(self.webhooks)
 
-    def route(self, severity: str, tags: Mapping[str, str]) -> list[str]:
-        """The webhooks one notification goes to (each at most once), in a stable order."""
+    def route(
+        self, severity: str, tags: Mapping[str, str], *, account: str | None = None, unit: str | None = None
+    ) -> list[str]:
+        """The webhooks one notification goes to (each at most once), in a stable order: the job's team, its
+        account's (`by_account`, else its organizational unit's, `unit`), its severity's; the default if none."""
         if not self.enabled or _rank(severity) < _rank(self.min_severity):
             return []
         chosen: list[str] = []
         team = tags.get(self.team_tag) if self.team_tag else None
         if team in self.webhooks:
             chosen.append(str(team))
+        by_account = self.by_account.get(account or "") or self.by_organizational_unit.get(unit or "")
+        if by_account and by_account not in chosen:
+            chosen.append(by_account)
         by_severity = self.by_severity.get(severity)
         if by_severity and by_severity not in chosen:
             chosen.append(by_severity)
@@ -274,11 +298,17 @@ class SlackConfig:
 def _check_slack(slack: SlackConfig) -> Iterator[tuple[str, str]]:
     if slack.default is not None and slack.default not in slack.webhooks:
         yield "default", f"names no webhook in slack.webhooks (have: {', '.join(slack.webhooks) or 'none'})"
-    for severity, target in slack.by_severity.items():
-        if target not in slack.webhooks:
-            yield f"by_severity.{severity}", f"names no webhook in slack.webhooks: {target!r}"
-    if slack.webhooks and slack.default is None and not slack.team_tag and not slack.by_severity:
-        yield "default", "set a default webhook, or routes (by_severity, team_tag), or no message is ever sent"
+    for routes in ("by_severity", "by_account", "by_organizational_unit"):
+        for key, target in getattr(slack, routes).items():
+            if target not in slack.webhooks:
+                yield f"{routes}.{key}", f"names no webhook in slack.webhooks: {target!r}"
+    routed = slack.team_tag or slack.by_severity or slack.by_account or slack.by_organizational_unit
+    if slack.webhooks and slack.default is None and not routed:
+        yield (
+            "default",
+            "set a default webhook, or routes (by_severity, team_tag, by_account, by_organizational_unit), or no "
+            "message is ever sent",
+        )
 
 
 @dataclass(frozen=True)
@@ -496,14 +526,12 @@ class Digest:
 
 
 # --- One guard for an organization (docs/organization.md) ------------------------------------------------
-_ACCOUNT_PATTERN = r"^[0-9]{12}$"
 # A commercial, China or GovCloud region name (us-east-1, cn-north-1, us-gov-west-1).
 _REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$"
 # Organization IDs (https://docs.aws.amazon.com/organizations/latest/APIReference/API_Organization.html) and the
 # StackSet's deployment targets: an OU or the organization's root
 # (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_StackSetAutoDeploymentTargetSummary.html).
 _ORGANIZATION_ID_PATTERN = r"^o-[a-z0-9]{10,32}$"
-_DEPLOYMENT_TARGET_PATTERN = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,32})$"
 # A custom bus name: letters, digits, '.', '-', '_', at most 256, never "default"
 # (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_CreateEventBus.html).
 _BUS_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,256}$"
@@ -569,6 +597,15 @@ class OrganizationConfig:
         pattern=_BUS_NAME_PATTERN,
         pattern_error="a bus name is 1-256 letters, digits, '.', '-' or '_': {value!r}",
     )
+    account_units: Mapping[str, str] = setting(
+        factory=dict,
+        doc="the organizational unit of the hub or a member account (account ID -> `ou-...`), for routing chat by "
+        "unit (`slack.by_organizational_unit`); taken as written, AWS Organizations is not asked",
+        key_pattern=_ACCOUNT_PATTERN,
+        key_error="not an account ID (12 digits)",
+        pattern=_DEPLOYMENT_TARGET_PATTERN,
+        pattern_error="not an OU ID (ou-...) or root ID (r-...): {value!r}",
+    )
     member_role_name: str = setting(
         "TrainingGuardMember",
         doc="the role in each member account that the hub's functions assume to describe, stop and tag jobs",
@@ -580,6 +617,10 @@ class OrganizationConfig:
     def accepts(self, account: str | None) -> bool:
         """Whether the hub guards this account: its own, or a configured member (exactly)."""
         return account == self.hub_account or account in self.members
+
+    def unit_of(self, account: str | None) -> str | None:
+        """The organizational unit `account_units` puts the account in (None: none said, or not guarded here)."""
+        return self.account_units.get(account) if account and self.accepts(account) else None
 
 
 @_validator(OrganizationConfig)
@@ -598,6 +639,9 @@ def _check_organization(organization: OrganizationConfig) -> Iterator[tuple[str,
             yield f"organizational_units[{i}]", f"duplicate deployment target {target}"
     if organization.bus_name == "default":
         yield "bus_name", "'default' is the account's default bus; name a custom bus"
+    for account in organization.account_units:
+        if not organization.accepts(account):
+            yield f"account_units.{account}", "not the hub account nor a member account"
 
 
 def _rank(severity: str) -> int:
@@ -757,6 +801,27 @@ def _check_guard_config(config: GuardConfig) -> Iterator[tuple[str, str]]:
         if guard.name in seen:
             yield f"metric_guards[{i}].name", f"duplicate guard name {guard.name!r}"
         seen.add(guard.name)
+    yield from _check_account_routes(config)
+
+
+def _check_account_routes(config: GuardConfig) -> Iterator[tuple[str, str]]:
+    """Chat routes by account or unit name what the organization guards: anything else would route nothing."""
+    slack, organization = config.slack, config.organization
+    if organization is None:
+        for routes in ("by_account", "by_organizational_unit"):
+            if getattr(slack, routes):
+                yield f"slack.{routes}", "routes by account need an organization section (this guard has one account)"
+        return
+    for account in slack.by_account:
+        if not organization.accepts(account):
+            yield f"slack.by_account.{account}", "not the hub account nor a member account of organization"
+    units = set(organization.account_units.values())
+    for unit in slack.by_organizational_unit:
+        if unit not in units:
+            yield (
+                f"slack.by_organizational_unit.{unit}",
+                "no account is in this unit: say which are in organization.account_units",
+            )
 
 
 # --- The declarations, as the reader and the generated docs see them ----------------------------------

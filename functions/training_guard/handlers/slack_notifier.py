@@ -52,5 +52,6 @@ def process(
     return {"batchItemFailures": failures}
 
 
-def _summary(result: MessageResult) -> dict[str, list[str]]:
-    return {name: list(values) for name, values in vars(result).items()}
+def _summary(result: MessageResult) -> dict[str, object]:
+    """The message's account (as it was routed) and what happened at each webhook."""
+    return {name: list(value) if isinstance(value, list) else value for name, value in vars(result).items()}

@@ -129,6 +129,7 @@ def delivery() -> ChatDelivery:
         parker=DeadLetterParker(client("sqs"), settings_.dead_letter_queue_url),
         ttl_seconds=settings_.config.dedup_ttl_days * 86400,
         budget=chat_deadline(),
+        organization=settings_.config.organization,
     )
 
 
