@@ -13,6 +13,11 @@ each account and region the first time it is used.
 Time: the handlers read the clock through `training_guard.clock`; `deliver(event, at=...)` runs
 the handler with the clock set to `at` (a replay decides as the guard would have when the event
 arrived, not today).
+
+Prices: moto has no Price List API (it answers `GetProducts` with a 404, so every price falls back to the
+shipped table). Given recorded answers (`price_answers`), the functions' `pricing` client is a real boto3
+client whose `GetProducts` calls botocore's Stubber answers from the recording of the type asked for
+(`RecordedPriceList`): the adapter's request, paging, parsing and caching all run, and nothing reaches AWS.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -79,6 +84,96 @@ class LambdaContext:
         return 30_000
 
 
+# What the guard asks the Price List API (adapters/price_list.py; docs/cost.md "How a price is found"), written
+# out here rather than imported so that a change to the request is caught by the recordings, not followed.
+PRICE_LIST_SERVICE_CODE = "AmazonSageMaker"
+PRICE_LIST_COMPONENT = "Training"
+PRICE_LIST_FORMAT = "aws_v1"
+# The Price List Query API's endpoints are us-east-1 and ap-south-1, whatever the region priced (docs/cost.md).
+PRICE_LIST_API_REGION = "us-east-1"
+PRICE_LIST_PAGE_SIZE = 100  # GetProducts MaxResults: 1 to 100 (botocore's pricing model, GetProductsMaxResults)
+# "Each request is also limited to no more than 1000 different metrics"
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricData.html)
+PUT_METRIC_DATA_MAX = 1000
+NO_RECORDED_ANSWER = "NoRecordedAnswer"  # the emulation's own error code: no recording of what was asked
+
+
+class RecordedPriceList:
+    """The AWS Price List API played from recorded `GetProducts` answers, for the emulation.
+
+    `answers`: (region, instance type) -> the pages of one recorded answer, in call order (a page with a
+    `NextToken` is followed by the next). `client()` is a real boto3 `pricing` client under botocore's
+    Stubber: each request must be the one the guard makes for a type and region (service code, the three
+    `TERM_MATCH` filters, format, page size, the page's token; anything else raises botocore's
+    StubAssertionError), and each answer is validated against the API model. A request for anything not
+    recorded gets the client error
+    `NoRecordedAnswer`: to the guard, a Price List API it cannot use (the shipped table, else unknown).
+    `asked` lists every request: (region, instance type, page number or None when not recorded).
+    """
+
+    def __init__(self, answers: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]) -> None:
+        self.answers = {key: [dict(page) for page in pages] for key, pages in answers.items()}
+        self.asked: list[tuple[str, str, int | None]] = []
+        self._client: Any = None
+        self._stubber: Any = None
+
+    def client(self) -> Any:
+        """The `pricing` client the functions get (one for the emulation: its Stubber stays active)."""
+        if self._client is None:
+            import boto3
+            from botocore.stub import Stubber
+
+            made = boto3.client("pricing", region_name=PRICE_LIST_API_REGION)
+            self._stubber = Stubber(made)
+            # The answer is queued when the request is built. Handlers registered first run in the order they were
+            # registered, so this one, registered before the Stubber's, queues the answer it then checks.
+            made.meta.events.register_first("before-parameter-build.*.*", self._queue_answer)
+            self._stubber.activate()
+            self._client = made
+        return self._client
+
+    def _queue_answer(self, params: Mapping[str, Any], model: Any, **_: Any) -> None:
+        """Queue the answer to this request, or refuse it, before the Stubber looks: a request refused here or by
+        botocore's validation leaves nothing queued that a later request could be answered with."""
+        if model.name != "GetProducts":
+            return  # any other call finds nothing queued and fails in the Stubber: not part of the recording
+        from botocore.exceptions import StubAssertionError
+        from botocore.validate import validate_parameters
+
+        validate_parameters(params, model.input_shape)
+        filters = {f.get("Field"): f.get("Value") for f in params.get("Filters") or [] if isinstance(f, Mapping)}
+        region, instance_type = str(filters.get("regionCode")), str(filters.get("instanceName"))
+        token = params.get("NextToken")
+        wanted = {"regionCode": region, "instanceName": instance_type, "component": PRICE_LIST_COMPONENT}
+        expected: dict[str, Any] = {
+            "ServiceCode": PRICE_LIST_SERVICE_CODE,
+            "Filters": [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in wanted.items()],
+            "FormatVersion": PRICE_LIST_FORMAT,
+            "MaxResults": PRICE_LIST_PAGE_SIZE,
+        }
+        if token is not None:
+            expected["NextToken"] = token
+        if dict(params) != expected:
+            raise StubAssertionError(
+                operation_name=model.name,
+                reason=f"not the request the recordings answer (expected {expected}, got {dict(params)})",
+            )
+        pages = self.answers.get((region, instance_type), [])
+        tokens = [page.get("NextToken") for page in pages]
+        index = 0 if token is None else tokens.index(token) + 1 if token in tokens else len(pages)
+        if index < len(pages):
+            self.asked.append((region, instance_type, index + 1))
+            self._stubber.add_response("get_products", pages[index], expected)
+        else:
+            self.asked.append((region, instance_type, None))
+            self._stubber.add_client_error(
+                "get_products",
+                service_error_code=NO_RECORDED_ANSWER,
+                service_message=f"the emulation has no recorded GetProducts answer for {instance_type} in {region}",
+                expected_params=expected,
+            )
+
+
 def function_arn(name: str, account: str = ACCOUNT, region: str = REGION) -> str:
     return f"arn:aws:lambda:{region}:{account}:function:{name}"
 
@@ -117,13 +212,15 @@ class Emulation:
         handler_logs: bool = True,
         account: str = ACCOUNT,
         region: str = REGION,
+        price_answers: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] | None = None,
     ) -> None:
         """`webhook_urls`: what each Slack webhook's secret holds (absent: the stack's placeholder).
 
         `quiet`: the handlers log warnings only, and their metrics (Powertools prints them) and
         Powertools' warnings are discarded. `handler_logs=False` discards their log lines too (the
         CLI's replays, whose result lines say what the logs would). `account`, `region`: where the
-        emulation starts (`use` moves it).
+        emulation starts (`use` moves it). `price_answers`: recorded GetProducts answers by (region, instance
+        type) that the functions' Price List API plays (`RecordedPriceList`); None: moto's 404.
         """
         self.config = config or GuardConfig()
         self.webhook_urls = dict(webhook_urls or {})
@@ -138,6 +235,8 @@ class Emulation:
         self._site = Site(account, region)
         self._clients: dict[tuple[str, str], Any] = {}
         self._function_clients: dict[str, dict[str, Any]] = {}  # region -> service -> the functions' client
+        self.price_list = RecordedPriceList(price_answers) if price_answers is not None else None
+        self._pricing_patch: Any = None
 
     # the current site's resources, by their historical names
     @property
@@ -189,6 +288,12 @@ class Emulation:
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         self._mock.start()
+        if self.price_list is not None:
+            with handler_output_to_stderr():
+                from training_guard.handlers import wiring
+            # The seam the functions' composition root keeps for this (wiring.pricing_client)
+            self._pricing_patch = mock.patch.object(wiring, "pricing_client", self.price_list.client)
+            self._pricing_patch.start()
         sagemaker_ext.install()
         cloudwatch_ext.install()
         cloudwatch_ext.reset()
@@ -265,6 +370,9 @@ class Emulation:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._mock.stop()
+        if self._pricing_patch is not None:
+            self._pricing_patch.stop()
+            self._pricing_patch = None
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -458,6 +566,25 @@ class Emulation:
                 for value in values
             ],
         )
+
+    def put_host_metric(self, job: str, host: str, metric: str, values: Sequence[float], *, until: datetime) -> None:
+        """An instance metric of one of the job's hosts as SageMaker publishes it: namespace
+        /aws/sagemaker/TrainingJobs, dimension `Host = <job>/<host>` (`algo-1`, ...), one datapoint a minute, the
+        last at `until` (docs/cost.md "How it is measured"; the sweeper reads them so)."""
+        count = len(values)
+        data = [
+            {
+                "MetricName": metric,
+                "Dimensions": [{"Name": contract.HOST_DIMENSION, "Value": f"{job}/{host}"}],
+                "Value": value,
+                "Timestamp": until - timedelta(minutes=count - 1 - i),
+            }
+            for i, value in enumerate(values)
+        ]
+        for start in range(0, count, PUT_METRIC_DATA_MAX):
+            self.client("cloudwatch").put_metric_data(
+                Namespace=contract.SAGEMAKER_TRAINING_NAMESPACE, MetricData=data[start : start + PUT_METRIC_DATA_MAX]
+            )
 
     def alarm_names(self) -> list[str]:
         alarms = self.client("cloudwatch").describe_alarms(AlarmNamePrefix=contract.ALARM_NAME_PREFIX)
