@@ -6,8 +6,12 @@
    function's handler (from the template) consumes the queue in-process;
 3. points the Slack webhook secrets at a Slack-compatible listener on 127.0.0.1 that prints each
    message as Slack would show it;
-4. plays the scenario's timeline (SageMaker events, duplicates included; alarms; the sweeper)
-   with progress, then prints a summary and checks the scenario's expectations.
+4. answers the functions' Price List API calls with the scenario's recorded GetProducts answers
+   (botocore's Stubber through the real adapter: request, pages, parsing, the state table's cache);
+   a type without a recording is priced from the shipped table, else unknown. Nothing reaches AWS;
+5. plays the scenario's timeline (SageMaker events, duplicates included; alarms; instance metrics;
+   the sweeper: budgets, idle GPUs) with progress, then prints a summary with each job's spend and
+   checks the scenario's expectations.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -23,10 +28,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TextIO
 
 from training_guard import contract
 from training_guard.metric_guards import fleet_alarm_name, insights_query
+from training_guard.pricing import SOURCE_API, table_quote, usd
 from training_guard_local import alarm_events
 from training_guard_local.emulator import ACCOUNT, REGION, Emulation, handler_output_to_stderr, replay_clock
 from training_guard_local.scenario import Job, Scenario, Step
@@ -56,6 +63,13 @@ class Outcome:
     notifications: list[str] = field(default_factory=list)
     slack: int = 0
     stopped_by_guard: bool = False
+    spend: dict[str, Any] | None = None  # the latest spend the guard announced for the job (Spend.as_dict)
+    avoided: str | None = None  # what its stop avoided, or a would-stop would have ("up to", list price)
+
+
+SUMMARY_CELL_MAX = 52  # characters; longer cells are cut with an ellipsis (the table stays within ~140 columns)
+# What the sweeper finds on its own (no event says it), shown as what the guard saw.
+_SWEEP_FINDINGS = ("budget_warning", "budget_exceeded", "idle_gpu")
 
 
 def _quiet_node_banner() -> None:
@@ -82,6 +96,29 @@ def synthesize(scenario: Scenario) -> dict[str, Any]:
     app, stack = build_app(App(context=context), checks=False)
     template: dict[str, Any] = app.synth().get_stack_by_name(stack.stack_name).template
     return template
+
+
+def _clock(minute: float) -> str:
+    whole = int(minute)
+    return f"+{whole // 60:02d}:{whole % 60:02d}"
+
+
+def _shown_path(path: Path) -> str:
+    """A recording's path as a reader finds it: relative to the current folder when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _field(body: dict[str, Any], name: str) -> str | None:
+    """A field of a Slack message's sections (`*Name*\\nvalue`), as a person reads it."""
+    for block in body.get("blocks") or []:
+        for item in block.get("fields") or []:
+            head, _, value = str(item.get("text", "")).partition("\n")
+            if head.strip("*") == name:
+                return value.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return None
 
 
 def routes_from(template: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
@@ -120,11 +157,14 @@ class Demo:
         template = synthesize(self.scenario)
         found = routes_from(template)
         self.say(f"      {len(template['Resources'])} resources; {len(found)} event rules to install")
+        # The Price List API: recorded answers only, in the emulation's region (none recorded: the shipped table).
+        answers = {(REGION, t): recording.pages for t, recording in self.scenario.price_list.items()}
         with SlackListener(on_message=self._slack_message) as slack:
             urls = {name: slack.url(name) for name in self.scenario.config.slack.webhooks}
-            with Emulation(self.scenario.config, webhook_urls=urls) as aws:
+            with Emulation(self.scenario.config, webhook_urls=urls, price_answers=answers) as aws:
                 self.aws = aws
                 self.say("[2/3] emulated AWS: moto + SageMaker extension; Slack listener on 127.0.0.1")
+                self._say_price_list()
                 for rule, pattern, handler in found:
                     self._install(rule, pattern, handler)
                 self.say(f"[3/3] playing {len(self.scenario.steps)} steps")
@@ -141,6 +181,19 @@ class Demo:
             return 1
         self.say("All expectations met.")
         return 0
+
+    def _say_price_list(self) -> None:
+        recorded = self.scenario.price_list
+        if not recorded:
+            self.say("      Price List API: no recorded answer, nothing reaches AWS: shipped price table, else unknown")
+            return
+        self.say(
+            "      Price List API: recorded GetProducts answers played by botocore's Stubber (nothing reaches AWS)"
+        )
+        for instance_type, recording in recorded.items():
+            pages = len(recording.pages)
+            self.say(f"        {instance_type}: {_shown_path(recording.path)} ({pages} page{'s' if pages > 1 else ''})")
+        self.say("        any other type: no recorded answer, so the shipped price table, else unknown")
 
     def _install(self, rule: str, pattern: dict[str, Any], handler: str) -> None:
         events = self.aws.client("events")
@@ -186,6 +239,9 @@ class Demo:
                 self.aws.put_metric(job.name, metric, values, at=at)
             shown = "; ".join(f"{m} = {', '.join(f'{v:g}' for v in vs)}" for m, vs in step.publish.items())
             self.say(f"{self._stamp(step)} {job.key}: SageMaker publishes {shown}")
+        elif step.host_metrics:
+            assert step.job is not None
+            self._host_metrics(self.scenario.jobs[step.job], step, at)
         elif step.sweep:
             self.say(f"{self._stamp(step)} sweeper: scheduled run")
             report = self.aws.sweep()
@@ -193,6 +249,15 @@ class Demo:
                 f"         guard: {report['running']} running job(s), {len(report['reconciled'])} reconciled, "
                 f"{len(report['stalled'])} stalled, {len(report['orphaned_alarms_deleted'])} orphaned alarm(s) deleted"
             )
+            found = [
+                ("budget warning", report.get("budget_warnings")),
+                ("over budget", report.get("over_budget")),
+                ("idle GPUs", report.get("idle_gpus")),
+            ]
+            said = [f"{what}: {', '.join(self.by_name.get(j, j) for j in jobs)}" for what, jobs in found if jobs]
+            said += [f"not judged: {self.by_name.get(j, j)} ({why})" for j, why in report.get("not_judged", {}).items()]
+            if said:
+                self.say("         guard: " + "; ".join(said))
         self._drain()
         self.aws.pump_chat(rounds=2)
 
@@ -281,6 +346,18 @@ class Demo:
             entry["StatusDetails"] = details
         return entry
 
+    def _host_metrics(self, job: Job, step: Step, at: datetime) -> None:
+        """Instance metrics per host, one datapoint a minute up to the step's minute (as SageMaker publishes them)."""
+        for metric, hosts in step.host_metrics.items():
+            for host, values in hosts.items():
+                self.aws.put_host_metric(job.name, host, metric, values, until=at)
+                first = step.minute - len(values) + 1
+                shown = ", ".join(f"{v:g}" for v in values[:6]) + (", …" if len(values) > 6 else "")
+                self.say(
+                    f"{self._stamp(step)} {job.key}: SageMaker publishes {metric} of {job.name}/{host}, one a minute "
+                    f"from {_clock(first)}: {shown} (mean {statistics.fmean(values):.1f})"
+                )
+
     def _alarm(self, job: Job, step: Step, at: datetime) -> None:
         guard = self.scenario.config.metric_guard(step.alarm or "")
         assert guard is not None
@@ -335,9 +412,24 @@ class Demo:
                     sqs.delete_message(QueueUrl=route.queue_url, ReceiptHandle=message["ReceiptHandle"])
         for note in self.aws.notifications():
             key = self.by_name.get(note["job"]["name"])
-            if key:  # what the guard did, one outcome per notification (stalls included)
-                self.outcomes[key].notifications.append(note["kind"])
-                self.outcomes[key].did.append(note["outcome"])
+            if key:  # what the guard did, one outcome per notification (stalls, budgets, idle GPUs included)
+                self._note(self.outcomes[key], note)
+
+    def _note(self, got: Outcome, note: dict[str, Any]) -> None:
+        got.notifications.append(note["kind"])
+        got.did.append(note["outcome"])
+        if note["outcome"] == "stopped":  # the sweeper's stops (a budget) have no receipt of their own here
+            got.stopped_by_guard = True
+        rule = note.get("rule") or {}
+        if note["kind"] in _SWEEP_FINDINGS and rule:
+            got.saw.append(f"{rule.get('name')} {rule.get('status')}")
+        spend = note.get("spend")
+        if isinstance(spend, dict):
+            got.spend = spend
+            if spend.get("avoided_label") and note["outcome"] in ("stopped", "would_stop"):
+                avoided = usd(spend.get("avoided_usd"))
+                shown = f"up to {avoided}" if avoided else "unknown"
+                got.avoided = f"would: {shown}" if note["outcome"] == "would_stop" else shown
 
     def _react(self, receipt: dict[str, Any]) -> None:
         key = self.by_name.get(receipt.get("job", ""), receipt.get("job", "?"))
@@ -364,6 +456,9 @@ class Demo:
         self.say(f"         slack #{channel} │ {text[0] if text else ''}")
         for line in text[2:4]:
             self.say(f"                  │ {line[:110]}")
+        spent = _field(body, "Spend")
+        if spent:
+            self.say(f"                  │ Spend: {spent}")
         title = body.get("blocks", [{}])[0].get("text", {}).get("text", "")
         for name, key in self.by_name.items():
             if name in title:
@@ -388,13 +483,14 @@ class Demo:
         return failures
 
     def _summary(self) -> None:
-        rows = [("job", "what the guard saw", "what it did", "Slack", "status")]
+        rows = [("job", "what the guard saw", "what it did", "spent so far", "avoided", "Slack", "status")]
         for key in self.scenario.jobs:
             got = self.outcomes[key]
             saw = ", ".join(dict.fromkeys(got.saw)) or "-"
             did = ", ".join(got.did) or "nothing"
-            rows.append((key, saw, did, str(got.slack), str(self.final.get(key))))
-        widths = [min(max(len(r[i]) for r in rows), 60) for i in range(5)]
+            spent = "-" if got.spend is None else usd(got.spend.get("so_far_usd")) or "unknown"
+            rows.append((key, saw, did, spent, got.avoided or "-", str(got.slack), str(self.final.get(key))))
+        widths = [min(max(len(r[i]) for r in rows), SUMMARY_CELL_MAX) for i in range(len(rows[0]))]
         self.say("\nSummary")
         for i, row in enumerate(rows):
             cells = [
@@ -403,3 +499,32 @@ class Demo:
             self.say("  " + " │ ".join(cells))
             if i == 0:
                 self.say("  " + "─┼─".join("─" * w for w in widths))
+        self._prices()
+
+    def _prices(self) -> None:
+        """Where each price in the spend columns came from, as the guard reported it, and what that source is here."""
+        quotes: dict[str, dict[str, Any]] = {}
+        unknown: dict[str, str] = {}
+        for got in self.outcomes.values():
+            spend = got.spend or {}
+            for quote in spend.get("prices") or []:
+                quotes.setdefault(str(quote.get("instance_type")), quote)
+            for instance_type in spend.get("unknown_instance_types") or []:
+                unknown.setdefault(str(instance_type), "; ".join(str(n) for n in spend.get("notes") or []))
+        if not quotes and not unknown:
+            return
+        self.say("  Spend: list prices, estimated until a job ends. The prices:")
+        for instance_type, quote in quotes.items():
+            where = (
+                "the Price List API: here its recorded answer, played by botocore's Stubber"
+                if quote.get("source") == SOURCE_API
+                else "the shipped price table"
+            )
+            date = f" ({quote['as_of']})" if quote.get("as_of") else ""
+            self.say(f"    {instance_type}: ${quote.get('usd_per_hour'):g} an hour{date}, from {where}")
+        for instance_type, why in unknown.items():
+            missing = [] if instance_type in self.scenario.price_list else ["no recorded answer"]
+            missing += [] if table_quote(REGION, instance_type) else ["no entry in the shipped price table"]
+            self.say(
+                f"    {instance_type}: unknown ({why or 'no price'})" + (f": {', '.join(missing)}" if missing else "")
+            )

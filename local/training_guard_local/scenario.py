@@ -6,6 +6,8 @@ name the field (docs/scenarios.md is the user's guide).
 {
   "name": "...",
   "config": { ...GuardConfig... },                    optional; --config FILE overrides it
+  "price_list": {"ml.g5.2xlarge": "answer.json"},      optional: recorded GetProducts answers the
+                                                        emulated Price List API plays, by instance type
   "jobs": {
     "mnist": {"name": "pytorch-mnist-lr01", "instance_type": "ml.p3.2xlarge", "instance_count": 1,
               "metrics": ["train:loss"], "tags": {"team": "vision"}, "profiler_rules": []}
@@ -15,6 +17,8 @@ name the field (docs/scenarios.md is the user's guide).
      "rules": {"VanishingGradient": "IssuesFound"}, "details": {"VanishingGradient": "..."},
      "deliveries": 3, "note": "..."},                   a SageMaker state-change event (sent N times)
     {"minute": 3, "job": "mnist", "publish": {"train:loss": [2.3, 2.1]}},       SageMaker scrapes metrics
+    {"minute": 8, "job": "mnist", "host_metrics": {"GPUUtilization": {"algo-1": [30, 28, 31]}}},
+                                                 a host's instance metric, one datapoint a minute to now
     {"minute": 5, "job": "resnet", "alarm": "loss-diverging", "reason": "..."},   a guard's alarm fires
     {"minute": 6, "job": "mnist", "sagemaker": "finish_stopping"},                SageMaker ends a stop
     {"minute": 9, "sweep": true}                                                  the sweeper runs
@@ -25,6 +29,8 @@ name the field (docs/scenarios.md is the user's guide).
 }
 ```
 Rule statuses are cumulative: each event carries every rule's latest status, as SageMaker's do.
+A `price_list` path is read when the scenario is loaded, relative to the scenario's folder, else to the
+shipped scenarios' folder (so a copy of a shipped scenario keeps its recordings).
 Shipped scenarios (in `scenarios/`) can be named instead of given as a path: `--scenario dry_run`.
 """
 
@@ -37,6 +43,7 @@ from typing import Any
 
 from training_guard.config import ConfigError, GuardConfig
 from training_guard.policy import Kind
+from training_guard.pricing import gpu_count
 from training_guard_local.inputs import UsageError, read_json
 
 JOB_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
@@ -48,6 +55,14 @@ SECONDARY_STATUSES = (
 )  # fmt: skip
 NOTIFICATION_KINDS = tuple(kind.value for kind in Kind)
 SAGEMAKER_ACTIONS = ("finish_stopping",)
+# The instance metrics SageMaker publishes per host (dimension Host = <job>/algo-<n>) in /aws/sagemaker/TrainingJobs
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html; docs: domain §4).
+INSTANCE_METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")
+# GPU percentages are "multiplied by the number of GPUs": 0 to 400 % for 4 GPUs
+# (https://repost.aws/knowledge-center/sagemaker-cpu-gpu-utilization-100); memory and disk are 0 to 100 %.
+# CPU scales with the vCPUs, which no table here gives: it has no ceiling.
+_PER_GPU_METRICS = ("GPUUtilization", "GPUMemoryUtilization")
+_PERCENT_METRICS = ("MemoryUtilization", "DiskUtilization")
 SCENARIOS_DIR = Path(__file__).parent / "scenarios"
 SEED_SCENARIO = SCENARIOS_DIR / "seed.json"
 MAX_DELIVERIES = 10
@@ -71,6 +86,14 @@ class Job:
 
 
 @dataclass(frozen=True)
+class PriceRecording:
+    """A recorded GetProducts answer (the Price List API) for one instance type: its pages, in call order."""
+
+    path: Path
+    pages: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class Step:
     minute: float
     job: str | None = None
@@ -85,6 +108,8 @@ class Step:
     sagemaker: str | None = None
     sweep: bool = False
     publish: Mapping[str, list[float]] = field(default_factory=dict)  # metric -> datapoints scraped now
+    # instance metric -> host (algo-<n>) -> one datapoint a minute, the last at this step's minute
+    host_metrics: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=dict)
     note: str | None = None
 
 
@@ -102,6 +127,8 @@ class Scenario:
     jobs: Mapping[str, Job]
     steps: tuple[Step, ...]
     expect: Mapping[str, Expectation]
+    # instance type -> the recorded GetProducts answer the emulated Price List API plays for it
+    price_list: Mapping[str, PriceRecording] = field(default_factory=dict)
 
 
 def shipped() -> list[str]:
@@ -128,7 +155,9 @@ def load(path: Path, *, config_override: GuardConfig | None = None, config_sourc
     """Read and validate a scenario file. Unreadable files raise UsageError (one line), invalid
     scenarios ScenarioError (every problem, each naming its field)."""
     data = read_json(path, "scenario")
-    return parse(data, source=str(path), config_override=config_override, config_source=config_source)
+    return parse(
+        data, source=str(path), config_override=config_override, config_source=config_source, folder=path.parent
+    )
 
 
 def parse(
@@ -137,12 +166,14 @@ def parse(
     source: str = "scenario",
     config_override: GuardConfig | None = None,
     config_source: str | None = None,
+    folder: Path | None = None,
 ) -> Scenario:
-    """`config_source`: the file `config_override` came from, blamed for what it lacks."""
+    """`config_source`: the file `config_override` came from, blamed for what it lacks. `folder`: where
+    `price_list` paths are read from (the scenario's folder; None: the current one)."""
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ScenarioError(["the scenario must be a JSON object"], source)
-    _unknown(data, ("name", "config", "jobs", "steps", "expect"), "", problems)
+    _unknown(data, ("name", "config", "price_list", "jobs", "steps", "expect"), "", problems)
     if data.get("name") is not None and not isinstance(data["name"], str):
         problems.append("name: must be a string")
     config = config_override or GuardConfig()
@@ -155,9 +186,10 @@ def parse(
     blame = f"--config {config_source}" if config_override is not None else "the scenario's config"
     steps = _steps(data.get("steps"), jobs, config, problems, blame=blame)
     expect = _expect(data.get("expect"), jobs, problems)
+    price_list = _price_list(data.get("price_list"), folder or Path("."), problems)
     if problems:
         raise ScenarioError(problems, source)
-    return Scenario(str(data.get("name") or source), config, jobs, steps, expect)
+    return Scenario(str(data.get("name") or source), config, jobs, steps, expect, price_list)
 
 
 def _unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str, problems: list[str]) -> None:
@@ -237,9 +269,10 @@ def _one_of(value: Any, allowed: tuple[str, ...], where: str, problems: list[str
 
 _STEP_FIELDS = (
     "minute", "job", "status", "secondary", "rules", "details", "failure_reason", "deliveries",
-    "alarm", "reason", "sagemaker", "sweep", "publish", "note",
+    "alarm", "reason", "sagemaker", "sweep", "publish", "host_metrics", "note",
 )  # fmt: skip
-_STEP_KINDS = ("status", "alarm", "sagemaker", "sweep", "publish")
+_STEP_KINDS = ("status", "alarm", "sagemaker", "sweep", "publish", "host_metrics")
+_JOB_STEPS = ("status", "alarm", "sagemaker", "publish", "host_metrics")
 
 
 def _steps(
@@ -282,7 +315,7 @@ def _step(
     kinds = [k for k in _STEP_KINDS if spec.get(k) not in (None, False, {}, [])]
     if len(kinds) != 1:
         problems.append(f"{where}: needs exactly one of {', '.join(_STEP_KINDS)} (got {kinds or 'none'})")
-    if any(k in spec for k in ("status", "alarm", "sagemaker", "publish")) and "job" not in spec:
+    if any(k in spec for k in _JOB_STEPS) and "job" not in spec:
         problems.append(f"{where}.job: required for this step")
     if "sweep" in spec and spec["sweep"] is not True:
         problems.append(f"{where}.sweep: must be true (a sweeper run)")
@@ -316,6 +349,9 @@ def _step(
     ):
         problems.append(f"{where}.publish: must map metric names to non-empty lists of numbers")
         publish = {}
+    host_metrics = _host_metrics(
+        spec.get("host_metrics"), jobs.get(job) if job else None, minute, f"{where}.host_metrics", problems
+    )
     return Step(
         minute=minute,
         job=job,
@@ -330,8 +366,115 @@ def _step(
         sagemaker=sagemaker,
         sweep=spec.get("sweep") is True,
         publish={k: [float(x) for x in v] for k, v in publish.items()},
+        host_metrics=host_metrics,
         note=_text(spec, "note", where, problems),
     )
+
+
+def _host_metrics(
+    raw: Any, job: Job | None, minute: float, where: str, problems: list[str]
+) -> dict[str, dict[str, tuple[float, ...]]]:
+    """Instance metrics per host of the step's job: {metric: {"algo-<n>": [one datapoint a minute]}}."""
+    if raw is None or raw == {}:
+        return {}  # no step of this kind (an empty one is refused as a step of no kind)
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must map instance metric names to hosts (algo-1, ...) and their datapoints")
+        return {}
+    hosts_of_job = [f"algo-{n}" for n in range(1, (job.instance_count if job else 1) + 1)]
+    first = int(minute) + 1  # datapoints one a minute up to the step's minute, none before the scenario starts
+    out: dict[str, dict[str, tuple[float, ...]]] = {}
+    for metric, hosts in raw.items():
+        at = f"{where}.{metric}"
+        if metric not in INSTANCE_METRICS:
+            problems.append(
+                f"{at}: not an instance metric SageMaker publishes per host ({', '.join(INSTANCE_METRICS)})"
+            )
+            continue
+        if not isinstance(hosts, Mapping) or not hosts:
+            problems.append(f"{at}: must map the job's hosts (algo-1, ...) to lists of datapoints, one a minute")
+            continue
+        ceiling = _ceiling(metric, job)
+        for host, values in hosts.items():
+            here = f"{at}.{host}"
+            if job is not None and host not in hosts_of_job:
+                problems.append(f"{here}: not a host of job {job.key!r} ({', '.join(hosts_of_job)}: one per instance)")
+                continue
+            if not isinstance(values, list) or not values or not all(_percentage(v) for v in values):
+                problems.append(f"{here}: must be a non-empty list of numbers from 0, one datapoint a minute")
+                continue
+            if len(values) > first:
+                problems.append(
+                    f"{here}: {len(values)} datapoints, one a minute up to minute {minute:g}, would start before "
+                    f"the scenario (at most {first})"
+                )
+                continue
+            if ceiling is not None and max(values) > ceiling[0]:
+                problems.append(f"{here}: {max(values):g} is above {ceiling[0]:g}, the most {ceiling[1]}")
+                continue
+            out.setdefault(metric, {})[host] = tuple(float(v) for v in values)
+    return out
+
+
+def _percentage(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
+
+
+def _ceiling(metric: str, job: Job | None) -> tuple[float, str] | None:
+    """The most a host reports of this metric, and why; None when no table here says."""
+    if metric in _PERCENT_METRICS:
+        return 100.0, "a percentage can be"
+    gpus = gpu_count(job.instance_type) if job is not None and metric in _PER_GPU_METRICS else None
+    if job is not None and gpus is not None:
+        return 100.0 * gpus, f"a host of {job.instance_type} reports (100 x its {gpus} GPU(s))"
+    return None
+
+
+def _price_list(raw: Any, folder: Path, problems: list[str]) -> dict[str, PriceRecording]:
+    """Recorded GetProducts answers by instance type, each file read now: a page (one response) or a list of pages
+    in call order, each page but the last with the `NextToken` that asks for the next."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append("price_list: must map instance types to files of recorded GetProducts answers")
+        return {}
+    out: dict[str, PriceRecording] = {}
+    for instance_type, file in raw.items():
+        where = f"price_list.{instance_type}"
+        if not instance_type.startswith("ml."):
+            problems.append(f"{where}: not a SageMaker instance type such as ml.g5.2xlarge")
+            continue
+        if not isinstance(file, str) or not file:
+            problems.append(f"{where}: must be the path of a recorded GetProducts answer (JSON)")
+            continue
+        # In the scenario's folder, else beside the shipped scenarios: a copy of one keeps its recordings.
+        path = next((p for p in (folder / file, SCENARIOS_DIR / file) if p.is_file()), folder / file)
+        try:
+            data = read_json(path, "recorded GetProducts answer")
+        except UsageError as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        pages = [data] if isinstance(data, Mapping) else data
+        bad = _pages_problem(pages)
+        if bad:
+            problems.append(f"{where}: {path}: {bad}")
+            continue
+        out[instance_type] = PriceRecording(path=path, pages=tuple(pages))
+    return out
+
+
+def _pages_problem(pages: Any) -> str | None:
+    if not isinstance(pages, list) or not pages or not all(isinstance(p, Mapping) for p in pages):
+        return "must hold a GetProducts response, or a non-empty list of them (one per page)"
+    for number, page in enumerate(pages, start=1):
+        items = page.get("PriceList")
+        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+            return f"page {number}: PriceList must be a list of JSON strings, as GetProducts returns it"
+        token = page.get("NextToken")
+        if number < len(pages) and not (isinstance(token, str) and token):
+            return f"page {number}: has no NextToken, so page {number + 1} would never be asked for"
+        if number == len(pages) and token is not None:
+            return f"page {number}: its NextToken asks for a page the recording does not have"
+    return None
 
 
 def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str, Expectation]:

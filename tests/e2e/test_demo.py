@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,31 @@ def run(path: Path) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def test_the_seed_scenario_meets_its_expectations() -> None:
-    code, out = run(scenarios.SEED_SCENARIO)
+@dataclass(frozen=True)
+class Played:
+    code: int
+    out: str
+    demo: Demo
+
+    @property
+    def summary(self) -> dict[str, list[str]]:
+        """The summary table's rows by job key: their cells, stripped."""
+        table = self.out.split("\nSummary\n", 1)[1].split("\n\n", 1)[0]
+        rows = [[cell.strip() for cell in line.split("│")] for line in table.splitlines() if "│" in line]
+        return {row[0]: row[1:] for row in rows[1:]}
+
+
+@pytest.fixture(scope="module")
+def seed() -> Played:
+    """The seed scenario, played once for the tests of this module (what `make demo` plays)."""
+    out = io.StringIO()
+    demo = Demo(scenarios.load(scenarios.SEED_SCENARIO), out=out)
+    code = demo.run()
+    return Played(code, out.getvalue(), demo)
+
+
+def test_the_seed_scenario_meets_its_expectations(seed: Played) -> None:
+    code, out = seed.code, seed.out
     assert code == 0, out
     # the rules installed are the synthesized template's, with their handlers
     assert (
@@ -32,7 +56,7 @@ def test_the_seed_scenario_meets_its_expectations() -> None:
     )
     assert '"alarmName": [{"prefix": "training-guard-"}]' in out
     # the diverging MNIST job: stopped once despite three deliveries, rule errors only reported
-    assert out.count("StopTrainingJob called") == 2  # mnist and resnet, once each
+    assert out.count("StopTrainingJob called") == 2  # mnist and resnet, once each (the budget's stop is the sweeper's)
     assert (
         "slack #default │ 🔴 Stopped pytorch-mnist-lr01-2026-11-30-02-10-00: rule VanishingGradient found issues" in out
     )
@@ -41,9 +65,82 @@ def test_the_seed_scenario_meets_its_expectations() -> None:
     )
     assert "🟠 Would have stopped bert-finetune-2026-11-30-02-13-00" in out
     assert "All expectations met." in out
-    summary = out.split("\nSummary\n", 1)[1]
-    assert "mnist  │" in summary
-    assert "│ 2     │ Stopped" in summary  # the rule error, then the stop (later findings fold into it)
+    assert seed.summary["mnist"][4:] == ["2", "Stopped"]  # the rule error, then the stop (later findings fold into it)
+    assert seed.summary["resnet"][4:] == ["1", "Stopped"]
+
+
+def test_the_stop_message_and_the_summary_show_spend_so_far_and_spend_avoided(seed: Played) -> None:
+    # ml.g5.2xlarge at the recorded $1.515 an hour: trained from +00:01 to the stop at +00:06 (5 min: $0.13), and a
+    # day's MaxRuntimeInSeconds less those 5 minutes left (86,100 s: $36.23)
+    stop = seed.out.split("🔴 Stopped pytorch-mnist-lr01-2026-11-30-02-10-00", 1)[1].split("\n[+", 1)[0]
+    assert "│ Spend: $0.13 so far · stopping it avoided up to $36.23 (list price, estimate)" in stop
+    assert "│ Spend: $0.08 so far (list price, estimate)" in seed.out  # the rule error at +00:04: no stop in question
+    assert "│ Spend: $0.28 so far · a stop would have avoided up to $36.08 (list price, estimate)" in seed.out  # bert
+    header = seed.out.split("\nSummary\n", 1)[1].splitlines()[0]
+    assert [cell.strip() for cell in header.split("│")][3:5] == ["spent so far", "avoided"]
+    assert seed.summary["mnist"][2:4] == ["$0.13", "up to $36.23"]
+    assert seed.summary["resnet"][2:4] == ["$0.45", "up to $72.27"]  # two instances, 9 minutes
+    assert seed.summary["bert"][2:4] == ["$0.28", "would: up to $36.08"]  # exempt: it was not stopped
+    assert seed.summary["xgb"][2:4] == ["-", "-"]  # nothing announced, nothing priced
+
+
+def test_prices_come_from_the_recorded_price_list_answer_through_the_adapter_and_say_so(seed: Played) -> None:
+    assert "Price List API: recorded GetProducts answers played by botocore's Stubber (nothing reaches AWS)" in seed.out
+    assert (
+        "ml.g5.2xlarge: tests/events/pricing/get_products_ml_g5_2xlarge_us_east_1_two_pages.json (2 pages)" in seed.out
+    )
+    assert (
+        "ml.g5.2xlarge: $1.515 an hour (2026-08-20), from the Price List API: here its recorded answer, "
+        "played by botocore's Stubber" in seed.out
+    )
+    assert (
+        "ml.g5.12xlarge: unknown (no price for ml.g5.12xlarge): no recorded answer, no entry in the shipped price table"
+        in seed.out
+    )
+    price_list = seed.demo.aws.price_list
+    assert price_list is not None
+    # Both pages once (the jobs after the first are priced from the cache), then the unrecorded type once
+    assert price_list.asked == [
+        ("us-east-1", "ml.g5.2xlarge", 1),
+        ("us-east-1", "ml.g5.2xlarge", 2),
+        ("us-east-1", "ml.g5.12xlarge", None),
+    ]
+
+
+def test_a_job_over_its_budget_is_warned_once_then_stopped_by_the_sweeper(seed: Played) -> None:
+    out = seed.out
+    # 8 x ml.g5.2xlarge ($12.12 an hour) from +00:01: $3.03 at the sweep of +00:16, $5.05 at +00:26 (cap $5)
+    warning = (
+        "🟠 exp-vit-lr-sweep-2026-11-30-02-15-00: budget warning: $3.03 spent of its $5.00 budget (61 % of the cap)"
+    )
+    assert out.count(warning) == 1
+    assert out.count("budget warning:") == 2  # the sweeper's line and the message: not again at +00:21
+    assert "[+00:21] sweeper: scheduled run\n         guard: 2 running job(s)" in out
+    stop = out.split("🔴 Stopped exp-vit-lr-sweep-2026-11-30-02-15-00: $5.05 spent of its $5.00 budget", 1)[1]
+    assert (
+        "│ Why: budgets[0] (jobs starting exp-): $5.00 cap, warned at 50 %, then stop: $5.05 spent (list price)" in stop
+    )
+    assert "│ Spend: $5.05 so far · stopping it avoided up to $285.83 (list price, estimate)" in stop
+    assert "guard: over budget: exp; idle GPUs: llm" in out
+    assert seed.summary["exp"] == [
+        "budgets[0] Warning, budgets[0] Exceeded",
+        "notified, stopped",
+        "$5.05",
+        "up to $285.83",
+        "2",
+        "Stopped",
+    ]
+
+
+def test_a_job_whose_gpus_idle_is_reported_from_its_hosts_gpu_utilization(seed: Played) -> None:
+    out = seed.out
+    assert (
+        "llm: SageMaker publishes GPUUtilization of llm-finetune-2026-11-30-02-16-00/algo-1, one a minute from "
+        "+00:06: 31, 29, 34, 30, 28, 33, … (mean 30.4)" in out
+    )
+    assert "slack #default │ 🟠 llm-finetune-2026-11-30-02-16-00: GPUs idle" in out
+    assert "│ Spend: spent so far: unknown (list price, estimate); no price for ml.g5.12xlarge" in out
+    assert seed.summary["llm"] == ["idle-gpu Idle", "notified", "unknown", "-", "1", "InProgress"]
 
 
 def test_the_dry_run_scenario_defers_then_reports_without_stopping() -> None:
