@@ -597,6 +597,10 @@ class OrganizationConfig:
         pattern=_BUS_NAME_PATTERN,
         pattern_error="a bus name is 1-256 letters, digits, '.', '-' or '_': {value!r}",
     )
+    # Declared, not looked up: ListParents answers only in the management account or a delegated administrator, and
+    # names the immediate parent only
+    # (https://docs.aws.amazon.com/goto/WebAPI/organizations-2016-11-28/ListParents), so a lookup would need that
+    # grant, a walk up nested OUs and a call the notifier's delivery could fail on.
     account_units: Mapping[str, str] = setting(
         factory=dict,
         doc="the organizational unit of the hub or a member account (account ID -> `ou-...`), for routing chat by "
