@@ -24,6 +24,7 @@ from enum import StrEnum
 
 from training_guard.accounts import scoped
 from training_guard.config import MAX_DAYS_AFTER_TRAINING, MAX_TRAINING_DAYS
+from training_guard.job_names import JOB_NAME, RULE_NAME_MAX
 
 ALL_RULES = "*"  # the rule of an exemption: the whole job
 SNOOZE_SECONDS = 3600  # the Slack button "Snooze 1 h" (issue 14)
@@ -34,9 +35,6 @@ MAX_MUTE_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING
 # The item outlives its longest mute by a day; every write sets it again, so the newest write decides.
 RECORD_TTL_SECONDS = (MAX_MUTE_DAYS + 1) * 86400
 KEY_PREFIX = "mutes#"
-# Training job names, from SageMaker's API model (botocore's sagemaker service model, shape TrainingJobName).
-JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
-RULE_NAME_MAX = 256  # RuleConfigurationName: 1 to 256 characters, same model
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 

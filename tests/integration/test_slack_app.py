@@ -7,23 +7,32 @@ interaction payloads posted to the real handler.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
 from tests.fakes_slack_app import FakeMutes, FakeThreads
 from tests.helpers import NOW
 from training_guard import contract, mutes
+from training_guard.adapters.interactions import ClickQueue, ReplayMarkers, ResponseUrl, SigningSecret
 from training_guard.adapters.mutes import DynamoMutes
 from training_guard.adapters.slack import Deadline
 from training_guard.adapters.slack_app import OUT_OF_TIME, SlackApp, SlackAppError, bot_token
 from training_guard.adapters.threads import DynamoThreads
+from training_guard.errors import ActionFailed
+from training_guard.handlers.interactions import NOT_ALLOWED, ClickWorker, Interactions, process
+from training_guard.slack_actions import Act, Click, button
 from training_guard.threads import (
     ClaimOutcome,
     Thread,
@@ -427,3 +436,178 @@ def test_a_mute_records_ttl_is_pushed_on_every_write(aws: Emulation) -> None:
     item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": mutes.mutes_key(job)}})["Item"]
     assert item[contract.TABLE_TTL_ATTRIBUTE] == {"N": str(int(later.timestamp()) + mutes.RECORD_TTL_SECONDS)}
     assert item["job"] == {"S": job}
+
+
+# --- signed interaction payloads, through the real acknowledgement and the real asynchronous path ---------------
+
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example value, not a secret
+ALLOWED, STRANGER = "U0ALICE", "U0MALLORY"
+
+
+class Interactivity:
+    """The endpoint and the worker with their real adapters: the replay markers in the state table, the click
+    queue and the signing secret on moto; answers to the local Slack Web API's response_url, the thread told
+    through the bot adapter."""
+
+    def __init__(self, aws: Emulation, slack: SlackWebApi, *, now: float) -> None:
+        self.aws, self.slack, self.now = aws, slack, now
+        sqs = aws.client("sqs")
+        self.queue_url = sqs.create_queue(QueueName=unique("clicks"))["QueueUrl"]
+        secret = aws.client("secretsmanager").create_secret(Name=unique("signing"), SecretString=SIGNING_SECRET)
+        self.endpoint = Interactions(
+            signing_secret=SigningSecret(aws.client("secretsmanager"), secret["ARN"]),
+            replay=ReplayMarkers(aws.client("dynamodb"), TABLE),
+            queue=ClickQueue(sqs, self.queue_url),
+            allowed_users=[ALLOWED],
+            clock=lambda: self.now,
+        )
+        self.mutes = DynamoMutes(aws.client("dynamodb"), TABLE)
+        self.stops: list[tuple[str, str]] = []
+        bot = app(slack)
+        outer = self
+
+        class Say:
+            def say(self, click: Click, text: str) -> None:
+                bot.reply(str(click.channel), str(click.thread), text, [])
+
+        class Stop:
+            def stop(self, click: Click, *, now: datetime) -> str:
+                outer.stops.append((click.job, click.by))
+                return "stopped"
+
+        self.worker = ClickWorker(
+            mutes=self.mutes,
+            stopper=Stop(),
+            say=Say(),
+            respond=ResponseUrl(allowed_prefixes=(f"http://127.0.0.1:{slack.port}/",)),
+        )
+
+    def post(self, payload: dict[str, Any], *, signed_at: float | None = None, secret: str = SIGNING_SECRET) -> int:
+        """POST the payload as Slack does, through a function URL (the form body base64-encoded)."""
+        body = urlencode({"payload": json.dumps(payload)}).encode()
+        timestamp = str(int(self.now if signed_at is None else signed_at))
+        digest = hmac.new(secret.encode(), b"v0:" + timestamp.encode() + b":" + body, hashlib.sha256).hexdigest()
+        self.last = {
+            "version": "2.0",
+            "headers": {"x-slack-request-timestamp": timestamp, "x-slack-signature": f"v0={digest}"},
+            "requestContext": {"http": {"method": "POST"}},
+            "body": base64.b64encode(body).decode(),
+            "isBase64Encoded": True,
+        }
+        return int(self.endpoint.acknowledge(self.last)["statusCode"])
+
+    def again(self) -> int:
+        return int(self.endpoint.acknowledge(self.last)["statusCode"])
+
+    def drain(self) -> dict[str, Any]:
+        """Run the worker on what the queue holds, as the event source mapping would."""
+        sqs = self.aws.client("sqs")
+        messages = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        records = [{"messageId": m["MessageId"], "body": m["Body"]} for m in messages]
+        result = process({"Records": records}, self.worker, now=NOW)
+        failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+        for m in messages:
+            if m["MessageId"] not in failed:
+                sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        self.handled = len(records)
+        return result
+
+
+@pytest.fixture
+def clicks(aws: Emulation, slack: SlackWebApi) -> Interactivity:
+    return Interactivity(aws, slack, now=1_780_000_000.0)
+
+
+def card(slack: SlackWebApi, job: str) -> str:
+    """The job's parent message, as the notifier posts it: the buttons are on it."""
+    return app(slack).post_parent(DEFAULT_CHANNEL, f"{job}: LossNotDecreasing found issues", BLOCKS).ts
+
+
+def clicked(element: dict[str, Any], *, user: str, parent_ts: str, response_url: str) -> dict[str, Any]:
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "team_id": "T0EMULATED"},
+        "team": {"id": "T0EMULATED"},
+        "container": {"type": "message", "message_ts": parent_ts, "channel_id": DEFAULT_CHANNEL},
+        "channel": {"id": DEFAULT_CHANNEL},
+        "message": {"type": "message", "ts": parent_ts},
+        "response_url": response_url,
+        "actions": [{"type": "button", "action_id": element["action_id"], "value": element["value"]}],
+    }
+
+
+def test_a_valid_signed_snooze_is_acknowledged_then_muted_and_the_thread_says_who(
+    clicks: Interactivity, slack: SlackWebApi
+) -> None:
+    job = unique("mnist")
+    parent = card(slack, job)
+    element = button(Act.SNOOZE, label="Snooze 1 h", job=job, rule="LossNotDecreasing", seconds=3600)
+    assert clicks.post(clicked(element, user=ALLOWED, parent_ts=parent, response_url=slack.response_url())) == 200
+    assert clicks.drain() == {"batchItemFailures": []}
+    [snooze] = clicks.mutes.read(job).entries
+    assert (snooze.rule, snooze.by, snooze.until) == ("LossNotDecreasing", "slack:U0ALICE", NOW + timedelta(hours=1))
+    [said] = slack.replies(DEFAULT_CHANNEL, parent)
+    assert said.text == f"<@{ALLOWED}>: {snooze.describe()}."
+
+
+def test_a_valid_signed_stop_goes_to_the_stop_path_once(clicks: Interactivity, slack: SlackWebApi) -> None:
+    job = unique("resnet")
+    parent = card(slack, job)
+    element = button(Act.STOP, label="Stop now", job=job, style="danger")
+    assert clicks.post(clicked(element, user=ALLOWED, parent_ts=parent, response_url=slack.response_url())) == 200
+    clicks.drain()
+    assert clicks.stops == [(job, "slack:U0ALICE")]
+    assert [m.text for m in slack.replies(DEFAULT_CHANNEL, parent)] == [f"<@{ALLOWED}> asked to stop the job: stopped"]
+
+
+def test_a_bad_signature_is_refused_and_nothing_reaches_the_queue(clicks: Interactivity, slack: SlackWebApi) -> None:
+    job = unique("mnist")
+    element = button(Act.EXEMPT, label="Exempt", job=job)
+    payload = clicked(element, user=ALLOWED, parent_ts=card(slack, job), response_url=slack.response_url())
+    assert clicks.post(payload, secret="a-forger-s-secret") == 401
+    clicks.drain()
+    assert (clicks.handled, clicks.mutes.read(job).entries) == (0, ())
+
+
+def test_a_stale_timestamp_is_refused(clicks: Interactivity, slack: SlackWebApi) -> None:
+    job = unique("mnist")
+    element = button(Act.EXEMPT, label="Exempt", job=job)
+    payload = clicked(element, user=ALLOWED, parent_ts=card(slack, job), response_url=slack.response_url())
+    assert clicks.post(payload, signed_at=clicks.now - 301) == 401
+    clicks.drain()
+    assert clicks.handled == 0
+
+
+def test_a_replayed_request_is_refused_by_its_marker_in_the_state_table(
+    clicks: Interactivity, slack: SlackWebApi
+) -> None:
+    job = unique("mnist")
+    element = button(Act.STOP, label="Stop now", job=job)
+    payload = clicked(element, user=ALLOWED, parent_ts=card(slack, job), response_url=slack.response_url())
+    assert clicks.post(payload) == 200
+    assert clicks.again() == 409
+    clicks.now += 200  # still inside the signature's window
+    assert clicks.again() == 409
+    clicks.drain()
+    assert clicks.stops == [(job, "slack:U0ALICE")]
+
+
+def test_a_user_not_allowed_gets_an_ephemeral_not_allowed_and_nothing_else(
+    clicks: Interactivity, slack: SlackWebApi
+) -> None:
+    job = unique("mnist")
+    parent = card(slack, job)
+    response_url = slack.response_url()
+    element = button(Act.STOP, label="Stop now", job=job)
+    assert clicks.post(clicked(element, user=STRANGER, parent_ts=parent, response_url=response_url)) == 200
+    clicks.drain()
+    assert slack.posted_to(response_url) == [
+        {"response_type": "ephemeral", "replace_original": False, "text": NOT_ALLOWED}
+    ]
+    assert clicks.stops == []
+    assert slack.replies(DEFAULT_CHANNEL, parent) == []
+
+
+def test_a_response_url_that_is_not_slacks_is_never_posted_to() -> None:
+    with pytest.raises(ActionFailed, match="not Slack's"):
+        ResponseUrl().ephemeral("http://169.254.169.254/latest/meta-data/", "x")

@@ -1,0 +1,132 @@
+"""The interactivity endpoint's I/O: replay markers (DynamoDB), the hand-off queue (SQS), the signing secret
+(Secrets Manager) and the answers to a click (its response_url).
+
+The acknowledgement path imports only boto3 (already in the runtime) and this module; the response_url client
+(slack_sdk's WebhookClient) is made by the asynchronous path when it first answers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from training_guard import contract
+from training_guard.adapters.clients import error_code
+from training_guard.errors import ActionFailed
+
+_PK = contract.TABLE_PARTITION_KEY
+_TTL = contract.TABLE_TTL_ATTRIBUTE
+REPLAY_PREFIX = "slack-request#"
+SECRET_MAX_AGE_SECONDS = 300  # a rotated signing secret is picked up within five minutes
+# Where Slack's response_urls point (e.g. https://hooks.slack.com/app/T.../...: the block_actions payload reference,
+# https://docs.slack.dev/reference/interaction-payloads/block_actions-payload). Anything else is never POSTed to.
+SLACK_RESPONSE_URL_PREFIXES = ("https://hooks.slack.com/",)
+RESPOND_TIMEOUT_SECONDS = 5
+
+
+class ReplayMarkers:
+    """One state-table item per signed request: a second delivery of the same request finds it and is refused."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def first_time(self, signature: str, timestamp: int, *, expires_at: int) -> bool:
+        """Record the request signed `signature` at `timestamp`; False when it was recorded before (a replay)."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={
+                    _PK: {"S": f"{REPLAY_PREFIX}{timestamp}#{signature}"},
+                    # DynamoDB deletes an expired item some time after `expires_at`, never before it: the marker
+                    # outlives the signature's window.
+                    _TTL: {"N": str(expires_at)},
+                },
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": _PK},
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise ActionFailed("record the Slack request against replays", exc) from exc
+        return True
+
+
+class ClickQueue:
+    """The asynchronous path's queue: one message per acknowledged click."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
+        self._url = queue_url
+
+    def send(self, work: Mapping[str, Any]) -> None:
+        try:
+            self._client.send_message(QueueUrl=self._url, MessageBody=json.dumps(work, separators=(",", ":")))
+        except ClientError as exc:
+            raise ActionFailed("hand the click to the asynchronous path", exc) from exc
+
+
+class SigningSecret:
+    """The app's signing secret, read with GetSecretValue and kept for SECRET_MAX_AGE_SECONDS.
+
+    By hand rather than Powertools Parameters' SecretsProvider: that adds ~10 ms of imports (measured beside
+    boto3), and the acknowledgement's cold start is held to 1.3 times a bare `import boto3` (issue 14)."""
+
+    def __init__(
+        self,
+        client: Any,
+        secret_id: str,
+        *,
+        max_age: float = SECRET_MAX_AGE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._id = secret_id
+        self._max_age = max_age
+        self._clock = clock
+        self._value: str | None = None
+        self._read_at = 0.0
+
+    def __call__(self) -> str:
+        if self._value is None or self._clock() - self._read_at >= self._max_age:
+            try:
+                value = str(self._client.get_secret_value(SecretId=self._id).get("SecretString") or "")
+            except ClientError as exc:
+                raise ActionFailed(f"read secret {self._id}", exc) from exc  # names the secret, never its value
+            self._value, self._read_at = value, self._clock()
+        return self._value
+
+
+class ResponseUrl:
+    """Answers to a click through its response_url (slack_sdk's WebhookClient, as Bolt's `respond` does)."""
+
+    def __init__(
+        self,
+        *,
+        allowed_prefixes: Sequence[str] = SLACK_RESPONSE_URL_PREFIXES,
+        timeout: int = RESPOND_TIMEOUT_SECONDS,
+    ) -> None:
+        self._allowed = tuple(allowed_prefixes)
+        self._timeout = timeout
+
+    def ephemeral(self, url: str, text: str) -> None:
+        """A message only the clicking user sees, leaving the original message as it is."""
+        self._post(url, {"response_type": "ephemeral", "replace_original": False, "text": text})
+
+    def _post(self, url: str, body: dict[str, Any]) -> None:
+        if not url.startswith(self._allowed):
+            raise ActionFailed("answer the click", ValueError("its response_url is not Slack's"))
+        from slack_sdk.webhook import WebhookClient
+
+        from training_guard.adapters.slack import _sdk_logger
+
+        try:
+            response = WebhookClient(url, timeout=self._timeout, logger=_sdk_logger()).send_dict(body)
+        except Exception as exc:  # noqa: BLE001 - connection errors: the queue delivers the click again
+            raise ActionFailed("answer the click", RuntimeError(type(exc).__name__)) from None
+        if response.status_code != 200:
+            raise ActionFailed("answer the click", RuntimeError(f"HTTP {response.status_code}"))

@@ -1,0 +1,15 @@
+"""Names as AWS accepts them, for input the guard checks before it uses it (Slack button values, the mute CLI).
+
+Light on purpose: the Slack interactivity endpoint reads a click with it inside Slack's 3-second acknowledgement.
+"""
+
+from __future__ import annotations
+
+import re
+
+# SageMaker's API model (botocore's sagemaker service model): shape TrainingJobName, 1 to 63 characters.
+JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+# Same model, shape RuleConfigurationName: 1 to 256 characters of any kind.
+RULE_NAME_MAX = 256
+# An AWS account ID: 12 digits (https://docs.aws.amazon.com/accounts/latest/reference/manage-acct-identifiers.html).
+ACCOUNT_ID = re.compile(r"[0-9]{12}")

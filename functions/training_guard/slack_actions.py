@@ -1,0 +1,194 @@
+"""The guard's Slack buttons: what a button carries, and what a click on one means. Pure.
+
+A button's `action_id` says what it does (`training-guard:stop`, `...:snooze`, `...:exempt`, `...:mute`, with a
+suffix where two buttons of one kind share a block, since Slack wants action_ids unique within a block); its `value`
+(at most 2,000 characters, https://docs.slack.dev/reference/block-kit/block-elements/button-element) carries the
+job, the rule, the account and the duration as compact JSON. Slack echoes both back in the `block_actions` payload
+it POSTs to the request URL (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload), with the
+user who clicked, the channel, the message and a `response_url`. `decode` turns a verified payload into a `Click`;
+anything else is refused with `NotAClick`, naming what was wrong.
+
+What each does (issue 14): Stop now (on a would-stop, a notify-only finding or metric guard, a deferred stop, a
+stall), Snooze this rule for this job (1 h, or until the job ends) and Exempt this job (on any finding), Mute this
+rule for this job (on a rule error). Snooze and Mute make the same record (mutes.py: silence the rule).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from training_guard.job_names import ACCOUNT_ID, JOB_NAME, RULE_NAME_MAX
+
+ACTION_PREFIX = "training-guard:"
+VALUE_MAX_CHARS = 2000  # a button's value (Block Kit button element)
+ACTION_ID_MAX_CHARS = 255  # a button's action_id (same page)
+BLOCK_ACTIONS = "block_actions"
+CLICK_SCHEMA = "training-guard.click/1"  # the message the acknowledgement hands to the asynchronous path
+
+
+class Act(StrEnum):
+    STOP = "stop"
+    SNOOZE = "snooze"
+    EXEMPT = "exempt"
+    MUTE = "mute"
+
+
+# Which buttons name a rule: snoozing and muting silence one rule; a stop and an exemption are about the job.
+_NEEDS_RULE = frozenset({Act.SNOOZE, Act.MUTE})
+
+
+class NotAClick(ValueError):
+    """A payload that is not a click on one of the guard's buttons, or one whose value cannot be read."""
+
+
+@dataclass(frozen=True)
+class Click:
+    act: Act
+    job: str
+    user: str  # the Slack user ID of who clicked
+    rule: str | None = None  # the rule to silence; for a stop, the finding that offered it (for the record)
+    account: str | None = None  # a member account's job (organization mode); None: the guard's own account
+    seconds: int | None = None  # snooze or exemption length; None: until the job ends
+    user_name: str | None = None
+    team: str | None = None
+    channel: str | None = None
+    message_ts: str | None = None  # the message the button was on
+    thread_ts: str | None = None  # its thread's parent, when the button was on a reply
+    response_url: str | None = None
+    action_ts: str | None = None
+
+    @property
+    def by(self) -> str:
+        """Who acted, as the guard records it (tags, audit record, mutes): `slack:<user id>`."""
+        return f"slack:{self.user}"
+
+    @property
+    def thread(self) -> str | None:
+        """The thread to answer in: the parent's ts."""
+        return self.thread_ts or self.message_ts
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (v.value if isinstance(v, Act) else v) for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Click:
+        fields = dict(data)
+        try:
+            fields["act"] = Act(fields["act"])
+            return cls(**fields)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NotAClick(f"not a click record: {exc}") from None
+
+
+def button(
+    act: Act,
+    *,
+    label: str,
+    job: str,
+    rule: str | None = None,
+    account: str | None = None,
+    seconds: int | None = None,
+    style: str | None = None,
+    suffix: str = "",
+) -> dict[str, Any]:
+    """A Block Kit button for one of the guard's actions (for an `actions` block of the job's message)."""
+    value: dict[str, Any] = {"job": job}
+    if rule is not None:
+        value["rule"] = rule
+    if account is not None:
+        value["account"] = account
+    if act in (Act.SNOOZE, Act.EXEMPT):
+        value["for"] = seconds  # null: until the job ends
+    _check(act, job=job, rule=rule, account=account, seconds=seconds)
+    encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    action_id = f"{ACTION_PREFIX}{act.value}{':' + suffix if suffix else ''}"
+    if len(encoded) > VALUE_MAX_CHARS or len(action_id) > ACTION_ID_MAX_CHARS:
+        raise ValueError(
+            f"button {action_id[:40]}: value {len(encoded)} and action_id {len(action_id)} characters, Slack takes "
+            f"{VALUE_MAX_CHARS} and {ACTION_ID_MAX_CHARS}"
+        )
+    element: dict[str, Any] = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": label, "emoji": True},
+        "action_id": action_id,
+        "value": encoded,
+    }
+    if style is not None:
+        element["style"] = style
+    return element
+
+
+def decode(payload: Mapping[str, Any]) -> Click:
+    """A verified `block_actions` payload as the click on one of the guard's buttons."""
+    if payload.get("type") != BLOCK_ACTIONS:
+        raise NotAClick(f"payload type {payload.get('type')!r}: only block_actions are the guard's buttons")
+    actions = payload.get("actions")
+    if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], Mapping):
+        raise NotAClick("a button click carries exactly one action")
+    action = actions[0]
+    action_id = str(action.get("action_id") or "")
+    if not action_id.startswith(ACTION_PREFIX):
+        raise NotAClick(f"action {action_id!r} is not one of the guard's")
+    try:
+        act = Act(action_id.removeprefix(ACTION_PREFIX).split(":", 1)[0])
+    except ValueError:
+        raise NotAClick(f"action {action_id!r}: no such action") from None
+    try:
+        value = json.loads(str(action.get("value") or ""))
+    except json.JSONDecodeError:
+        raise NotAClick(f"action {action_id!r}: its value is not JSON") from None
+    if not isinstance(value, dict):
+        raise NotAClick(f"action {action_id!r}: its value is not an object")
+    user = _mapping(payload.get("user"))
+    user_id = str(user.get("id") or "")
+    if not user_id:
+        raise NotAClick("the payload names no user")
+    job, rule, account = value.get("job"), value.get("rule"), value.get("account")
+    seconds = value.get("for")
+    _check(act, job=job, rule=rule, account=account, seconds=seconds)
+    container = _mapping(payload.get("container"))
+    message = _mapping(payload.get("message"))
+    channel = _mapping(payload.get("channel")).get("id") or container.get("channel_id")
+    return Click(
+        act=act,
+        job=str(job),
+        user=user_id,
+        rule=rule,
+        account=account,
+        seconds=seconds,
+        user_name=_text(user.get("username") or user.get("name")),
+        team=_text(_mapping(payload.get("team")).get("id") or user.get("team_id")),
+        channel=_text(channel),
+        message_ts=_text(container.get("message_ts") or message.get("ts")),
+        thread_ts=_text(message.get("thread_ts")),
+        response_url=_text(payload.get("response_url")),
+        action_ts=_text(action.get("action_ts")),
+    )
+
+
+def _check(act: Act, *, job: Any, rule: Any, account: Any, seconds: Any) -> None:
+    if not isinstance(job, str) or not JOB_NAME.fullmatch(job):
+        raise NotAClick(f"{act.value}: job {job!r} is not a training job name")
+    if act in _NEEDS_RULE and not (isinstance(rule, str) and 0 < len(rule.strip()) <= RULE_NAME_MAX):
+        raise NotAClick(f"{act.value}: names no rule")
+    if rule is not None and not (isinstance(rule, str) and len(rule) <= RULE_NAME_MAX):
+        raise NotAClick(f"{act.value}: rule {rule!r} is not a rule name")
+    if account is not None and not (isinstance(account, str) and ACCOUNT_ID.fullmatch(account)):
+        raise NotAClick(f"{act.value}: account {account!r} is not an AWS account ID")
+    # The duration's bounds are a mute's (mutes.py checks them when the mute is made, after the acknowledgement).
+    if seconds is not None and (
+        act not in (Act.SNOOZE, Act.EXEMPT) or isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0
+    ):
+        raise NotAClick(f"{act.value}: a duration {seconds!r} where none belongs")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
