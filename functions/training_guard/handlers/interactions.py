@@ -15,6 +15,8 @@ work in a lazy listener). So the endpoint does only what must precede the acknow
 4. the click (slack_actions.decode), and who clicked: a user in `allowed_users` has the click handed on to act;
    anyone else has a refusal handed on, which answers them with an ephemeral "not allowed" and does nothing else;
 5. 200, empty body.
+A failure to write the marker or to queue the click raises: Slack shows the user an error, nothing was done, and a
+new click is a new signed request. Never a 200 for a click that will not be acted on.
 
 The asynchronous path is an SQS queue consumed by the worker below, rather than the function invoking itself
 asynchronously (Bolt's lazy listeners), because:
