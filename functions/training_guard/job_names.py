@@ -11,5 +11,6 @@ import re
 JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 # Same model, shape RuleConfigurationName: 1 to 256 characters of any kind.
 RULE_NAME_MAX = 256
-# An AWS account ID: 12 digits (https://docs.aws.amazon.com/accounts/latest/reference/manage-acct-identifiers.html).
+# An AWS account ID: "The regex pattern for an account ID string requires exactly 12 digits" (Organizations'
+# DescribeAccount, https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/organizations/aws.sdk.kotlin.services.organizations.model/-describe-account-request/-builder/account-id.html).
 ACCOUNT_ID = re.compile(r"[0-9]{12}")

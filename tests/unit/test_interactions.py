@@ -29,7 +29,7 @@ from training_guard.handlers.interactions import (
     raw_body,
 )
 from training_guard.mutes import SNOOZE_SECONDS, Effect
-from training_guard.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, button, decode
+from training_guard.slack_actions import CLICK_SCHEMA, VALUE_MAX_CHARS, Act, Click, NotAClick, button, decode
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of Slack's own worked example: not a secret
 ALICE, MALLORY = "U0ALICE", "U0MALLORY"
@@ -164,6 +164,14 @@ def test_a_button_whose_value_slack_would_refuse_is_not_made() -> None:
         button(Act.SNOOZE, label="x", job="mnist-1")  # no rule to snooze
     with pytest.raises(NotAClick):
         button(Act.STOP, label="x", job="not a job name")
+    with pytest.raises(ValueError, match="Slack takes 2000 and 255"):
+        button(Act.STOP, label="x", job="mnist-1", suffix="x" * 250)  # an action_id over 255 characters
+
+
+def test_the_longest_names_still_fit_a_buttons_value() -> None:
+    element = button(Act.SNOOZE, label="x", job="j" * 63, rule="\u00e9" * 256, account="111122223333", seconds=3600)
+    assert len(element["value"]) <= VALUE_MAX_CHARS
+    assert decode(block_actions(element)).rule == "\u00e9" * 256
 
 
 # --- the acknowledgement ------------------------------------------------------------------------------------
