@@ -411,3 +411,24 @@ def test_forgetting_everything_built_forgets_the_member_sessions_too(monkeypatch
     wiring.reset()
     assert adapter.member_access(ORG) is not first
     wiring.reset()
+
+
+def test_a_hub_whose_organization_names_units_gets_its_member_access_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`account_units` is a map: the organization cannot be hashed, and a cache keyed on it raised TypeError at the
+    first member event of such a hub."""
+    from training_guard.adapters import accounts as adapter
+    from training_guard.handlers import wiring
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    units = OrganizationConfig(
+        hub_account=HUB, region="eu-west-1", members=(MEMBER_A,), account_units={MEMBER_A: "ou-ab12-cdef3456"}
+    )
+    first = adapter.member_access(units)
+    assert adapter.member_access(units) is first
+    same = GuardConfig.from_json(GuardConfig(organization=units).to_json()).organization
+    assert same is not None
+    assert adapter.member_access(same) is first  # an equal configuration read again: the same sessions
+    assert adapter.member_access(ORG) is not first
+    wiring.reset()
+    assert adapter.member_access(units) is not first
+    wiring.reset()

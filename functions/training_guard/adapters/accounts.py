@@ -17,11 +17,11 @@ acted on with the member's clients, through the same sessions.
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -143,13 +143,26 @@ class MemberAccess:
         )
 
 
-@cache
+# This execution environment's member access, by organization (its canonical JSON: the configuration holds maps,
+# which cannot be hashed, so functools.cache cannot key on it).
+_MEMBER_ACCESS: dict[str, MemberAccess] = {}
+
+
 def member_access(organization: OrganizationConfig) -> MemberAccess:
     """Built once per execution environment (the sessions it caches must outlive one invocation)."""
-    sts = client("sts")
-    region = sts.meta.region_name or organization.region
-    partition = boto3.session.Session().get_partition_for_region(region)
-    return MemberAccess(MemberSessions(organization, sts=sts, partition=partition))
+    key = json.dumps(asdict(organization), sort_keys=True)
+    held = _MEMBER_ACCESS.get(key)
+    if held is None:
+        sts = client("sts")
+        region = sts.meta.region_name or organization.region
+        partition = boto3.session.Session().get_partition_for_region(region)
+        held = _MEMBER_ACCESS[key] = MemberAccess(MemberSessions(organization, sts=sts, partition=partition))
+    return held
+
+
+def forget_member_access() -> None:
+    """Forget every member session (the emulation resets the wiring between runs: `wiring.reset`)."""
+    _MEMBER_ACCESS.clear()
 
 
 def responder_in(

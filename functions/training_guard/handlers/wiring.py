@@ -165,8 +165,9 @@ def _arn_part(context: Any, index: int) -> str | None:
 
 def reset() -> None:
     """Forget everything built (the emulation changes the environment between runs)."""
-    from training_guard.adapters.accounts import member_access  # a hub's member sessions
+    from training_guard.adapters.accounts import forget_member_access  # a hub's member sessions
 
     client.cache_clear()
-    for built in (settings, parker, price_list, responder, sweeper, chat_deadline, delivery, member_access):
+    for built in (settings, parker, price_list, responder, sweeper, chat_deadline, delivery):
         built.cache_clear()
+    forget_member_access()
