@@ -262,7 +262,9 @@ def test_jobs_that_cannot_be_swept_are_named_with_why_and_the_first_five_shown()
     assert incomplete.value.report.failed == why
     assert (
         str(incomplete.value)
-        == f"6 of 7 running job(s) in account {ACCOUNT} not swept (" + "; ".join(f"{name}: {why[name]}" for name in names[:5]) + ")"
+        == f"6 of 7 running job(s) in account {ACCOUNT} not swept ("
+        + "; ".join(f"{name}: {why[name]}" for name in names[:5])
+        + ")"
     )
 
 
