@@ -376,12 +376,13 @@ ASSUMPTIONS = {
     "share of jobs stopped": 0.1,
     "job duration hours": 6,
     "guard metrics (custom, EMF)": 14,
-    "self-monitoring alarms": 18,
+    "self-monitoring alarms": 21,  # 5 functions x (errors, throttles) + 5 dead-letter queues + the guard's own
     "sweeps per month (every 5 min)": 8640,
     "GPU hosts per job (idle_gpu, when on)": 1,
     "instance types in use": 5,
     "digests per month": 4.35,
-    "metrics per digest": 20,
+    "metrics per digest": 6,
+    "state table MB scanned per digest": 10,
 }
 
 
@@ -414,11 +415,12 @@ def cost(calls: list[dict[str, Any]], latency: dict[str, Any]) -> list[dict[str,
         # Spend in every notification: a price read from the state table per notification at worst (a warm
         # container answers from memory), and one cached price per instance type a day written back.
         pricing = notes * PRICES["dynamodb_read"] + ASSUMPTIONS["instance types in use"] * 30 * PRICES["dynamodb_write"]
-        # The weekly digest: one invocation, one Query of the month's stop records, one GetMetricData.
+        # The weekly digest: one invocation, a Scan of the state table (stop records have no index: docs/cost.md;
+        # an eventually consistent read unit covers 8 KB, about 128 units a MB), one GetMetricData.
         digest = ASSUMPTIONS["digests per month"] * (
             PRICES["lambda_request"]
             + 1.0 * gb * PRICES["lambda_gb_second_arm"]
-            + stops * PRICES["dynamodb_read"]
+            + ASSUMPTIONS["state table MB scanned per digest"] * 128 * PRICES["dynamodb_read"]
             + ASSUMPTIONS["metrics per digest"] * PRICES["getmetricdata_metric"]
         )
         # idle_gpu (off by default): one metric per GPU host per sweep while it trains.

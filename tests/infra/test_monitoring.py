@@ -14,12 +14,14 @@ FUNCTIONS = {
     "AlarmEvents": "AlarmEvents",
     "Sweeper": "Sweeper",
     "SlackNotifier": "ChatNotifier",
+    "Digest": "DigestFunction",
 }
 QUEUES = {
     "JobEvents": "JobEventsDeadLetters",
     "MetricGuards": "MetricGuardsDeadLetters",
     "Chat": "ChatDeadLetters",
     "Subscriptions": "AlertingDeadLetters",
+    "Digest": "DigestDeadLetters",
 }
 
 
