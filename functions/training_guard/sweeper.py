@@ -318,6 +318,7 @@ class Sweeper:
 
     def _act_on(
         self,
+        report: SweepReport,
         job: TrainingJob,
         decisions: list[Decision],
         *,
@@ -326,11 +327,15 @@ class Sweeper:
         region: str | None,
         spend: Spend | None = None,
     ) -> Receipt:
-        """Each decision through the responder, exactly once (busy or failing: see `_guarded`)."""
+        """Each decision through the responder, exactly once (busy or failing: see `_guarded`); what its price
+        lookups ran into goes into the sweep's report."""
         event = self._event(job, now, account, region)
         receipt = Receipt(job=job.name, event_id=event.event_id)
-        for decision in decisions:
-            self.responder.react(event, job, decision, receipt, now, spend=spend)
+        try:
+            for decision in decisions:
+                self.responder.react(event, job, decision, receipt, now, spend=spend)
+        finally:
+            report.price_problems += receipt.price_problems
         return receipt
 
     def _say_once(self, report: SweepReport, job: str, key: str, why: str, now: datetime) -> None:
@@ -354,7 +359,7 @@ class Sweeper:
         if problem is not None:
             instead = f"; {chosen[0]} applies instead" if chosen else "; no budget caps the job"
             bad_tag = policy.budget_tag_problem(job, tag=config.tags.budget_usd, problem=problem + instead)
-            self._act_on(job, [bad_tag], now=now, account=account, region=region)
+            self._act_on(report, job, [bad_tag], now=now, account=account, region=region)
         if chosen is None:
             return False
         name, budget, line = chosen
@@ -373,7 +378,7 @@ class Sweeper:
         )
         if not decisions:
             return False
-        receipt = self._act_on(job, decisions, now=now, account=account, region=region, spend=spend)
+        receipt = self._act_on(report, job, decisions, now=now, account=account, region=region, spend=spend)
         if receipt.notifications or receipt.folded:
             warned = decisions[0].kind is Kind.BUDGET_WARNING
             (report.budget_warnings if warned else report.over_budget).append(job.name)
@@ -430,7 +435,7 @@ class Sweeper:
                 f"{GPU_METRIC} divided by its {gpus}"
             )
             decisions = policy.decide_idle_gpu(job, details=details, guard=guard, config=self.config, now=now)
-            step = partial(self._act_on, job, decisions, now=now, account=account, region=region)
+            step = partial(self._act_on, report, job, decisions, now=now, account=account, region=region)
             receipt = self._guarded(report, job.name, step)
             if receipt is not None and (receipt.notifications or receipt.folded):
                 report.idle_gpus.append(job.name)
@@ -499,7 +504,7 @@ class Sweeper:
                 action = Action.NOTIFY
                 setting = f"stall.minutes = {stall.minutes}: never published, so notify only"
             decisions = policy.decide_metric(job, finding, action, setting, self.config, now=now)
-            step = partial(self._act_on, job, decisions, now=now, account=account, region=region)
+            step = partial(self._act_on, report, job, decisions, now=now, account=account, region=region)
             receipt = self._guarded(report, job.name, step)
             # A stall folded into the guard's stop of the job was still found (and recorded) by this sweep.
             if receipt is not None and (receipt.notifications or receipt.folded):

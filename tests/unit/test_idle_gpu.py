@@ -235,3 +235,18 @@ def test_the_longest_window_is_read_at_one_minute_within_the_15_days_cloudwatch_
     [longest] = [d.setting.maximum for d in settings_of(IdleGpuGuard) if d.name == "minutes"]
     assert longest is not None
     assert timedelta(minutes=longest) + IDLE_READ_MARGIN <= timedelta(days=15)
+
+
+def test_what_the_idle_jobs_price_lookup_ran_into_is_in_the_sweeps_report() -> None:
+    from tests.fakes import FakePrices
+
+    fleet = Fleet(IDLE, gpu_job("idle"))
+    prices = FakePrices(problems=["GetProducts ml.p4d.24xlarge in eu-west-1 failed: ThrottlingException"])
+    fleet.responder = Responder(
+        GuardConfig.from_dict(IDLE), fleet.jobs, fleet.ledger, fleet.publisher, alarms=FakeAlarms(), prices=prices
+    )
+    fleet.sweeper = Sweeper(fleet.responder, fleet.jobs, FakeAlarms(), fleet.metrics)
+    fleet.gpu("idle/algo-1", [0.0] * 20)
+    report = fleet.sweep()
+    assert fleet.published() == [("idle", "idle_gpu", "notified")]
+    assert report.price_problems == ["GetProducts ml.p4d.24xlarge in eu-west-1 failed: ThrottlingException"]
