@@ -21,7 +21,7 @@ from training_guard.settings import Settings
 logger = Logger()
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     settings = wiring.settings()
     if not settings.config.digest.enabled:  # the stack deploys no schedule then; a manual invocation says why

@@ -17,7 +17,7 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
 @metrics.log_metrics
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, list[dict[str, str]]]:
     chat = wiring.delivery()
     chat.lease_seconds = wiring.lease(context)
