@@ -10,6 +10,13 @@ account and region and serves each request in the account `MOTO_ACCOUNT_ID` name
 (https://docs.getmoto.org/en/latest/docs/multi_account.html); the guard's resources are created in
 each account and region the first time it is used.
 
+A hub and its members (`by_credentials=True`, the organization demo): moto serves each request in the account its
+credentials belong to rather than the one `MOTO_ACCOUNT_ID` names, as AWS does. The hub is moto's default account (the
+environment's credentials are moto's default account's); the functions reach a member only through a session
+AssumeRole handed out for the member's role, and the emulation's own calls in a member (its SageMaker, its bus, its
+roles) are made `in_account(...)`. What moto lacks for this (forwarding that keeps the event, AssumeRole that needs
+the role) is in `accounts_ext`.
+
 Time: the handlers read the clock through `training_guard.clock`; `deliver(event, at=...)` runs
 the handler with the clock set to `at` (a replay decides as the guard would have when the event
 arrived, not today).
@@ -43,7 +50,7 @@ from moto import mock_aws
 
 from training_guard import clock, contract
 from training_guard.config import GuardConfig
-from training_guard_local import cloudwatch_ext, sagemaker_ext
+from training_guard_local import accounts_ext, cloudwatch_ext, sagemaker_ext
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -213,6 +220,7 @@ class Emulation:
         account: str = ACCOUNT,
         region: str = REGION,
         price_answers: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] | None = None,
+        by_credentials: bool = False,
     ) -> None:
         """`webhook_urls`: what each Slack webhook's secret holds (absent: the stack's placeholder).
 
@@ -220,8 +228,11 @@ class Emulation:
         Powertools' warnings are discarded. `handler_logs=False` discards their log lines too (the
         CLI's replays, whose result lines say what the logs would). `account`, `region`: where the
         emulation starts (`use` moves it). `price_answers`: recorded GetProducts answers by (region, instance
-        type) that the functions' Price List API plays (`RecordedPriceList`); None: moto's 404.
+        type) that the functions' Price List API plays (`RecordedPriceList`); None: moto's 404. `by_credentials`: a hub
+        and its members (module docstring); the emulation then stays in `account`, which must be moto's default.
         """
+        if by_credentials and account != ACCOUNT:
+            raise ValueError(f"a hub emulation runs in moto's default account {ACCOUNT}, whose credentials it has")
         self.config = config or GuardConfig()
         self.webhook_urls = dict(webhook_urls or {})
         self.slack_min_interval = slack_min_interval
@@ -237,6 +248,8 @@ class Emulation:
         self._function_clients: dict[str, dict[str, Any]] = {}  # region -> service -> the functions' client
         self.price_list = RecordedPriceList(price_answers) if price_answers is not None else None
         self._pricing_patch: Any = None
+        self.by_credentials = by_credentials
+        self._extensions = contextlib.ExitStack()
 
     # the current site's resources, by their historical names
     @property
@@ -295,11 +308,33 @@ class Emulation:
             self._pricing_patch = mock.patch.object(wiring, "pricing_client", self.price_list.client)
             self._pricing_patch.start()
         sagemaker_ext.install()
+        sagemaker_ext.forget_stop_calls()
         cloudwatch_ext.install()
         cloudwatch_ext.reset()
         first, self._site = self._site, Site("", "")
         self.use(first.account, first.region)
+        if self.by_credentials:
+            # Every request in the account of its credentials: the hub's (moto's default account), or a member's.
+            os.environ.pop(MOTO_ACCOUNT_ENV, None)
+            self._extensions.enter_context(accounts_ext.installed())
         return self
+
+    @contextlib.contextmanager
+    def in_account(self, account: str | None) -> Iterator[None]:
+        """The emulation's own calls inside the block are served in `account` (None or the current one: as they are);
+        no function of the guard runs inside it."""
+        if account is None or account == self.account:
+            yield
+            return
+        saved = os.environ.get(MOTO_ACCOUNT_ENV)
+        os.environ[MOTO_ACCOUNT_ENV] = account
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop(MOTO_ACCOUNT_ENV, None)
+            else:
+                os.environ[MOTO_ACCOUNT_ENV] = saved
 
     def use(self, account: str, region: str) -> Site:
         """Act in this account and region from now on (the guard's resources are created there the
@@ -369,6 +404,7 @@ class Emulation:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._extensions.close()
         self._mock.stop()
         if self._pricing_patch is not None:
             self._pricing_patch.stop()
@@ -525,8 +561,8 @@ class Emulation:
         return out
 
     # --- driving the guard ---------------------------------------------------------------------
-    def put_job(self, detail: Mapping[str, Any]) -> None:
-        sagemaker_ext.put_job(self.account, self.region, detail)
+    def put_job(self, detail: Mapping[str, Any], *, account: str | None = None) -> None:
+        sagemaker_ext.put_job(account or self.account, self.region, detail)
 
     def deliver(self, event: Any, *, at: datetime | None = None) -> dict[str, Any]:
         """Bring the emulated job to the event's state, run the real job-events handler on it.
@@ -551,26 +587,45 @@ class Emulation:
         """Run the real sweeper handler once (as its schedule would)."""
         return self.invoke(_handler_module("sweeper").handler, {}, self.context("sweeper"), at=at)
 
-    def put_metric(self, job: str, metric: str, values: list[float], *, at: datetime | None = None) -> None:
-        """Datapoints SageMaker would have scraped from the job's logs (namespace /aws/sagemaker/TrainingJobs)."""
+    def put_metric(
+        self, job: str, metric: str, values: list[float], *, at: datetime | None = None, account: str | None = None
+    ) -> None:
+        """Datapoints SageMaker would have scraped from the job's logs (namespace /aws/sagemaker/TrainingJobs), in the
+        job's account (None: the current one)."""
         at = at or datetime.now(UTC)
-        self.client("cloudwatch").put_metric_data(
-            Namespace=contract.SAGEMAKER_TRAINING_NAMESPACE,
-            MetricData=[
-                {
-                    "MetricName": metric,
-                    "Dimensions": [{"Name": contract.JOB_DIMENSION, "Value": job}],
-                    "Value": value,
-                    "Timestamp": at,
-                }
-                for value in values
-            ],
-        )
+        with self.in_account(account):
+            self._put_metric_data(
+                [
+                    {
+                        "MetricName": metric,
+                        "Dimensions": [{"Name": contract.JOB_DIMENSION, "Value": job}],
+                        "Value": value,
+                        "Timestamp": at,
+                    }
+                    for value in values
+                ]
+            )
 
-    def put_host_metric(self, job: str, host: str, metric: str, values: Sequence[float], *, until: datetime) -> None:
+    def _put_metric_data(self, data: list[dict[str, Any]]) -> None:
+        for start in range(0, len(data), PUT_METRIC_DATA_MAX):
+            self.client("cloudwatch").put_metric_data(
+                Namespace=contract.SAGEMAKER_TRAINING_NAMESPACE, MetricData=data[start : start + PUT_METRIC_DATA_MAX]
+            )
+
+    def put_host_metric(
+        self,
+        job: str,
+        host: str,
+        metric: str,
+        values: Sequence[float],
+        *,
+        until: datetime,
+        account: str | None = None,
+    ) -> None:
         """An instance metric of one of the job's hosts as SageMaker publishes it: namespace
         /aws/sagemaker/TrainingJobs, dimension `Host = <job>/<host>` (`algo-1`, ...), one datapoint a minute, the
-        last at `until` (docs/cost.md "How it is measured"; the sweeper reads them so)."""
+        last at `until` (docs/cost.md "How it is measured"; the sweeper reads them so), in the job's account (None:
+        the current one)."""
         count = len(values)
         data = [
             {
@@ -581,10 +636,8 @@ class Emulation:
             }
             for i, value in enumerate(values)
         ]
-        for start in range(0, count, PUT_METRIC_DATA_MAX):
-            self.client("cloudwatch").put_metric_data(
-                Namespace=contract.SAGEMAKER_TRAINING_NAMESPACE, MetricData=data[start : start + PUT_METRIC_DATA_MAX]
-            )
+        with self.in_account(account):
+            self._put_metric_data(data)
 
     def alarm_names(self) -> list[str]:
         alarms = self.client("cloudwatch").describe_alarms(AlarmNamePrefix=contract.ALARM_NAME_PREFIX)
@@ -615,11 +668,11 @@ class Emulation:
         """A fleet guard's contributors in ALARM now (moto evaluates no Metrics Insights alarm)."""
         cloudwatch_ext.set_contributors(self.account, self.region, alarm_name, contributors)
 
-    def job_status(self, name: str | None) -> str | None:
-        return sagemaker_ext.job_status(self.account, self.region, name) if name else None
+    def job_status(self, name: str | None, *, account: str | None = None) -> str | None:
+        return sagemaker_ext.job_status(account or self.account, self.region, name) if name else None
 
-    def finish_stopping(self, name: str) -> bool:
-        return sagemaker_ext.finish_stopping(self.account, self.region, name)
+    def finish_stopping(self, name: str, *, account: str | None = None) -> bool:
+        return sagemaker_ext.finish_stopping(account or self.account, self.region, name)
 
     def job_tags(self, name: str) -> dict[str, str]:
         arn = f"arn:aws:sagemaker:{self.region}:{self.account}:training-job/{name}"

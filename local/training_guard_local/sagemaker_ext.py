@@ -13,6 +13,9 @@ NotImplementedError on `stop_training_job`. This module adds, for the emulation 
   ARN its event reports; moto, given an ARN it does not know, failed with an AttributeError where
   it means "not found" (now its ValidationError "Could not find training-job with name X").
 
+Every `StopTrainingJob` is recorded with the account it was served in and the access key that signed it
+(`stop_calls`): the organization demo shows whether a member's job was stopped through that member's role.
+
 Times the emulation sets (a stop's `LastModifiedTime`) come from `training_guard.clock`, the clock
 a replay sets to the event's time.
 
@@ -22,6 +25,7 @@ a replay sets to the event's time.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from moto.core.responses import EmptyResult
@@ -54,6 +58,19 @@ _MOTO_ONLY = ("final_metric_data_list", "model_artifacts")
 
 
 _ARN_ALIASES = "_training_guard_arn_aliases"  # backend attribute: an event's job ARN -> the job's name
+
+
+@dataclass(frozen=True)
+class StopCall:
+    """One StopTrainingJob request: where it was served and with which credentials."""
+
+    account: str
+    region: str
+    job: str
+    access_key: str
+
+
+_STOP_CALLS: list[StopCall] = []
 
 
 def _backend(account: str, region: str) -> Any:
@@ -91,8 +108,27 @@ def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
 
 
 def _stop_training_job_response(self: Any) -> Any:
-    self.sagemaker_backend.stop_training_job(self._get_param("TrainingJobName"))
+    name = self._get_param("TrainingJobName")
+    backend = self.sagemaker_backend
+    self.sagemaker_backend.stop_training_job(name)
+    _STOP_CALLS.append(StopCall(backend.account_id, backend.region_name, str(name), self.get_access_key()))
     return EmptyResult()
+
+
+def stop_calls(account: str | None = None, region: str | None = None, job: str | None = None) -> list[StopCall]:
+    """The StopTrainingJob requests that stopped a job since `forget_stop_calls`, in order (filtered by what is
+    given). A refused one (the job not InProgress) is not recorded."""
+    return [
+        call
+        for call in _STOP_CALLS
+        if (account is None or call.account == account)
+        and (region is None or call.region == region)
+        and (job is None or call.job == job)
+    ]
+
+
+def forget_stop_calls() -> None:
+    _STOP_CALLS.clear()
 
 
 def install() -> None:

@@ -10,8 +10,9 @@ name the field (docs/scenarios.md is the user's guide).
                                                         emulated Price List API plays, by instance type
   "jobs": {
     "mnist": {"name": "pytorch-mnist-lr01", "instance_type": "ml.p3.2xlarge", "instance_count": 1,
-              "metrics": ["train:loss"], "tags": {"team": "vision"}, "profiler_rules": []}
-  },
+              "metrics": ["train:loss"], "tags": {"team": "vision"}, "profiler_rules": [],
+              "account": "444455556666"}          optional: the account the job runs in (an organization's
+  },                                              member or an outsider; default: the guard's own)
   "steps": [
     {"minute": 0, "job": "mnist", "status": "InProgress", "secondary": "Training",
      "rules": {"VanishingGradient": "IssuesFound"}, "details": {"VanishingGradient": "..."},
@@ -24,10 +25,14 @@ name the field (docs/scenarios.md is the user's guide).
     {"minute": 9, "sweep": true}                                                  the sweeper runs
   ],
   "expect": {
-    "mnist": {"stopped_by_guard": true, "final_status": "Stopped", "notifications": ["rule_error", ...]}
+    "mnist": {"stopped_by_guard": true, "final_status": "Stopped", "notifications": ["rule_error", ...],
+              "stopped_via": "arn:aws:iam::444455556666:role/TrainingGuardMember",   or "hub": its own credentials
+              "ignored_events": 0}                  events of the job the guard ignored as another account's
   }
 }
 ```
+A configuration with an `organization` makes the demo a hub (moto's default account, in the emulation's region)
+with its member accounts; a job's `account` says where it runs (docs/scenarios.md, "Many accounts").
 Rule statuses are cumulative: each event carries every rule's latest status, as SageMaker's do.
 A `price_list` path is read when the scenario is loaded, relative to the scenario's folder, else to the
 shipped scenarios' folder (so a copy of a shipped scenario keeps its recordings).
@@ -36,6 +41,7 @@ Shipped scenarios (in `scenarios/`) can be named instead of given as a path: `--
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +69,11 @@ INSTANCE_METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GP
 # CPU scales with the vCPUs, which no table here gives: it has no ceiling.
 _PER_GPU_METRICS = ("GPUUtilization", "GPUMemoryUtilization")
 _PERCENT_METRICS = ("MemoryUtilization", "DiskUtilization")
+# `expect.<job>.stopped_via` for a stop made with the hub's (or a single-account guard's) own credentials
+HUB_CREDENTIALS = "hub"
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
+# arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
 SCENARIOS_DIR = Path(__file__).parent / "scenarios"
 SEED_SCENARIO = SCENARIOS_DIR / "seed.json"
 MAX_DELIVERIES = 10
@@ -83,6 +94,7 @@ class Job:
     metrics: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
     profiler_rules: tuple[str, ...] = ()
+    account: str | None = None  # where the job runs (None: the guard's own account)
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,8 @@ class Expectation:
     stopped_by_guard: bool | None = None
     final_status: str | None = None
     notifications: tuple[str, ...] | None = None
+    stopped_via: str | None = None  # the role ARN of the StopTrainingJob call, or HUB_CREDENTIALS
+    ignored_events: int | None = None  # the job's events the guard ignored as another account's
 
 
 @dataclass(frozen=True)
@@ -184,6 +198,7 @@ def parse(
             problems += [f"config.{p}" for p in exc.problems]
     jobs = _jobs(data.get("jobs"), problems)
     blame = f"--config {config_source}" if config_override is not None else "the scenario's config"
+    _accounts(jobs, config, problems, blame=blame)
     steps = _steps(data.get("steps"), jobs, config, problems, blame=blame)
     expect = _expect(data.get("expect"), jobs, problems)
     price_list = _price_list(data.get("price_list"), folder or Path("."), problems)
@@ -213,7 +228,7 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
             continue
         _unknown(
             spec,
-            ("name", "instance_type", "instance_count", "metrics", "tags", "profiler_rules"),
+            ("name", "instance_type", "instance_count", "metrics", "tags", "profiler_rules", "account"),
             f"{where}.",
             problems,
         )
@@ -231,6 +246,10 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
             tags = {}
         metrics = _strings(spec.get("metrics", []), f"{where}.metrics", "metric names", problems)
         profiler_rules = _strings(spec.get("profiler_rules", []), f"{where}.profiler_rules", "rule names", problems)
+        account = spec.get("account")
+        if account is not None and not (isinstance(account, str) and _ACCOUNT.match(account)):
+            problems.append(f"{where}.account: an account ID is 12 digits, got {account!r}")
+            account = None
         jobs[key] = Job(
             key=key,
             name=spec["name"],
@@ -239,8 +258,33 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
             metrics=metrics,
             tags=dict(tags),
             profiler_rules=profiler_rules,
+            account=account,
         )
     return jobs
+
+
+def _accounts(jobs: Mapping[str, Job], config: GuardConfig, problems: list[str], *, blame: str) -> None:
+    """Jobs in other accounts need an organization, and the demo's hub is the emulation's own account and region."""
+    organization = config.organization
+    if organization is None and all(job.account is None for job in jobs.values()):
+        return  # one account, the emulation's own (and moto is not imported for nothing)
+    from training_guard_local.emulator import ACCOUNT, REGION
+
+    if organization is None:
+        for key, job in jobs.items():
+            if job.account not in (None, ACCOUNT):
+                problems.append(
+                    f"jobs.{key}.account: {blame} guards one account ({ACCOUNT} here); jobs in other accounts need "
+                    "its organization section"
+                )
+        return
+    if organization.hub_account != ACCOUNT:
+        problems.append(
+            f"organization.hub_account: the demo's hub is moto's default account {ACCOUNT} (whose credentials the "
+            f"emulation has), and {blame} names {organization.hub_account}"
+        )
+    if organization.region != REGION:
+        problems.append(f"organization.region: the demo runs in {REGION}, and {blame} names {organization.region}")
 
 
 def _strings(raw: Any, where: str, what: str, problems: list[str]) -> tuple[str, ...]:
@@ -492,7 +536,12 @@ def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str,
         if not isinstance(spec, Mapping):
             problems.append(f"{where}: must be an object")
             continue
-        _unknown(spec, ("stopped_by_guard", "final_status", "notifications"), f"{where}.", problems)
+        _unknown(
+            spec,
+            ("stopped_by_guard", "final_status", "notifications", "stopped_via", "ignored_events"),
+            f"{where}.",
+            problems,
+        )
         stopped = spec.get("stopped_by_guard")
         if stopped is not None and not isinstance(stopped, bool):
             problems.append(f"{where}.stopped_by_guard: must be true or false")
@@ -507,5 +556,22 @@ def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str,
                 for j, kind in enumerate(notes):
                     _one_of(kind, NOTIFICATION_KINDS, f"{where}.notifications[{j}]", problems)
                 kinds = tuple(str(n) for n in notes)
-        out[key] = Expectation(stopped_by_guard=stopped, final_status=final, notifications=kinds)
+        via = spec.get("stopped_via")
+        if via is not None and not (isinstance(via, str) and (via == HUB_CREDENTIALS or _ROLE_ARN.match(via))):
+            problems.append(
+                f"{where}.stopped_via: a role ARN (arn:aws:iam::<account>:role/<name>) or {HUB_CREDENTIALS!r} (the "
+                f"hub's own credentials), got {via!r}"
+            )
+            via = None
+        ignored = spec.get("ignored_events")
+        if ignored is not None and (isinstance(ignored, bool) or not isinstance(ignored, int) or ignored < 0):
+            problems.append(f"{where}.ignored_events: must be a whole number from 0, got {ignored!r}")
+            ignored = None
+        out[key] = Expectation(
+            stopped_by_guard=stopped,
+            final_status=final,
+            notifications=kinds,
+            stopped_via=via,
+            ignored_events=ignored,
+        )
     return out
