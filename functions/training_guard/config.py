@@ -224,64 +224,159 @@ class SlackWebhook:
     )
 
 
-def _default_webhook(slack: Mapping[str, Any]) -> str | None:
-    return "default" if "default" in slack["webhooks"] else None
+class SlackMode(StrEnum):
+    """How the guard posts to Slack."""
+
+    WEBHOOK = "webhook"  # incoming webhooks: one message per notification, no threads, no buttons
+    APP = "app"  # a Slack app's bot token: one living thread per job, buttons that act
+
+
+# A Slack user ID: capital letters and digits, U... or W... (an Enterprise Grid user)
+# (https://docs.slack.dev/reference/objects/user-object: "id ... U or W").
+_SLACK_USER_PATTERN = r"^[UW][A-Z0-9]{1,254}$"
+MAX_APP_CHANNELS = 50
+MAX_ALLOWED_USERS = 100
+
+
+@dataclass(frozen=True)
+class SlackAppConfig:
+    """Slack app mode: channels by name (the routes below name them), and who may press the guard's buttons."""
+
+    channels: Mapping[str, str] = setting(
+        factory=dict,
+        doc="channel name -> Slack channel ID (e.g. `C0123ABCD`); the routes of `slack` name these in app mode",
+        max_items=MAX_APP_CHANNELS,
+        why="each channel keeps one thread per job in the state table; a guard posts to a few",
+        key_pattern=_NAME_PATTERN,
+        key_error="channel names are 1-40 letters, digits or '-', starting with a letter or digit",
+        pattern=_SLACK_ID_PATTERN,
+        pattern_error="must be a Slack channel ID (capital letters and digits, e.g. C0123ABCD), got {value!r}",
+    )
+    allowed_users: tuple[str, ...] = setting(
+        (),
+        doc="Slack user IDs (e.g. `U0123ABCD`) whose clicks on Stop now, Snooze, Exempt and Mute are acted on; "
+        "anyone else is told they are not allowed",
+        pattern=_SLACK_USER_PATTERN,
+        pattern_error="must be a Slack user ID (U or W, then capital letters and digits, e.g. U0123ABCD), "
+        "got {value!r}",
+        max_items=MAX_ALLOWED_USERS,
+        why="the interaction function's environment lists them, and Lambda allows 4 KB of environment",
+    )
+    bot_token_secret_name: str | None = setting(
+        None,
+        doc="the Secrets Manager secret holding the bot token (`xoxb-...`) (null: the stack creates one)",
+        pattern=_SECRET_NAME_PATTERN,
+        pattern_error="a secret name is 1-100 letters, digits or /_+=.@- (the name, not the ARN): {value!r}",
+    )
+    signing_secret_name: str | None = setting(
+        None,
+        doc="the Secrets Manager secret holding the app's signing secret (null: the stack creates one)",
+        pattern=_SECRET_NAME_PATTERN,
+        pattern_error="a secret name is 1-100 letters, digits or /_+=.@- (the name, not the ARN): {value!r}",
+    )
+
+
+@_validator(SlackAppConfig)
+def _check_slack_app(app: SlackAppConfig) -> Iterator[tuple[str, str]]:
+    seen: set[str] = set()
+    for i, user in enumerate(app.allowed_users):
+        if user in seen:
+            yield f"allowed_users[{i}]", f"duplicate user {user}"
+        seen.add(user)
+    if app.bot_token_secret_name is not None and app.bot_token_secret_name == app.signing_secret_name:
+        yield "signing_secret_name", "the bot token and the signing secret are two secrets: name two"
+
+
+def _default_target(slack: Mapping[str, Any]) -> str | None:
+    app = slack.get("app")
+    mode = slack.get("mode")
+    targets = app.channels if mode is SlackMode.APP and app is not None else slack["webhooks"]
+    return "default" if "default" in targets else None
 
 
 @dataclass(frozen=True)
 class SlackConfig:
-    """Slack incoming webhooks by name, and which notifications go to which."""
+    """Slack: incoming webhooks or a Slack app's channels by name, and which notifications go to which."""
 
+    mode: SlackMode = setting(
+        SlackMode.WEBHOOK,
+        doc="`webhook`: incoming webhooks (`webhooks`); `app`: a Slack app's bot token posts one thread per job "
+        "with buttons (`app`); the routes below name webhooks or app channels accordingly",
+    )
     webhooks: Mapping[str, SlackWebhook] = setting(
         factory=dict,
-        doc="Slack incoming webhooks by name (the shipped `cdk.json` names one, `default`)",
+        doc="Slack incoming webhooks by name (the shipped `cdk.json` names one, `default`); webhook mode only",
         max_items=MAX_WEBHOOKS,
         why="the notifier's environment names each webhook's secret, and Lambda allows 4 KB of environment",
         key_pattern=_NAME_PATTERN,
         key_error="webhook names are 1-40 letters, digits or '-', starting with a letter or digit",
     )
+    app: SlackAppConfig | None = setting(None, doc="app mode: the app's channels and who may use its buttons")
     default: str | None = setting(
         None,
-        doc="the webhook for notifications no route below claims",
-        derived_default=DerivedDefault(_default_webhook, "`default` if a webhook has that name, else `null`"),
+        doc="the webhook (app mode: channel) for notifications no route below claims",
+        derived_default=DerivedDefault(
+            _default_target, "`default` if a webhook (app mode: a channel) has that name, else `null`"
+        ),
     )
     by_severity: Mapping[str, str] = setting(
         factory=dict,
-        doc="severity -> webhook name",
+        doc="severity -> webhook (app mode: channel) name",
         keys=SEVERITIES,
         key_error=f"not a severity; use {', '.join(SEVERITIES)}",
     )
-    team_tag: str | None = setting(None, doc="a job tag whose value names a webhook (e.g. `team=vision`)")
+    team_tag: str | None = setting(
+        None, doc="a job tag whose value names a webhook (app mode: a channel) (e.g. `team=vision`)"
+    )
     by_account: Mapping[str, str] = setting(
         factory=dict,
-        doc="with an `organization`: account ID -> webhook name, for notifications about that account's jobs (the "
-        "hub's or a member's)",
+        doc="with an `organization`: account ID -> webhook (app mode: channel) name, for notifications about that "
+        "account's jobs (the hub's or a member's)",
         key_pattern=_ACCOUNT_PATTERN,
         key_error="not an account ID (12 digits)",
     )
     by_organizational_unit: Mapping[str, str] = setting(
         factory=dict,
-        doc="with an `organization`: OU ID -> webhook name, for notifications about the jobs of the accounts "
-        "`organization.account_units` puts in that OU (an account's own `by_account` webhook comes first)",
+        doc="with an `organization`: OU ID -> webhook (app mode: channel) name, for notifications about the jobs of "
+        "the accounts `organization.account_units` puts in that OU (an account's own `by_account` route comes first)",
         key_pattern=_DEPLOYMENT_TARGET_PATTERN,
         key_error="not an OU ID (ou-...) or root ID (r-...)",
     )
-    min_severity: str = setting("info", doc="notifications below this severity go to no webhook", choices=SEVERITIES)
+    min_severity: str = setting("info", doc="notifications below this severity go nowhere", choices=SEVERITIES)
+
+    @property
+    def app_mode(self) -> bool:
+        return self.mode is SlackMode.APP
+
+    @property
+    def targets(self) -> Mapping[str, Any]:
+        """What the routes name: the webhooks, or in app mode the app's channels (name -> channel ID)."""
+        if self.app_mode:
+            return self.app.channels if self.app is not None else {}
+        return self.webhooks
 
     @property
     def enabled(self) -> bool:
-        return bool(self.webhooks)
+        return bool(self.targets)
+
+    def channel_id(self, name: str) -> str:
+        """The Slack channel ID of an app mode channel name (a KeyError for a name the configuration lacks)."""
+        if self.app is None:
+            raise KeyError(name)
+        return self.app.channels[name]
 
     def route(
         self, severity: str, tags: Mapping[str, str], *, account: str | None = None, unit: str | None = None
     ) -> list[str]:
-        """The webhooks one notification goes to (each at most once), in a stable order: the job's team, its
-        account's (`by_account`, else its organizational unit's, `unit`), its severity's; the default if none."""
+        """The webhooks (app mode: channel names) one notification goes to (each at most once), in a stable order:
+        the job's team, its account's (`by_account`, else its organizational unit's, `unit`), its severity's; the
+        default if none."""
         if not self.enabled or _rank(severity) < _rank(self.min_severity):
             return []
+        targets = self.targets
         chosen: list[str] = []
         team = tags.get(self.team_tag) if self.team_tag else None
-        if team in self.webhooks:
+        if team in targets:
             chosen.append(str(team))
         by_account = self.by_account.get(account or "") or self.by_organizational_unit.get(unit or "")
         if by_account and by_account not in chosen:
@@ -296,17 +391,33 @@ class SlackConfig:
 
 @_validator(SlackConfig)
 def _check_slack(slack: SlackConfig) -> Iterator[tuple[str, str]]:
-    if slack.default is not None and slack.default not in slack.webhooks:
-        yield "default", f"names no webhook in slack.webhooks (have: {', '.join(slack.webhooks) or 'none'})"
+    if slack.app_mode:
+        if slack.app is None:
+            yield "app", "mode is app: say which channels the app posts to (app.channels) and who may act"
+        elif not slack.app.channels:
+            yield "app.channels", "mode is app: name at least one channel (name -> channel ID)"
+        if slack.webhooks:
+            yield (
+                "webhooks",
+                "mode is app: the app posts with its bot token, not webhooks; remove them (or use mode webhook)",
+            )
+        where, what = "slack.app.channels", "channel"
+    else:
+        if slack.app is not None:
+            yield "app", "read only when mode is app: set mode to app, or remove it"
+        where, what = "slack.webhooks", "webhook"
+    targets = slack.targets
+    if slack.default is not None and slack.default not in targets:
+        yield "default", f"names no {what} in {where} (have: {', '.join(targets) or 'none'})"
     for routes in ("by_severity", "by_account", "by_organizational_unit"):
         for key, target in getattr(slack, routes).items():
-            if target not in slack.webhooks:
-                yield f"{routes}.{key}", f"names no webhook in slack.webhooks: {target!r}"
+            if target not in targets:
+                yield f"{routes}.{key}", f"names no {what} in {where}: {target!r}"
     routed = slack.team_tag or slack.by_severity or slack.by_account or slack.by_organizational_unit
-    if slack.webhooks and slack.default is None and not routed:
+    if targets and slack.default is None and not routed:
         yield (
             "default",
-            "set a default webhook, or routes (by_severity, team_tag, by_account, by_organizational_unit), or no "
+            f"set a default {what}, or routes (by_severity, team_tag, by_account, by_organizational_unit), or no "
             "message is ever sent",
         )
 

@@ -39,6 +39,15 @@ ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"  # JSON: webhook n
 ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"  # where undeliverables wait
 ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"  # unusable events, parked
 ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
+# Slack app mode: the secrets (names, never values) of the bot token and the signing secret, and the queue the
+# interactivity endpoint hands acknowledged clicks to.
+ENV_SLACK_BOT_TOKEN_SECRET: Final = "TRAINING_GUARD_SLACK_BOT_TOKEN_SECRET"  # noqa: S105 - a variable's name
+ENV_SLACK_SIGNING_SECRET: Final = "TRAINING_GUARD_SLACK_SIGNING_SECRET"  # noqa: S105 - a variable's name
+ENV_CLICK_QUEUE_URL: Final = "TRAINING_GUARD_CLICK_QUEUE_URL"
+# slack.app.allowed_users, comma-separated: the acknowledgement reads no configuration file.
+ENV_SLACK_ALLOWED_USERS: Final = "TRAINING_GUARD_SLACK_ALLOWED_USERS"
+# The Slack Web API's base URL (unset: Slack's own); the local emulation points it at 127.0.0.1.
+ENV_SLACK_API_URL: Final = "TRAINING_GUARD_SLACK_API_URL"
 # Path of the GuardConfig as a JSON file (the stack ships it in a layer: Lambda allows only 4 KB of
 # environment). When unset, the functions read ENV_CONFIG, inline JSON (unit tests).
 ENV_CONFIG_FILE: Final = "TRAINING_GUARD_CONFIG_FILE"
@@ -100,6 +109,19 @@ RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
 # --- Slack --------------------------------------------------------------------------------------------
 # Value of a webhook secret the stack creates, until an operator puts the webhook URL in it.
 WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in this secret"
+# Values of the app mode's secrets the stack creates, until an operator puts the app's in them.
+BOT_TOKEN_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's bot token (xoxb-...) in this secret"  # noqa: S105
+SIGNING_SECRET_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's signing secret in this secret"  # noqa: S105
+# Who stopped a job from a Slack button: the `training-guard:stopped-by` tag and the audit record say
+# `slack:<user id>` (the guard's own stops say STOPPED_BY_VALUE).
+STOPPED_BY_SLACK_PREFIX: Final = "slack:"
+
+
+def stopped_by(rule: str) -> str:
+    """Who a stop is attributed to: the person who pressed Stop now (their stop record's rule is `slack:<user id>`,
+    policy.decide_stop_request), else the guard."""
+    return rule if rule.startswith(STOPPED_BY_SLACK_PREFIX) else STOPPED_BY_VALUE
+
 
 # --- Notifications --------------------------------------------------------------------------------------
 NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from training_guard import contract
-from training_guard.config import ConfigError, GuardConfig
+
+if TYPE_CHECKING:
+    # Imported where a configuration is read, not here: the Slack interactivity endpoint reads its settings
+    # without loading the configuration (its acknowledgement is held to Slack's 3 seconds, cold start included).
+    from training_guard.config import GuardConfig
 
 
 class SettingsError(RuntimeError):
@@ -49,6 +54,8 @@ def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:
 def _config(env: Mapping[str, str]) -> GuardConfig:
     """The configuration: the file named by ENV_CONFIG_FILE (deployed functions: the stack ships it
     in a layer, since Lambda allows only 4 KB of environment), else ENV_CONFIG's inline JSON."""
+    from training_guard.config import ConfigError, GuardConfig
+
     path = env.get(contract.ENV_CONFIG_FILE)
     if path:
         source = f"${contract.ENV_CONFIG_FILE} ({path})"
@@ -69,19 +76,30 @@ def _config(env: Mapping[str, str]) -> GuardConfig:
 class ChatSettings:
     config: GuardConfig
     table: str
-    webhook_secrets: dict[str, str]  # webhook name -> secret name or ARN (never the URL)
+    webhook_secrets: dict[str, str]  # webhook name -> secret name or ARN (never the URL); empty in app mode
     dead_letter_queue_url: str
     min_interval_seconds: float = 1.0  # Slack allows about one message per second per webhook
+    bot_token_secret: str | None = None  # app mode: the secret holding the bot token (its name or ARN)
+    slack_api_url: str | None = None  # app mode: the Slack Web API's base URL (None: Slack's own)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ChatSettings:
-        env = _required(
-            os.environ if env is None else env,
-            contract.ENV_TABLE,
-            contract.ENV_WEBHOOK_SECRETS,
-            contract.ENV_DEAD_LETTER_QUEUE_URL,
-        )
+        env = _required(os.environ if env is None else env, contract.ENV_TABLE, contract.ENV_DEAD_LETTER_QUEUE_URL)
         config = _config(env)
+        table, dead_letters = env[contract.ENV_TABLE], env[contract.ENV_DEAD_LETTER_QUEUE_URL]
+        interval = _seconds(env, contract.ENV_SLACK_MIN_INTERVAL, 1.0)
+        if config.slack.app_mode:
+            _required(env, contract.ENV_SLACK_BOT_TOKEN_SECRET)
+            return cls(
+                config=config,
+                table=table,
+                webhook_secrets={},
+                dead_letter_queue_url=dead_letters,
+                min_interval_seconds=interval,
+                bot_token_secret=env[contract.ENV_SLACK_BOT_TOKEN_SECRET],
+                slack_api_url=env.get(contract.ENV_SLACK_API_URL) or None,
+            )
+        _required(env, contract.ENV_WEBHOOK_SECRETS)
         try:
             secrets = json.loads(env[contract.ENV_WEBHOOK_SECRETS])
         except json.JSONDecodeError as exc:
@@ -91,10 +109,57 @@ class ChatSettings:
             raise SettingsError(f"${contract.ENV_WEBHOOK_SECRETS} lacks a secret for webhook(s): {sorted(unknown)}")
         return cls(
             config=config,
-            table=env[contract.ENV_TABLE],
+            table=table,
             webhook_secrets={str(k): str(v) for k, v in secrets.items()},
-            dead_letter_queue_url=env[contract.ENV_DEAD_LETTER_QUEUE_URL],
-            min_interval_seconds=_seconds(env, contract.ENV_SLACK_MIN_INTERVAL, 1.0),
+            dead_letter_queue_url=dead_letters,
+            min_interval_seconds=interval,
+        )
+
+
+@dataclass(frozen=True)
+class InteractionSettings:
+    """The Slack interactivity endpoint's acknowledgement: no configuration file is read (its cold start is part of
+    Slack's 3 seconds), so the users allowed to act come in the environment, as the stack wrote them from
+    `slack.app.allowed_users`."""
+
+    table: str
+    signing_secret: str  # the secret's name or ARN, never its value
+    click_queue_url: str
+    allowed_users: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> InteractionSettings:
+        env = os.environ if env is None else env
+        keys = (contract.ENV_TABLE, contract.ENV_SLACK_SIGNING_SECRET, contract.ENV_CLICK_QUEUE_URL)
+        missing = [k for k in keys if not env.get(k)]
+        if missing:
+            raise SettingsError(f"missing environment variable(s): {', '.join(missing)}")
+        users = frozenset(u for u in (env.get(contract.ENV_SLACK_ALLOWED_USERS) or "").split(",") if u.strip())
+        return cls(
+            table=env[contract.ENV_TABLE],
+            signing_secret=env[contract.ENV_SLACK_SIGNING_SECRET],
+            click_queue_url=env[contract.ENV_CLICK_QUEUE_URL],
+            allowed_users=frozenset(u.strip() for u in users),
+        )
+
+
+@dataclass(frozen=True)
+class ClickSettings:
+    """The click worker: the responder's settings (it stops through the same path) and the bot token's secret."""
+
+    base: Settings
+    bot_token_secret: str
+    slack_api_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ClickSettings:
+        env = os.environ if env is None else env
+        base = Settings.from_env(env)
+        _required(env, contract.ENV_SLACK_BOT_TOKEN_SECRET)
+        return cls(
+            base=base,
+            bot_token_secret=env[contract.ENV_SLACK_BOT_TOKEN_SECRET],
+            slack_api_url=env.get(contract.ENV_SLACK_API_URL) or None,
         )
 
 
