@@ -10,6 +10,22 @@ dead-letter queue after its receive limit; only permanent failures (revoked webh
 with no URL in it) -> the message is parked in the dead-letter queue at once, with the reason.
 Nothing is dropped.
 
+Slack app mode (`slack.mode` = `app`): the same routes name the app's channels, and each (transition, channel) is
+claimed in the same ledger before anything is posted. Then, for a notification about a job:
+1. the job's thread in the channel (threads.open_thread: its parent, the job's card, posted exactly once per job and
+   channel; another delivery posting it right now is waited for, else `ParentBusy` and the message comes back);
+2. the notification as a reply in that thread, with the guard's buttons (slack_messages.buttons);
+3. the parent updated in place when this notification is the newest the card has seen (ThreadStorePort.advance_card):
+   a late delivery of an older notification never turns the card back. A failed update is reported and not retried
+   (the reply is posted; retrying the message would post it twice), and the next notification sets the card right;
+4. for a metric guard that fired, the metric's graph (charts.py; CloudWatch's GetMetricWidgetImage) uploaded into
+   the thread, claimed under its own key so that a retry uploads it once and never replies again.
+A `ParentBusy` is busy (retried), a `SlackAppError` permanent or transient as Slack's answer says; anything else
+(a state-table failure) raises, and the batch item is retried. A notification about no job (a test, the weekly
+digest, a self-monitoring alarm) is a message of its own in the channel.
+
+Webhook mode links the same graph in the CloudWatch console instead (charts.console_url).
+
 Routing (`SlackConfig.route`): by the job's team tag, by the account the notification is about (the document's
 `account`; with an organization, the account's own webhook or its organizational unit's), and by severity. A
 self-monitoring alarm is about the hub's own account (its `AWSAccountId`).
@@ -19,15 +35,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from training_guard import slack_messages
 from training_guard.accounts import scoped
-from training_guard.config import OrganizationConfig, SlackConfig
+from training_guard.charts import Chart, chart_for, console_url
+from training_guard.config import GuardConfig, OrganizationConfig, SlackConfig
 from training_guard.ports import Claim, LedgerPort
+from training_guard.threads import ParentBusy, ThreadStorePort, Waiting, open_thread, thread_key
 
 # Without an invocation to measure (local runs): longer than the notifier's timeout. In Lambda the
 # handler sets the lease from the invocation's remaining time (leases.lease_for).
@@ -45,6 +64,51 @@ class Sender(Protocol):
 
 class Parker(Protocol):
     def park(self, body: str, reason: str) -> None: ...
+
+
+class Posted(Protocol):
+    @property
+    def ts(self) -> str: ...
+
+
+class SlackAppPort(Protocol):
+    """A Slack app's bot (adapters/slack_app.py SlackApp); its failures are `AppFailure`s."""
+
+    def post_parent(self, channel: str, text: str, blocks: Any) -> Posted: ...
+
+    def reply(self, channel: str, thread_ts: str, text: str, blocks: Any) -> Posted: ...
+
+    def update(self, channel: str, ts: str, text: str, blocks: Any) -> None: ...
+
+    def upload_png(
+        self, channel: str, thread_ts: str, png: bytes, *, filename: str, title: str, alt_text: str
+    ) -> str: ...
+
+
+class AppFailure(Protocol):
+    """What a failed Slack Web API call says (adapters/slack_app.py SlackAppError)."""
+
+    error: str
+    permanent: bool
+
+
+class ChartsPort(Protocol):
+    def png(self, widget: Mapping[str, Any]) -> bytes:
+        """The graph GetMetricWidgetImage draws for `widget`."""
+        ...
+
+
+@dataclass
+class AppMode:
+    """What app mode delivers with: the bot (made when first needed: its token is read from its secret), the thread
+    records, how to wait for another delivery's parent, the charts, and this attempt's name as a parent's holder."""
+
+    bot: Callable[[], SlackAppPort]
+    threads: ThreadStorePort
+    waiting: Waiting
+    failure: type[Exception]  # the bot's error class (SlackAppError): `error` and `permanent`
+    charts: ChartsPort | None = None
+    holder: Callable[[], str] = field(default=lambda: uuid.uuid4().hex)
 
 
 class Budget(Protocol):
@@ -85,8 +149,24 @@ def account_of(value: object) -> str | None:
 
 
 def delivery_key(transition: str, webhook: str) -> str:
-    """The ledger item of one message's delivery to one webhook (`training-guard test-notification` reads it)."""
+    """The ledger item of one message's delivery to one webhook or app channel (`training-guard test-notification`
+    reads it)."""
     return f"c#{transition}#{webhook}"
+
+
+def chart_key(transition: str, channel: str) -> str:
+    """The ledger item of one message's graph uploaded into one app channel's thread."""
+    return f"c#{transition}#{channel}#chart"
+
+
+@dataclass(frozen=True)
+class _Message:
+    text: str
+    blocks: list[dict[str, Any]]
+    transition: str
+    targets: list[str]
+    doc: Mapping[str, Any] | None = None  # None: a self-monitoring alarm
+    member: str | None = None  # the member account a job belongs to (organization mode); None: the hub's own
 
 
 @dataclass
@@ -117,8 +197,16 @@ class ChatDelivery:
         ttl_seconds: int,
         budget: Budget | None = None,
         organization: OrganizationConfig | None = None,
+        config: GuardConfig | None = None,
+        app: AppMode | None = None,
     ) -> None:
-        """`organization`: where a notification's account is routed by its organizational unit (None: no units)."""
+        """`organization`: where a notification's account is routed by its organizational unit (None: no units).
+        `config`: the guard's configuration, for the metric guards a graph is drawn from (None: no graphs). `app`: Slack
+        app mode's bot and records (required when `slack.mode` is `app`)."""
+        if slack.app_mode and app is None:
+            raise ValueError("slack.mode is app: the delivery needs the app's bot and thread records")
+        self.config = config
+        self.app = app
         self.budget = budget
         self.slack = slack
         self.organization = organization
@@ -129,30 +217,48 @@ class ChatDelivery:
         self.ttl_seconds = ttl_seconds
         self.lease_seconds = CLAIM_LEASE_SECONDS
 
-    def _read(self, body: str, result: MessageResult) -> tuple[str, list[dict[str, Any]], str, list[str]]:
-        """(fallback text, blocks, transition, webhooks) of one message, its account noted on `result`;
-        ValueError, KeyError or TypeError when it is not one the notifier can render."""
+    def _read(self, body: str, result: MessageResult) -> _Message:
+        """One message as it is sent, its account noted on `result`; ValueError, KeyError or TypeError when it is not
+        one the notifier can render."""
         payload = json.loads(body)
         if slack_messages.is_alarm_notification(payload):
             text, blocks = slack_messages.render_alarm(payload)
             result.account = account_of(payload.get("AWSAccountId"))
             targets = self._route(slack_messages.alarm_severity(payload), {}, result.account)
-            return text, blocks, slack_messages.alarm_key(payload), targets
+            return _Message(text, blocks, slack_messages.alarm_key(payload), targets)
         doc = slack_messages.check_document(payload)
-        text, blocks = slack_messages.render(doc)
         result.account = account_of(doc.get("account"))
+        member = (
+            result.account if self.organization is not None and result.account in self.organization.members else None
+        )
+        if self.slack.app_mode:
+            text, blocks = slack_messages.render(doc, actions=self._buttons(doc, member))
+        else:
+            text, blocks = slack_messages.render(doc, extra_links=self._graph_link(doc))
         transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
-        if self.organization is not None and result.account in self.organization.members:
+        if member is not None:
             # A transition's key names the job, not the account: two members' jobs of the same name have the same
             # one. Their deliveries are two, as their ledger keys are (accounts.AccountLedger; the hub's stay as
             # they were, and so do a single-account guard's).
-            transition = scoped(result.account, transition)
+            transition = scoped(member, transition)
         if slack_messages.is_test(doc):
             # A test notification checks every webhook, whatever the routing and the minimum severity say.
-            return text, blocks, transition, list(self.slack.webhooks)
+            return _Message(text, blocks, transition, list(self.slack.targets), doc, member)
         tags = doc["job"].get("tags") or {}
         targets = self._route(str(doc["severity"]), tags if isinstance(tags, Mapping) else {}, result.account)
-        return text, blocks, transition, targets
+        return _Message(text, blocks, transition, targets, doc, member)
+
+    def _buttons(self, doc: Mapping[str, Any], member: str | None) -> list[dict[str, Any]]:
+        if slack_messages.is_test(doc) or doc.get("kind") == slack_messages.DIGEST_KIND:
+            return []
+        return slack_messages.buttons(doc, account=member)
+
+    def _chart(self, doc: Mapping[str, Any] | None) -> Chart | None:
+        return chart_for(doc, self.config) if doc is not None and self.config is not None else None
+
+    def _graph_link(self, doc: Mapping[str, Any]) -> dict[str, str]:
+        chart = self._chart(doc)
+        return {"Graph": console_url(chart)} if chart is not None else {}
 
     def _route(self, severity: str, tags: Mapping[str, str], account: str | None) -> list[str]:
         """The webhooks of a notification about `account`: its own route, or its organizational unit's."""
@@ -162,34 +268,38 @@ class ChatDelivery:
     def deliver(self, body: str, *, now: datetime) -> MessageResult:
         result = MessageResult()
         try:
-            text, blocks, transition, targets = self._read(body, result)
+            message = self._read(body, result)
         except (ValueError, KeyError, TypeError) as exc:
             result.errors.append(f"unusable message: {exc}")
             self.parker.park(body, f"unusable message: {exc}")
             return result
         reasons: list[str] = []  # why each webhook failed, as the dead-letter queue keeps it
         remedies: list[str] = []
-        for webhook in targets:
+        for target in message.targets:
             if self.budget is not None and not self.budget.allows(0):
                 # Not started rather than cut off by the function's timeout (which would count as an
                 # error and return the whole batch): the message comes back after its visibility timeout.
-                result.deferred.append(webhook)
+                result.deferred.append(target)
                 continue
-            key = delivery_key(transition, webhook)
+            key = delivery_key(message.transition, target)
+            if self.app is not None:
+                if self._post_app(message, target, key=key, now=now, result=result, reasons=reasons):
+                    self._chart_once(message, target, now=now, result=result, reasons=reasons)
+                continue
             claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
             if claim is Claim.DONE:
-                result.skipped.append(webhook)
+                result.skipped.append(target)
                 continue
             if claim is Claim.BUSY:
                 # Not a duplicate yet: the holder may time out before it sends. The message comes back
                 # after the queue's visibility timeout, by when the holder's lease has run out.
-                result.busy.append(webhook)
+                result.busy.append(target)
                 continue
             try:
-                delivery = self.sender.send(self.urls.url(webhook), text, blocks)
+                delivery = self.sender.send(self.urls.url(target), message.text, message.blocks)
             except NotConfigured as exc:
                 self.ledger.release(key)
-                result.permanent.append(webhook)
+                result.permanent.append(target)
                 result.errors.append(str(exc))
                 reasons.append(exc.reason)
                 remedies.append(exc.remedy)
@@ -199,14 +309,138 @@ class ChatDelivery:
                 raise
             if delivery.ok:
                 self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome=DELIVERED)
-                result.delivered.append(webhook)
+                result.delivered.append(target)
                 continue
             self.ledger.release(key)
-            result.errors.append(f"webhook {webhook!r}: {delivery.detail}")
+            result.errors.append(f"webhook {target!r}: {delivery.detail}")
             reasons.append(result.errors[-1])
-            (result.permanent if delivery.permanent else result.transient).append(webhook)
+            (result.permanent if delivery.permanent else result.transient).append(target)
         if result.permanent and not result.transient:
             # Retrying cannot help; keep the message for an operator (redrive skips delivered webhooks).
             # Every webhook's reason first, what to do after: the dead-letter queue keeps 256 characters of it.
             self.parker.park(body, "; ".join(reasons + remedies))
         return result
+
+    # --- Slack app mode ---------------------------------------------------------------------------------------
+
+    def _post_app(
+        self, message: _Message, name: str, *, key: str, now: datetime, result: MessageResult, reasons: list[str]
+    ) -> bool:
+        """Claim and post one (transition, channel): True when it is delivered, now or before (the graph may still be
+        due), False when it is busy or failed (noted on `result`)."""
+        claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
+        if claim is Claim.DONE:
+            return True
+        if claim is Claim.BUSY:
+            result.busy.append(name)
+            return False
+        assert self.app is not None
+        try:
+            stale_card = self._send_app(message, name, now)
+        except ParentBusy:
+            self.ledger.release(key)
+            result.busy.append(name)
+            return False
+        except self.app.failure as exc:
+            self.ledger.release(key)
+            self._failed(name, exc, result, reasons)
+            return False
+        except BaseException:
+            self.ledger.release(key)
+            raise
+        self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome=DELIVERED)
+        result.delivered.append(name)
+        if stale_card is not None:
+            # Reported, not retried: the reply is posted, and the next notification sets the card right.
+            result.errors.append(f"channel {name!r}: the card was not updated: {stale_card}")
+        return True
+
+    def _send_app(self, message: _Message, name: str, now: datetime) -> str | None:
+        """The message in the channel: in its job's thread (the parent made once, updated when newer). What kept the
+        card from being updated, if anything."""
+        assert self.app is not None
+        bot = self.app.bot()
+        channel = self.slack.channel_id(name)
+        doc = message.doc
+        if doc is None or slack_messages.is_test(doc) or doc.get("kind") == slack_messages.DIGEST_KIND:
+            bot.post_parent(channel, message.text, message.blocks)
+            return None
+        thread = self._thread(bot, doc, channel, message.member, now)
+        bot.reply(channel, thread.ts, message.text, message.blocks)
+        if thread.created:
+            return None
+        version = slack_messages.card_version(doc)
+        if not self.app.threads.advance_card(self._thread_key(doc, channel, message.member), version):
+            return None  # an older notification than the card shows, or the same one: the card stays
+        card_text, card_blocks = slack_messages.render_card(doc)
+        try:
+            bot.update(channel, thread.ts, card_text, card_blocks)
+        except self.app.failure as exc:
+            return str(exc)
+        return None
+
+    def _thread_key(self, doc: Mapping[str, Any], channel: str, member: str | None) -> str:
+        return thread_key(str(doc["job"]["name"]), channel, member)
+
+    def _thread(
+        self, bot: SlackAppPort, doc: Mapping[str, Any], channel: str, member: str | None, now: datetime
+    ) -> Any:
+        assert self.app is not None
+        card_text, card_blocks = slack_messages.render_card(doc)
+        return open_thread(
+            self.app.threads,
+            self._thread_key(doc, channel, member),
+            post_parent=lambda: bot.post_parent(channel, card_text, card_blocks).ts,
+            holder=self.app.holder(),
+            now=now,
+            lease_seconds=self.lease_seconds,
+            ttl_seconds=self.ttl_seconds,
+            card_version=slack_messages.card_version(doc),
+            waiting=self.app.waiting,
+        )
+
+    def _chart_once(
+        self, message: _Message, name: str, *, now: datetime, result: MessageResult, reasons: list[str]
+    ) -> None:
+        """The metric's graph into the job's thread, once per (transition, channel), after the reply."""
+        assert self.app is not None
+        chart = self._chart(message.doc)
+        if chart is None or self.app.charts is None or message.doc is None:
+            if name not in result.delivered:
+                result.skipped.append(name)
+            return
+        key = chart_key(message.transition, name)
+        claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
+        if claim is Claim.DONE:
+            if name not in result.delivered:
+                result.skipped.append(name)
+            return
+        if claim is Claim.BUSY:
+            result.busy.append(name)
+            return
+        try:
+            channel = self.slack.channel_id(name)
+            png = self.app.charts.png(chart.widget)
+            bot = self.app.bot()
+            thread = self._thread(bot, message.doc, channel, message.member, now)
+            bot.upload_png(channel, thread.ts, png, filename=chart.filename, title=chart.title, alt_text=chart.alt_text)
+        except ParentBusy:
+            self.ledger.release(key)
+            result.busy.append(name)
+            return
+        except self.app.failure as exc:
+            self.ledger.release(key)
+            self._failed(name, exc, result, reasons)
+            return
+        except BaseException:
+            self.ledger.release(key)
+            raise
+        self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome=DELIVERED)
+        if name not in result.delivered:
+            result.delivered.append(name)
+
+    def _failed(self, name: str, exc: BaseException, result: MessageResult, reasons: list[str]) -> None:
+        permanent = bool(getattr(exc, "permanent", False))
+        result.errors.append(f"channel {name!r}: {exc}")
+        reasons.append(result.errors[-1])
+        (result.permanent if permanent else result.transient).append(name)

@@ -7,7 +7,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -61,6 +61,7 @@ _KIND_SEVERITY = {
     Kind.BUDGET_WARNING: "warning",
     Kind.BUDGET_EXCEEDED: "warning",
     Kind.IDLE_GPU: "warning",
+    Kind.STOP_REQUESTED: "warning",
 }
 
 
@@ -286,6 +287,13 @@ def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: Finding | None) 
     }.get(kind)
     if guarded is not None:
         return _GUARD_TITLES.get(outcome, "{name}: {what}").format(name=name, what=guarded, status=job.status)
+    if kind is Kind.STOP_REQUESTED:
+        return {
+            Outcome.STOPPED: f"Stopped {name}: Stop now pressed by {rule_name}",
+            Outcome.WOULD_STOP: f"Did not stop {name}: Stop now pressed by {rule_name}",
+            Outcome.ALREADY_ENDED: f"{name} had already ended (Stop now pressed by {rule_name})",
+            Outcome.ALREADY_STOPPING: f"{name} is already being stopped (Stop now pressed by {rule_name})",
+        }.get(outcome, f"Stop now pressed by {rule_name} for {name}")
     if kind is Kind.ISSUES_FOUND:
         return {
             Outcome.STOPPED: f"Stopped {name}: rule {rule_name} found issues",
@@ -331,15 +339,24 @@ def _log_streams_url(console: str, region: str, group: str, prefix: str) -> str:
     )
 
 
+def thread_id(job: str, account: object, members: Collection[str]) -> str:
+    """Q Developer's thread of a job: the hub's (and a single account's) as before, a member's with its account."""
+    if isinstance(account, str) and account in members:
+        return f"training-guard/{account}/{job}"
+    return f"training-guard/{job}"
+
+
 _Q_MAX_DESCRIPTION = 3500  # leave room under Q Developer's message size for the rest
 
 
-def q_developer_notification(doc: dict[str, Any]) -> dict[str, Any]:
+def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = ()) -> dict[str, Any]:
     """The document as an Amazon Q Developer in chat applications custom notification.
 
     Q Developer drops SNS payloads it does not recognise, so its subscriber gets this shape:
     version "1.0", source "custom", content (title, description, nextSteps, keywords) and
-    metadata.threadId, one thread per job so that a job's updates stay together.
+    metadata.threadId, one thread per job so that a job's updates stay together: `training-guard/<job>` for the
+    guard's own account, `training-guard/<account>/<job>` for a job of a member account (`members`, organization
+    mode), since two members' jobs of the same name are two jobs.
     """
     job = doc["job"]
     rule = doc.get("rule") or {}
@@ -376,7 +393,7 @@ def q_developer_notification(doc: dict[str, Any]) -> dict[str, Any]:
             "keywords": [doc["kind"], doc["outcome"], doc["severity"]],
         },
         "metadata": {
-            "threadId": f"training-guard/{job['name']}",
+            "threadId": thread_id(job["name"], doc.get("account"), members),
             "summary": doc["title"],
             "eventType": f"TrainingGuard.{doc['kind']}",
             "relatedResources": [job["arn"]] if job.get("arn") else [],

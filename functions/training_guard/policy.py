@@ -24,6 +24,7 @@ from training_guard.events import (
     Finding,
     TrainingJob,
 )
+from training_guard.mutes import Mutes
 
 METRIC = "metric"  # the source of a metric guard's, a stall's or idle GPUs' finding (Finding.source)
 STALLED = "NoData"  # the status of a stall finding
@@ -32,6 +33,9 @@ BUDGET_WARNING = "Warning"  # the status of a budget's finding: `warn_at` of the
 BUDGET_EXCEEDED = "Exceeded"  # the cap spent
 IDLE_GPU = "idle-gpu"  # the name of the idle-GPU guard's finding
 IDLE = "Idle"  # its status
+STOP_REQUEST = "slack"  # the source of a person's Stop now (a Slack button); its name is who: `slack:<user id>`
+REQUESTED = "StopRequested"  # its status
+NO_MUTES = Mutes()
 
 # Tag values that switch an override tag off rather than on.
 _FALSE_TAG_VALUES = frozenset({"false", "0", "no", "off"})
@@ -56,6 +60,7 @@ class Kind(StrEnum):
     BUDGET_WARNING = "budget_warning"  # a job spent `warn_at` of its cap (list price)
     BUDGET_EXCEEDED = "budget_exceeded"  # a job spent its cap
     IDLE_GPU = "idle_gpu"  # a job's GPUs sat idle for `idle_gpu.minutes`
+    STOP_REQUESTED = "stop_requested"  # a person pressed Stop now (Slack app mode)
 
 
 class Plan(StrEnum):
@@ -116,11 +121,18 @@ def folds_into_guard_stop(decision: Decision, *, is_the_stop: bool) -> bool:
 
 
 def decide(
-    job: TrainingJob, config: GuardConfig, *, now: datetime, guard_stop: GuardStop | None = None
+    job: TrainingJob,
+    config: GuardConfig,
+    *,
+    now: datetime,
+    guard_stop: GuardStop | None = None,
+    mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
+    """`mutes`: the job's (mutes.py), read once per job: a silenced rule decides nothing until its mute lapses, and
+    an exempted job is not stopped (would-have-stopped, with the mute as the reason)."""
     if not config.selects(job.name):
         return []
-    decisions = [d for rule in job.rules or () if (d := _decide_rule(job, rule, config, now, guard_stop))]
+    decisions = [d for rule in job.rules or () if (d := _decide_rule(job, rule, config, now, guard_stop, mutes=mutes))]
     # A stop is acted on first, whatever the order SageMaker lists the rules in, so what else one event says
     # about the job is folded into that stop the same way every time (sorted() is stable: the rest keep order).
     decisions = sorted(decisions, key=lambda d: d.plan is not Plan.STOP)
@@ -138,10 +150,18 @@ def selection_reason(job_name: str, config: GuardConfig) -> str | None:
 
 
 def _decide_rule(
-    job: TrainingJob, rule: Finding, config: GuardConfig, now: datetime, guard_stop: GuardStop | None
+    job: TrainingJob,
+    rule: Finding,
+    config: GuardConfig,
+    now: datetime,
+    guard_stop: GuardStop | None,
+    *,
+    mutes: Mutes = NO_MUTES,
 ) -> Decision | None:
     action = config.action_for(rule.name, profiler=rule.source == PROFILER)
     if action is Action.IGNORE or rule.status not in (ISSUES_FOUND, RULE_ERROR):
+        return None
+    if silenced(job, rule, mutes, now):
         return None
     if rule.status == RULE_ERROR:
         reason = (
@@ -152,8 +172,21 @@ def _decide_rule(
         return Decision(key, Kind.RULE_ERROR, Plan.NOTIFY, reason, rule)
     setting = _rule_setting(config, rule)
     return decide_finding(
-        job, rule, action=action, setting=setting, config=config, now=now, kind=Kind.ISSUES_FOUND, guard_stop=guard_stop
+        job,
+        rule,
+        action=action,
+        setting=setting,
+        config=config,
+        now=now,
+        kind=Kind.ISSUES_FOUND,
+        guard_stop=guard_stop,
+        mutes=mutes,
     )
+
+
+def silenced(job: TrainingJob, finding: Finding, mutes: Mutes, now: datetime) -> bool:
+    """Whether a mute silences this finding about the job now (a snooze or a mute of its rule, while the job runs)."""
+    return mutes.silencing(finding.name, now, job_running=job.running) is not None
 
 
 def decide_finding(
@@ -166,6 +199,7 @@ def decide_finding(
     now: datetime,
     kind: Kind,
     guard_stop: GuardStop | None = None,
+    mutes: Mutes = NO_MUTES,
 ) -> Decision:
     """The one path from a finding (rule, metric alarm, stall) to stop / would-stop / notify.
 
@@ -183,7 +217,7 @@ def decide_finding(
         return Decision(key, kind, Plan.NOTIFY, reason, finding)
     # The order mirrors the real mode exactly, so that a dry run reports what would really happen:
     # a job tag rules a stop out; a grace period postpones it; dry_run only replaces the final stop.
-    exempt = _tag_override(job, config)
+    exempt = _tag_override(job, config) or _exemption(job, mutes, now)
     if exempt:
         return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but {exempt}", finding)
     grace = _grace_remaining(job, config, now)
@@ -207,14 +241,23 @@ def decide_metric(
     *,
     now: datetime,
     guard_stop: GuardStop | None = None,
+    mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
     """A metric guard's alarm or a stall, for a job the guard selects."""
-    if not config.selects(job.name):
+    if not config.selects(job.name) or silenced(job, finding, mutes, now):
         return []
     kind = Kind.METRIC_STALL if finding.status == STALLED else Kind.METRIC_ALARM
     return [
         decide_finding(
-            job, finding, action=action, setting=setting, config=config, now=now, kind=kind, guard_stop=guard_stop
+            job,
+            finding,
+            action=action,
+            setting=setting,
+            config=config,
+            now=now,
+            kind=kind,
+            guard_stop=guard_stop,
+            mutes=mutes,
         )
     ]
 
@@ -237,6 +280,7 @@ def decide_budget(
     spent_usd: float,
     config: GuardConfig,
     now: datetime,
+    mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
     """A job's spend so far (list price) against its cap: a warning once `warn_at` of the cap is spent, the
     budget's action (stop or notify, through `decide_finding` like any stop) once the whole cap is; nothing below.
@@ -245,7 +289,7 @@ def decide_budget(
     already past its cap when first seen is not also warned. The cap is part of each transition's key, so a cap
     raised after a warning (a new tag value, another entry) warns and acts again at the new figure, once.
     """
-    if not config.selects(job.name):
+    if not config.selects(job.name) or mutes.silencing(name, now, job_running=job.running) is not None:
         return []
     spent, cap = cents(spent_usd), cents(budget.max_usd)
     share = f"{spent / cap * 100:.0f} % of the cap" if cap else "the cap"
@@ -258,7 +302,14 @@ def decide_budget(
         )
         line = f"{setting}: {_dollars(spent)} spent (list price)"
         decision = decide_finding(
-            job, finding, action=budget.action, setting=line, config=config, now=now, kind=Kind.BUDGET_EXCEEDED
+            job,
+            finding,
+            action=budget.action,
+            setting=line,
+            config=config,
+            now=now,
+            kind=Kind.BUDGET_EXCEEDED,
+            mutes=mutes,
         )
     elif budget.warn_at > 0 and spent >= cents(budget.max_usd * budget.warn_at):
         finding = Finding(
@@ -276,17 +327,50 @@ def decide_budget(
 
 
 def decide_idle_gpu(
-    job: TrainingJob, *, details: str, guard: IdleGpuGuard, config: GuardConfig, now: datetime
+    job: TrainingJob,
+    *,
+    details: str,
+    guard: IdleGpuGuard,
+    config: GuardConfig,
+    now: datetime,
+    mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
     """A job whose GPUs sat idle (the sweeper measured it): the guard's action, through the path of any stop."""
-    if not config.selects(job.name):
-        return []
     finding = Finding(name=IDLE_GPU, source=METRIC, status=IDLE, details=details)
+    if not config.selects(job.name) or silenced(job, finding, mutes, now):
+        return []
     return [
         decide_finding(
-            job, finding, action=guard.action, setting=guard.describe(), config=config, now=now, kind=Kind.IDLE_GPU
+            job,
+            finding,
+            action=guard.action,
+            setting=guard.describe(),
+            config=config,
+            now=now,
+            kind=Kind.IDLE_GPU,
+            mutes=mutes,
         )
     ]
+
+
+def decide_stop_request(job: TrainingJob, config: GuardConfig, *, by: str, rule: str | None) -> Decision:
+    """A person's Stop now (a Slack button) on a running job: a stop, in their name, through the one path to a stop.
+
+    Their click is the decision: a rule's action, an exemption tag, notify-only or a mute do not hold it back (the
+    button is offered where the guard did not stop, exempted jobs included). What the guard may never do, it does not
+    do for a person either: nothing is stopped in dry run, and without the opt-in tag (IAM would refuse the stop).
+    `by` names who (`slack:<user id>`), the audit record's rule and the `stopped-by` tag; its own transition, so that
+    one person's second click is a duplicate and two people's clicks make one stop (the audit record)."""
+    details = f"Stop now pressed in Slack by {by}" + (f" (on the finding of {rule})" if rule else "")
+    finding = Finding(name=by, source=STOP_REQUEST, status=REQUESTED, details=details)
+    key = transition_key(job.name, STOP_REQUEST, by, REQUESTED)
+    setting = f"Stop now, pressed in Slack by {by}"
+    if config.stop_requires_tag and not contract.stop_opted_in(dict(job.tags), config.stop_requires_tag):
+        reason = f"{setting}, but stop_requires_tag: the job is not tagged {config.stop_requires_tag}="
+        return Decision(key, Kind.STOP_REQUESTED, Plan.WOULD_STOP, reason + contract.STOP_OPT_IN_VALUE, finding)
+    if config.dry_run:
+        return Decision(key, Kind.STOP_REQUESTED, Plan.WOULD_STOP, f"{setting}, but dry_run is on", finding)
+    return Decision(key, Kind.STOP_REQUESTED, Plan.STOP, setting, finding)
 
 
 def budget_tag_problem(job: TrainingJob, *, tag: str, problem: str) -> Decision:
@@ -326,6 +410,11 @@ def _tag_override(job: TrainingJob, config: GuardConfig) -> str | None:
     return None
 
 
+def _exemption(job: TrainingJob, mutes: Mutes, now: datetime) -> str | None:
+    mute = mutes.exemption(now, job_running=job.running)
+    return mute.describe() if mute is not None else None
+
+
 def _grace_remaining(job: TrainingJob, config: GuardConfig, now: datetime) -> str | None:
     if config.min_training_minutes <= 0:
         return None
@@ -363,6 +452,8 @@ def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
     """Who stopped a job, in words."""
     if guard_stop is not None:
         at = guard_stop.at.isoformat(timespec="seconds")
+        if guard_stop.rule.startswith(contract.STOPPED_BY_SLACK_PREFIX):
+            return f"by Training Guard at {at}, for {guard_stop.rule} who pressed Stop now in Slack"
         return f"by Training Guard at {at}: rule {guard_stop.rule} ({guard_stop.reason})"
     cause = _SECONDARY_STOP_CAUSES.get(job.secondary_status or "")
     if cause:

@@ -36,15 +36,27 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from training_guard import contract, messages, metric_guards, policy, pricing
 from training_guard.config import Action, GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import COMPLETED, FAILED, ISSUES_FOUND, STOPPED, STOPPING, Finding, JobEvent, TrainingJob
+from training_guard.events import (
+    COMPLETED,
+    FAILED,
+    ISSUES_FOUND,
+    RULE_ERROR,
+    STOPPED,
+    STOPPING,
+    Finding,
+    JobEvent,
+    TrainingJob,
+)
 from training_guard.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
 from training_guard.messages import Outcome
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
-from training_guard.policy import Decision, GuardStop, Plan
+from training_guard.mutes import Mutes
+from training_guard.policy import NO_MUTES, Decision, GuardStop, Plan
 from training_guard.ports import (
     AlarmsPort,
     Claim,
@@ -82,6 +94,12 @@ BUSY_POLL_SECONDS = 0.25
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
 _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
 FOLDED = "folded"  # the ledger's outcome of a transition folded into the guard's stop of its job
+
+
+class MutesPort(Protocol):
+    def read(self, job: str, account: str | None = None) -> Mutes:
+        """All of a job's mutes (one read); `account`: a member account's job."""
+        ...
 
 
 @dataclass
@@ -139,10 +157,12 @@ class Responder:
         alarms: AlarmsPort | None = None,
         prices: PricesPort | None = None,
         meter: MeterPort | None = None,
+        mutes: MutesPort | None = None,
         busy_wait_seconds: float = BUSY_WAIT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        """`prices`: None prices nothing (every spend unknown); `meter`: None counts nothing."""
+        """`prices`: None prices nothing (every spend unknown); `meter`: None counts nothing; `mutes`: None reads no
+        mutes (none is in force)."""
         self.config = config
         self.jobs = jobs
         self.ledger = ledger
@@ -150,6 +170,12 @@ class Responder:
         self.alarms = alarms
         self.prices = prices
         self.meter = meter
+        self.mutes = mutes
+        # The account whose jobs this responder acts on when it is not the guard's own (a hub acting in a member:
+        # adapters/accounts.py): the mutes of a member's job are its own.
+        self.account_scope: str | None = None
+        # A sweep reads each job's mutes once for all its steps (`remember_mutes`); None: read at every decision.
+        self.mutes_memo: dict[tuple[str | None, str], Mutes] | None = None
         self.busy_wait_seconds = busy_wait_seconds
         self.sleep = sleep
         # The lease of this invocation's claims (see `lease_for`); set per invocation by the handler.
@@ -171,7 +197,9 @@ class Responder:
             # decide on tags that were merely absent from the event.
             job = _replace_tags(job, self.jobs.tags(job.arn))
         guard_stop = self._guard_stop(job)
-        for decision in policy.decide(job, self.config, now=now, guard_stop=guard_stop):
+        findings = any(r.status in (ISSUES_FOUND, RULE_ERROR) for r in job.rules or ())
+        mutes = self.mutes_of(job.name) if findings else NO_MUTES
+        for decision in policy.decide(job, self.config, now=now, guard_stop=guard_stop, mutes=mutes):
             self._react(event, job, decision, receipt, now)
         if self.alarms is not None and self.config.per_job_alarms:
             self._keep_job_alarms(event, job, receipt, now)
@@ -208,7 +236,7 @@ class Responder:
         )
         guard_stop = self._guard_stop(job)
         for decision in policy.decide_metric(
-            job, finding, action, setting, self.config, now=now, guard_stop=guard_stop
+            job, finding, action, setting, self.config, now=now, guard_stop=guard_stop, mutes=self.mutes_of(job.name)
         ):
             self._react(event, job, decision, receipt, now)
         return receipt
@@ -289,6 +317,57 @@ class Responder:
             return None
         record = self.ledger.get_stop(job.name)
         return GuardStop(record.rule, record.reason, record.at) if record else None
+
+    def mutes_of(self, job: str) -> Mutes:
+        """The job's mutes (mutes.py), read once per job: per event, or per sweep while `mutes_memo` is set."""
+        if self.mutes is None:
+            return NO_MUTES
+        key = (self.account_scope, job)
+        if self.mutes_memo is not None and key in self.mutes_memo:
+            return self.mutes_memo[key]
+        read = self.mutes.read(job, self.account_scope)
+        if self.mutes_memo is not None:
+            self.mutes_memo[key] = read
+        return read
+
+    def stop_requested(
+        self, name: str, *, by: str, rule: str | None, request_id: str, region: str | None, now: datetime
+    ) -> str:
+        """A person's Stop now (Slack app mode): the job stopped through the one path to a stop, attributed to `by`
+        (`slack:<user id>`), with its audit record and notification, exactly once however often and by how many it
+        is pressed. What happened, in words for the thread."""
+        job = self.jobs.describe(name)
+        if job is None:
+            return f"nothing to stop: there is no training job {name}"
+        if not job.running:
+            return f"nothing to stop: {name} had already ended ({job.status})"
+        if job.arn:
+            job = _replace_tags(job, self.jobs.tags(job.arn))
+        decision = policy.decide_stop_request(job, self.config, by=by, rule=rule)
+        event = JobEvent(
+            event_id=request_id,
+            account=self.account_scope,
+            region=region,
+            time=now,
+            source=policy.STOP_REQUEST,
+            detail_type="Stop now",
+            job=job,
+        )
+        receipt = Receipt(job=name, event_id=request_id)
+        self._react(event, job, decision, receipt, now)
+        if receipt.duplicates:
+            return f"already asked: {by} pressed Stop now for {name} before"
+        outcome = Outcome(receipt.outcomes[-1]) if receipt.outcomes else None
+        return (
+            {
+                Outcome.STOPPED: f"stopped {name}",
+                Outcome.ALREADY_ENDED: f"nothing to stop: {name} had already ended",
+                Outcome.ALREADY_STOPPING: f"{name} is already being stopped (another click or a rule was first)",
+                Outcome.WOULD_STOP: f"not stopped: {decision.reason}",
+            }.get(outcome, f"{name}: {decision.reason}")
+            if outcome
+            else f"{name}: {decision.reason}"
+        )
 
     def react(
         self,
@@ -496,7 +575,7 @@ def attribution_tags(record: StopRecord, spend: StopSpend | None = None) -> dict
     """The guard's tags on a job it stopped, in the order of `ATTRIBUTION_KEYS` (the spend avoided only when
     it was looked up: "45.67" US dollars, "up to", at list price; "unknown" without a price)."""
     tags = {
-        contract.TAG_STOPPED_BY: contract.STOPPED_BY_VALUE,
+        contract.TAG_STOPPED_BY: contract.stopped_by(record.rule),
         contract.TAG_STOP_RULE: tag_value(record.rule),
         contract.TAG_STOPPED_AT: record.at.isoformat(timespec="seconds"),
         contract.TAG_STOP_REASON: tag_value(record.reason),

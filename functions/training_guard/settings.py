@@ -84,12 +84,14 @@ class ChatSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ChatSettings:
-        env = _required(os.environ if env is None else env, contract.ENV_TABLE, contract.ENV_DEAD_LETTER_QUEUE_URL)
+        env = _required(os.environ if env is None else env)
         config = _config(env)
+        # Every missing variable named at once: the mode decides which secret variable is needed.
+        secrets_key = contract.ENV_SLACK_BOT_TOKEN_SECRET if config.slack.app_mode else contract.ENV_WEBHOOK_SECRETS
+        _required(env, contract.ENV_TABLE, secrets_key, contract.ENV_DEAD_LETTER_QUEUE_URL)
         table, dead_letters = env[contract.ENV_TABLE], env[contract.ENV_DEAD_LETTER_QUEUE_URL]
         interval = _seconds(env, contract.ENV_SLACK_MIN_INTERVAL, 1.0)
         if config.slack.app_mode:
-            _required(env, contract.ENV_SLACK_BOT_TOKEN_SECRET)
             return cls(
                 config=config,
                 table=table,
@@ -99,7 +101,6 @@ class ChatSettings:
                 bot_token_secret=env[contract.ENV_SLACK_BOT_TOKEN_SECRET],
                 slack_api_url=env.get(contract.ENV_SLACK_API_URL) or None,
             )
-        _required(env, contract.ENV_WEBHOOK_SECRETS)
         try:
             secrets = json.loads(env[contract.ENV_WEBHOOK_SECRETS])
         except json.JSONDecodeError as exc:
@@ -141,6 +142,21 @@ class InteractionSettings:
             click_queue_url=env[contract.ENV_CLICK_QUEUE_URL],
             allowed_users=frozenset(u.strip() for u in users),
         )
+
+
+@dataclass(frozen=True)
+class BotSettings:
+    """Slack app mode's bot, for the notifier and the click worker alike: its token's secret and the API's URL."""
+
+    bot_token_secret: str
+    slack_api_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BotSettings:
+        env = os.environ if env is None else env
+        if not env.get(contract.ENV_SLACK_BOT_TOKEN_SECRET):
+            raise SettingsError(f"missing environment variable(s): {contract.ENV_SLACK_BOT_TOKEN_SECRET}")
+        return cls(env[contract.ENV_SLACK_BOT_TOKEN_SECRET], env.get(contract.ENV_SLACK_API_URL) or None)
 
 
 @dataclass(frozen=True)

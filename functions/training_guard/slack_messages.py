@@ -9,6 +9,7 @@ slack_sdk validates every block before anything is sent.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -24,7 +25,9 @@ from slack_sdk.models.blocks import (
 )
 
 from training_guard import contract, digest
+from training_guard.events import parse_time
 from training_guard.pricing import spend_line
+from training_guard.slack_actions import Act, button
 from training_guard.text import format_duration
 
 HEADER_MAX = 150
@@ -99,8 +102,11 @@ def check_document(doc: Any) -> Mapping[str, Any]:
     return doc
 
 
-def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks as dicts) for one notification document."""
+def render(
+    doc: Mapping[str, Any], *, extra_links: Mapping[str, str] | None = None, actions: list[dict[str, Any]] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, blocks as dicts) for one notification document; `extra_links` beside the document's (the
+    metric's graph), `actions` the guard's buttons (app mode: `buttons`)."""
     doc = check_document(doc)
     if doc["kind"] == DIGEST_KIND:
         return render_digest(doc)
@@ -128,16 +134,11 @@ def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
             SectionBlock(text=MarkdownTextObject(text=head + fit(str(job["failure_reason"]), SECTION_MAX - len(head))))
         )
 
-    links = doc.get("links") or {}
+    if actions:
+        blocks.append(ActionsBlock(elements=actions))
+    links = {**(doc.get("links") or {}), **(extra_links or {})}
     if links:
-        blocks.append(
-            ActionsBlock(
-                elements=[
-                    ButtonElement(text=_plain(f"Open {label}", BUTTON_TEXT_MAX), url=str(url), action_id=f"open-{i}")
-                    for i, (label, url) in enumerate(links.items())
-                ]
-            )
-        )
+        blocks.append(_link_buttons(links))
     context = [f"Training Guard · {escape(str(doc['kind']))} · event `{escape(str(doc.get('event_id') or '-'))}`"]
     if doc.get("dry_run"):
         context.append("*Dry run*: the guard stops nothing.")
@@ -146,6 +147,115 @@ def render(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 
     fallback = fit(f"{title}: {doc['reason']}", FALLBACK_MAX)
     return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
+
+
+def _link_buttons(links: Mapping[str, str]) -> ActionsBlock:
+    return ActionsBlock(
+        elements=[
+            ButtonElement(text=_plain(f"Open {label}", BUTTON_TEXT_MAX), url=str(url), action_id=f"open-{i}")
+            for i, (label, url) in enumerate(links.items())
+        ]
+    )
+
+
+# --- Slack app mode: the job's card (the thread's parent) and the guard's buttons ----------------------------------
+
+RUNNING = "InProgress"
+# The kinds whose notification is about a finding (policy.Kind values; the notifier does not import the policy).
+FINDING_KINDS = frozenset(
+    {"issues_found", "metric_alarm", "metric_stall", "idle_gpu", "budget_warning", "budget_exceeded"}
+)
+# Stop now (issue 14): on "would have stopped", a notify-only rule finding or metric guard, a deferred stop, a stall.
+_STOP_OUTCOMES = frozenset({"would_stop", "deferred"})
+_STOP_WHEN_NOTIFIED = frozenset({"issues_found", "metric_alarm", "metric_stall"})
+_FINISHED_OUTCOMES = frozenset({"stopped", "already_ended", "already_stopping"})
+_CARD_STATES = {
+    "job_failed": "🔴 Failed",
+    "job_completed": "✅ Completed",
+    "job_stopped": "⏹️ Stopped",
+    "spot_interrupted": "🟠 Interrupted (spot), restarting",
+}
+
+
+def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
+    """The guard's buttons for a notification about a running job (none once it stopped or ended): Stop now where
+    issue 14 offers it, Snooze (1 h, until the job ends) and Exempt on a finding, Mute on a rule error. `account`: a
+    member account's job (the click acts in that account)."""
+    job, rule = doc["job"], doc.get("rule") or {}
+    kind, outcome = str(doc["kind"]), str(doc["outcome"])
+    if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES:
+        return []
+    name, rule_name = str(job["name"]), rule.get("name")
+    rule_name = str(rule_name) if rule_name else None
+    elements: list[dict[str, Any]] = []
+    stop = outcome in _STOP_OUTCOMES or (outcome == "notified" and kind in _STOP_WHEN_NOTIFIED)
+    if stop and not doc.get("dry_run"):
+        elements.append(button(Act.STOP, label="Stop now", job=name, rule=rule_name, account=account, style="danger"))
+    if kind in FINDING_KINDS and rule_name:
+        elements += [
+            button(
+                Act.SNOOZE, label="Snooze 1 h", job=name, rule=rule_name, account=account, seconds=3600, suffix="1h"
+            ),
+            button(Act.SNOOZE, label="Snooze until the job ends", job=name, rule=rule_name, account=account),
+            button(Act.EXEMPT, label="Exempt this job", job=name, account=account),
+        ]
+    if kind == "rule_error" and rule_name:
+        elements.append(
+            button(Act.MUTE, label="Mute this rule for this job", job=name, rule=rule_name, account=account)
+        )
+    return elements
+
+
+def card_state(doc: Mapping[str, Any]) -> str:
+    """The card's headline: the job's state as the latest notification left it."""
+    outcome, kind = str(doc["outcome"]), str(doc["kind"])
+    rule = (doc.get("rule") or {}).get("name")
+    if outcome == "stopped":
+        return f"🔴 Stopped by Training Guard: {rule or 'the guard'}"
+    state = _CARD_STATES.get(kind)
+    if state is None:
+        marker = SEVERITY_MARKERS.get(str(doc["severity"]), "🔵")
+        return f"{marker} {doc['title']}"
+    trained = doc["job"].get("training_seconds")
+    if kind == "job_stopped" and isinstance(trained, int | float):
+        return f"{state} at {_clock(doc.get('time'))}, {format_duration(trained)} of training"
+    return state
+
+
+def render_card(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The job's card, the thread's parent message: its state, what the guard saw and did last and why, its facts
+    and links. Updated in place by each newer notification; the thread under it keeps every notification."""
+    doc = check_document(doc)
+    job = doc["job"]
+    state = card_state(doc)
+    head = f"{state} · {job['name']}"
+    did = _DID.get(str(doc["outcome"]), "")
+    latest = f"*Latest:* {escape(str(doc['title']))}\n*What the guard did:* {did}\n*Why:* {escape(str(doc['reason']))}"
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=_plain(head, HEADER_MAX), emoji=True)),
+        SectionBlock(text=MarkdownTextObject(text=_cut_markdown(latest, SECTION_MAX))),
+        SectionBlock(fields=[MarkdownTextObject(text=f) for f in _facts(doc)]),
+    ]
+    links = doc.get("links") or {}
+    if links:
+        blocks.append(_link_buttons(links))
+    context = (
+        f"Training Guard · updated {escape(_clock(doc.get('time')))} · every notification about this job is in the "
+        "thread"
+    )
+    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(context, FIELD_MAX))]))
+    return fit(f"{head}: {doc['title']}", FALLBACK_MAX), [block.to_dict() for block in blocks]
+
+
+def card_version(doc: Mapping[str, Any]) -> int:
+    """The card's version: the notification's time in milliseconds (a later notification shows a newer state)."""
+    at = parse_time(doc.get("time"))
+    return int(at.timestamp() * 1000) if at is not None else 0
+
+
+def _clock(value: Any) -> str:
+    at = parse_time(value)
+    return at.astimezone(UTC).strftime("%H:%M UTC") if at is not None else "-"
 
 
 def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:

@@ -226,6 +226,14 @@ class Sweeper:
         return report
 
     def sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
+        # Each job's mutes are read once for every step of this sweep (its events, alarms, stall, budget, GPUs).
+        self.responder.mutes_memo = {}
+        try:
+            return self._sweep(now=now, account=account, region=region)
+        finally:
+            self.responder.mutes_memo = None
+
+    def _sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
         report = SweepReport(account=account)
         # Alarms before jobs: an alarm listed here belongs to a job that was running when the alarm
         # was made, so a job that starts after this read cannot lose its brand-new alarm below.
@@ -374,7 +382,14 @@ class Sweeper:
             self._say_once(report, job.name, key, f"{name} not judged: {why}", now)
             return False
         decisions = policy.decide_budget(
-            job, name=name, budget=budget, setting=line, spent_usd=spend.so_far_usd, config=config, now=now
+            job,
+            name=name,
+            budget=budget,
+            setting=line,
+            spent_usd=spend.so_far_usd,
+            config=config,
+            now=now,
+            mutes=self.responder.mutes_of(job.name),
         )
         if not decisions:
             return False
@@ -434,7 +449,12 @@ class Sweeper:
                 f"{guard.threshold_percent} %): {len(shown)} host(s) of {gpus} GPU(s) each, each host's "
                 f"{GPU_METRIC} divided by its {gpus}"
             )
-            decisions = policy.decide_idle_gpu(job, details=details, guard=guard, config=self.config, now=now)
+            mutes = self._guarded(report, job.name, partial(self.responder.mutes_of, job.name))
+            if mutes is None:
+                continue
+            decisions = policy.decide_idle_gpu(
+                job, details=details, guard=guard, config=self.config, now=now, mutes=mutes
+            )
             step = partial(self._act_on, report, job, decisions, now=now, account=account, region=region)
             receipt = self._guarded(report, job.name, step)
             if receipt is not None and (receipt.notifications or receipt.folded):
@@ -503,7 +523,10 @@ class Sweeper:
                 # Never stopped for this: a stall needs a job that published, then went quiet.
                 action = Action.NOTIFY
                 setting = f"stall.minutes = {stall.minutes}: never published, so notify only"
-            decisions = policy.decide_metric(job, finding, action, setting, self.config, now=now)
+            mutes = self._guarded(report, job.name, partial(self.responder.mutes_of, job.name))
+            if mutes is None:
+                continue
+            decisions = policy.decide_metric(job, finding, action, setting, self.config, now=now, mutes=mutes)
             step = partial(self._act_on, report, job, decisions, now=now, account=account, region=region)
             receipt = self._guarded(report, job.name, step)
             # A stall folded into the guard's stop of the job was still found (and recorded) by this sweep.

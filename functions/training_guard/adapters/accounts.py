@@ -124,6 +124,7 @@ class MemberAccess:
         if base.alarms is not None:
             acting.alarms = CloudWatchAlarms(self.sessions.client(account, "cloudwatch"))
         acting.ledger = AccountLedger(base.ledger, account)
+        acting.account_scope = account  # the member's mutes (its job names may be the hub's too)
         return acting
 
     def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:

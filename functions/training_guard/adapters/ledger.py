@@ -108,7 +108,7 @@ class DynamoLedger:
             "reason": {"S": record.reason},
             "stopped_at": {"S": record.at.isoformat()},
             "event_id": {"S": record.event_id},
-            "stopped_by": {"S": contract.STOPPED_BY_VALUE},
+            "stopped_by": {"S": contract.stopped_by(record.rule)},
             _TTL: {"N": str(int(record.at.timestamp()) + ttl_seconds)},
         }
         try:

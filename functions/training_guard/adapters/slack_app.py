@@ -220,3 +220,55 @@ def _failure(action: str, exc: BaseException) -> SlackAppError:
     if isinstance(exc, (URLError, ConnectionError, TimeoutError)):
         return SlackAppError(action, detail, error="connection", permanent=False)
     return SlackAppError(action, detail, error=type(exc).__name__, permanent=False)
+
+
+class BotFromSecret:
+    """The bot, as the token in its secret makes it: read (and cached) by `read_secret`, a new client when the token
+    changed (a rotated token is picked up within the secret's cache time), a permanent `not_configured` failure while
+    the secret holds the stack's placeholder."""
+
+    def __init__(
+        self,
+        read_secret: Callable[[str], str],
+        secret_id: str,
+        *,
+        base_url: str = SLACK_API_URL,
+        deadline: Deadline | None = None,
+        min_interval: float = MIN_INTERVAL_SECONDS,
+    ) -> None:
+        self._read = read_secret
+        self._id = secret_id
+        self._base_url = base_url
+        self._deadline = deadline
+        self._min_interval = min_interval
+        self._token: str | None = None
+        self._app: SlackApp | None = None
+
+    def __call__(self) -> SlackApp:
+        try:
+            value = self._read(self._id)
+        except ActionFailed as exc:  # Secrets Manager refused or failed: worth retrying, never shown the value
+            raise SlackAppError(
+                f"read the bot token from {self._id}", str(exc), error="secret_unreadable", permanent=False
+            ) from exc
+        token = bot_token(self._id, value)
+        if self._app is None or token != self._token:
+            self._app = SlackApp(
+                token, base_url=self._base_url, deadline=self._deadline, min_interval=self._min_interval
+            )
+            self._token = token
+        return self._app
+
+
+class ThreadSay:
+    """What a click did, said in the job's thread by the bot (the click worker's SayPort)."""
+
+    def __init__(self, bot: Callable[[], SlackApp]) -> None:
+        self._bot = bot
+
+    def say(self, click: Any, text: str) -> None:
+        """`click`: a slack_actions.Click (its channel, and the thread of the message the button was on)."""
+        if not click.channel or not click.thread:
+            return  # a click Slack sent without its message: nowhere to say it (the response_url still answers)
+        block = {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
+        self._bot().reply(click.channel, click.thread, text[:3000], [block])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -18,7 +19,7 @@ _ATTRIBUTES_ALLOWANCE = 1024  # the three short message attributes, with room to
 _TEXT_LIMITS = (None, 1024, 256, 64)
 
 
-def sns_message(notification: Notification) -> str:
+def sns_message(notification: Notification, *, members: Collection[str] = ()) -> str:
     """The `MessageStructure="json"` body: prose for e-mail and SMS, the document for machines.
 
     HTTPS subscribers get the Amazon Q Developer custom-notification form (Q Developer subscribes
@@ -32,13 +33,13 @@ def sns_message(notification: Notification) -> str:
     budget = SNS_MAX_MESSAGE_BYTES - _ATTRIBUTES_ALLOWANCE
     for limit in _TEXT_LIMITS:
         doc = document if limit is None else _shorten(document, limit)
-        body = _body(doc, email if limit is None else _cut(email, 16 * limit), notification.sms_text())
+        body = _body(doc, email if limit is None else _cut(email, 16 * limit), notification.sms_text(), members)
         if len(body.encode()) <= budget:
             break
     return body
 
 
-def _body(doc: dict[str, Any], email: str, sms: str) -> str:
+def _body(doc: dict[str, Any], email: str, sms: str, members: Collection[str]) -> str:
     document = _json(doc)
     return _json(
         {
@@ -46,7 +47,7 @@ def _body(doc: dict[str, Any], email: str, sms: str) -> str:
             "sqs": document,  # the chat queue's subscription; spelled out for readers of the raw message
             "email": email,
             "sms": sms,
-            "https": _json(q_developer_notification(doc)),
+            "https": _json(q_developer_notification(doc, members=members)),
         }
     )
 
@@ -80,16 +81,18 @@ def message_attributes(notification: Notification) -> dict[str, dict[str, str]]:
 
 
 class SnsPublisher:
-    def __init__(self, client: Any, topic_arn: str) -> None:
+    def __init__(self, client: Any, topic_arn: str, *, members: Collection[str] = ()) -> None:
+        """`members`: the organization's member accounts (their jobs get Q Developer threads of their own)."""
         self._client = client
         self._topic_arn = topic_arn
+        self._members = frozenset(members)
 
     def publish(self, notification: Notification) -> None:
         try:
             self._client.publish(
                 TopicArn=self._topic_arn,
                 Subject=notification.subject(),
-                Message=sns_message(notification),
+                Message=sns_message(notification, members=self._members),
                 MessageStructure="json",
                 MessageAttributes=message_attributes(notification),
             )

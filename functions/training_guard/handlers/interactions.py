@@ -43,13 +43,16 @@ import json
 import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from aws_lambda_powertools import Logger
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from training_guard.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
+
+if TYPE_CHECKING:
+    from training_guard.responder import Responder
 
 logger = Logger()
 
@@ -256,24 +259,45 @@ def process(event: Mapping[str, Any], worker: ClickWorker, *, now: datetime | No
 # --- entry points -------------------------------------------------------------------------------------------------
 
 
+class ResponderStops:
+    """Stop now through the responder's one path to a stop (`Responder.stop_requested`), in the job's account: the
+    guard's own, or a member's through its role (organization mode)."""
+
+    def __init__(self, responder: Callable[[], Responder]) -> None:
+        self._responder = responder
+        self.own_account: str | None = None  # the worker's account and region, set at each invocation
+        self.region: str | None = None
+
+    def stop(self, click: Click, *, now: datetime) -> str:
+        from training_guard.adapters.accounts import responder_in
+
+        guard = responder_in(self._responder(), self.own_account, click.account)
+        return guard.stop_requested(
+            click.job,
+            by=click.by,
+            rule=click.rule,
+            request_id=f"slack-{click.action_ts or int(now.timestamp())}",
+            region=self.region,
+            now=now,
+        )
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The function URL's entry point."""
-    interactions: Interactions = _wired("interactions")
-    return interactions.acknowledge(event)
+    from training_guard.handlers import wiring
+
+    return wiring.interactions().acknowledge(event)
 
 
 def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The click queue's entry point."""
-    worker: ClickWorker = _wired("click_worker")
-    return process(event, worker)
-
-
-def _wired(name: str) -> Any:
-    """What handlers/wiring.py builds for these entry points (`interactions()`, `click_worker()`), once app mode is
-    wired in; until then, an error that says so."""
     from training_guard.handlers import wiring
 
-    builder = getattr(wiring, name, None)
-    if builder is None:
-        raise RuntimeError(f"handlers.wiring has no {name}(): Slack app mode is not wired in yet")
-    return builder()
+    worker = wiring.click_worker()
+    wiring.chat_deadline().time_left = wiring.time_left(context)
+    if isinstance(worker.stopper, ResponderStops):
+        worker.stopper.own_account = wiring.account_of(context)
+        worker.stopper.region = wiring.region_of(context)
+        guard = wiring.responder()
+        guard.lease_seconds = wiring.lease(context)
+    return process(event, worker)

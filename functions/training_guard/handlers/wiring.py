@@ -9,6 +9,7 @@ Tests and the local emulation replace what is built here by clearing the caches 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -17,10 +18,15 @@ from training_guard.adapters.clients import client
 from training_guard.leases import lease_for
 
 if TYPE_CHECKING:
+    from training_guard.adapters.interactions import SigningSecret
+    from training_guard.adapters.mutes import DynamoMutes
     from training_guard.adapters.price_list import PriceList
     from training_guard.adapters.slack import Deadline
+    from training_guard.adapters.slack_app import BotFromSecret
     from training_guard.adapters.sqs import DeadLetterParker
+    from training_guard.adapters.threads import DynamoThreads
     from training_guard.chat import ChatDelivery
+    from training_guard.handlers.interactions import ClickWorker, Interactions
     from training_guard.responder import Responder
     from training_guard.settings import Settings
     from training_guard.sweeper import Sweeper
@@ -80,15 +86,27 @@ def responder() -> Responder:
     from training_guard.responder import Responder
 
     settings_ = settings()
+    organization = settings_.config.organization
     return Responder(
         settings_.config,
         jobs=SageMakerJobs(client("sagemaker")),
         ledger=DynamoLedger(client("dynamodb"), settings_.table),
-        publisher=SnsPublisher(client("sns"), settings_.topic_arn),
+        publisher=SnsPublisher(
+            client("sns"), settings_.topic_arn, members=organization.members if organization is not None else ()
+        ),
         alarms=CloudWatchAlarms(client("cloudwatch")),
         prices=price_list(),
         meter=SpendMeter(),
+        mutes=mutes(),
     )
+
+
+@cache
+def mutes() -> DynamoMutes:
+    """Each job's snoozes, mutes and exemptions (Slack's buttons and `training-guard mute` write them)."""
+    from training_guard.adapters.mutes import DynamoMutes
+
+    return DynamoMutes(client("dynamodb"), settings().table)
 
 
 @cache
@@ -130,6 +148,88 @@ def delivery() -> ChatDelivery:
         ttl_seconds=settings_.config.dedup_ttl_days * 86400,
         budget=chat_deadline(),
         organization=settings_.config.organization,
+        config=settings_.config,
+        app=app_mode() if settings_.config.slack.app_mode else None,
+    )
+
+
+@cache
+def slack_app() -> BotFromSecret:
+    """Slack app mode's bot: its token read from its secret (cached like the webhook URLs), a client per token."""
+    from training_guard.adapters.secrets import Secrets
+    from training_guard.adapters.slack_app import SLACK_API_URL, BotFromSecret
+    from training_guard.settings import BotSettings
+
+    bot = BotSettings.from_env()
+    return BotFromSecret(
+        Secrets(client("secretsmanager")).get,
+        bot.bot_token_secret,
+        base_url=bot.slack_api_url or SLACK_API_URL,
+        deadline=chat_deadline(),
+    )
+
+
+@cache
+def threads() -> DynamoThreads:
+    """The record of each job's thread per channel (app mode), in the state table."""
+    from training_guard.adapters.threads import DynamoThreads
+    from training_guard.settings import ChatSettings
+
+    return DynamoThreads(client("dynamodb"), ChatSettings.from_env().table)
+
+
+def app_mode() -> Any:
+    """What the notifier delivers with in app mode (chat.AppMode)."""
+    from training_guard.adapters.cloudwatch import MetricCharts
+    from training_guard.adapters.slack_app import SlackAppError
+    from training_guard.chat import AppMode
+    from training_guard.threads import Waiting
+
+    return AppMode(
+        bot=slack_app(),
+        threads=threads(),
+        waiting=Waiting(monotonic=time.monotonic, sleep=time.sleep, time_left=lambda: chat_deadline().time_left()),
+        failure=SlackAppError,
+        charts=MetricCharts(client("cloudwatch")),
+    )
+
+
+@cache
+def signing_secret() -> SigningSecret:
+    from training_guard.adapters.interactions import SigningSecret
+    from training_guard.settings import InteractionSettings
+
+    return SigningSecret(client("secretsmanager"), InteractionSettings.from_env().signing_secret)
+
+
+@cache
+def interactions() -> Interactions:
+    """The interactivity endpoint's acknowledgement: boto3 and the light modules only (no configuration file)."""
+    from training_guard.adapters.interactions import ClickQueue, ReplayMarkers
+    from training_guard.handlers.interactions import Interactions
+    from training_guard.settings import InteractionSettings
+
+    settings_ = InteractionSettings.from_env()
+    return Interactions(
+        signing_secret=signing_secret(),
+        replay=ReplayMarkers(client("dynamodb"), settings_.table),
+        queue=ClickQueue(client("sqs"), settings_.click_queue_url),
+        allowed_users=settings_.allowed_users,
+    )
+
+
+@cache
+def click_worker() -> ClickWorker:
+    """What acts on a click: the responder's one path to a stop, the mutes, the bot's thread, the response_url."""
+    from training_guard.adapters.interactions import ResponseUrl
+    from training_guard.adapters.slack_app import ThreadSay
+    from training_guard.handlers.interactions import ClickWorker, ResponderStops
+
+    return ClickWorker(
+        mutes=mutes(),
+        stopper=ResponderStops(responder),
+        say=ThreadSay(slack_app()),
+        respond=ResponseUrl(),
     )
 
 
@@ -168,6 +268,20 @@ def reset() -> None:
     from training_guard.adapters.accounts import forget_member_access  # a hub's member sessions
 
     client.cache_clear()
-    for built in (settings, parker, price_list, responder, sweeper, chat_deadline, delivery):
+    for built in (
+        settings,
+        parker,
+        price_list,
+        responder,
+        sweeper,
+        chat_deadline,
+        delivery,
+        mutes,
+        slack_app,
+        threads,
+        signing_secret,
+        interactions,
+        click_worker,
+    ):
         built.cache_clear()
     forget_member_access()

@@ -1,0 +1,145 @@
+"""The picture of a metric guard's firing: the job's metric over the last hours with the guard's threshold. Pure.
+
+Slack app mode uploads it as a PNG into the job's thread (CloudWatch's GetMetricWidgetImage draws it from `widget`);
+webhook mode links to the same graph in the CloudWatch console (`console_url`).
+
+`widget` is GetMetricWidgetImage's MetricWidget (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/
+CloudWatch-Metric-Widget-Structure.html): `metrics` (1 to 100 arrays of namespace, metric name, dimension name and
+value), `start` / `end` (relative: `-PT3H`, `P0D`), `stat`, `period`, `annotations.horizontal` (a line at `value`
+with a `label`), `width` / `height` in pixels (1-2000). GetMetricWidgetImage allows 20 transactions per second and
+100 metrics per graph (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html);
+a chart here has at most MAX_HOSTS lines, one per host of an instance metric.
+
+Which notifications have one: a metric guard that fired (`metric_alarm`), fleet guard or per-job guard tag, about a
+job in a known region. A stall has no metric to show (its finding is the absence of datapoints, and the document does
+not name the job's metrics); a budget or idle GPUs are figures the message already states.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from training_guard import contract
+from training_guard.config import GuardConfig
+from training_guard.metric_guards import _STATISTIC_NAMES, job_alarm_specs
+
+CHART_HOURS = 3  # what a Metrics Insights alarm evaluates (domain.md section 4), so the breach is on the picture
+MAX_HOSTS = 8  # lines of an instance metric's chart: the first hosts of a larger job
+WIDTH, HEIGHT = 800, 400
+METRIC_ALARM_KIND = "metric_alarm"  # policy.Kind.METRIC_ALARM (the notifier does not import the policy)
+
+
+@dataclass(frozen=True)
+class Chart:
+    job: str
+    metric: str
+    threshold: float
+    region: str
+    widget: dict[str, Any]  # GetMetricWidgetImage's MetricWidget
+
+    @property
+    def filename(self) -> str:
+        return f"{self.job}-{_safe(self.metric)}.png"
+
+    @property
+    def title(self) -> str:
+        return f"{self.metric} of {self.job}, last {CHART_HOURS} h"
+
+    @property
+    def alt_text(self) -> str:
+        return (
+            f"Graph of {self.metric} for training job {self.job} over the last {CHART_HOURS} hours, with the guard's "
+            f"threshold {self.threshold:g} drawn as a horizontal line"
+        )
+
+
+def chart_for(doc: Mapping[str, Any], config: GuardConfig) -> Chart | None:
+    """The chart of a notification document, or None when it has none (see the module's docstring)."""
+    rule = doc.get("rule")
+    job = doc.get("job")
+    region = doc.get("region")
+    if doc.get("kind") != METRIC_ALARM_KIND or not isinstance(rule, Mapping) or not isinstance(job, Mapping):
+        return None
+    if not isinstance(region, str) or not region or not isinstance(job.get("name"), str):
+        return None
+    name, tags = str(rule.get("name") or ""), job.get("tags") or {}
+    guard = config.metric_guard(name)
+    if guard is not None:
+        metric, stat, comparison, threshold, label = (
+            guard.metric,
+            guard.statistic,
+            guard.comparison,
+            guard.threshold,
+            f"metric_guards.{guard.name}",
+        )
+    else:
+        specs, _ = job_alarm_specs(job["name"], tags if isinstance(tags, Mapping) else {})
+        spec = next((s for s in specs if s.metric == name), None)
+        if spec is None:
+            return None
+        metric, stat, comparison, threshold = spec.metric, spec.statistic, spec.comparison, spec.threshold
+        label = f"{contract.JOB_ALARM_TAG_PREFIX}{spec.metric}"
+    widget = {
+        "metrics": _lines(job, metric),
+        "stat": _STATISTIC_NAMES[stat],
+        "period": 60,
+        "start": f"-PT{CHART_HOURS}H",
+        "end": "P0D",
+        "region": region,
+        "title": f"{metric} of {job['name']}",
+        "annotations": {"horizontal": [{"label": f"{label}: {comparison} {threshold:g}", "value": threshold}]},
+        "width": WIDTH,
+        "height": HEIGHT,
+    }
+    return Chart(job=str(job["name"]), metric=metric, threshold=threshold, region=region, widget=widget)
+
+
+def _lines(job: Mapping[str, Any], metric: str) -> list[list[str]]:
+    name = str(job["name"])
+    if metric not in contract.INSTANCE_METRICS:
+        return [[contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.JOB_DIMENSION, name]]
+    count = job.get("instance_count")
+    hosts = count if isinstance(count, int) and count > 0 else 1
+    return [
+        [contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.HOST_DIMENSION, f"{name}/algo-{n}"]
+        for n in range(1, min(hosts, MAX_HOSTS) + 1)
+    ]
+
+
+def console_url(chart: Chart) -> str:
+    """The same graph in the CloudWatch console's metrics view.
+
+    The console keeps a graph in its URL fragment (`#metricsV2:graph=...`) in its own compact form of the
+    widget's JSON after a `~`: `(key~value~...)` for an object, `(~item~item)` for a list, `'text` for a string,
+    with characters other than letters, digits, `-`, `_` and `.` written `*` and two hex digits. AWS does not
+    document this form (it is what the console writes into its address bar); should it change, the link opens the
+    metrics console without the graph.
+    """
+    region = chart.region
+    graph = {k: v for k, v in chart.widget.items() if k not in ("width", "height", "title")}
+    graph["view"] = "timeSeries"
+    return f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#metricsV2:graph=~{_console(graph)}"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.\-]")
+
+
+def _console(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return "'" + "".join(c if _PLAIN.fullmatch(c) else "".join(f"*{b:02x}" for b in c.encode()) for c in value)
+    if isinstance(value, Mapping):
+        return "(" + "~".join(f"{k}~{_console(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, list | tuple):
+        return "(" + "".join(f"~{_console(v)}" for v in value) + ")"
+    raise TypeError(f"no console form for {type(value).__name__}")
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "metric"
