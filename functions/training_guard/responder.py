@@ -339,6 +339,8 @@ class Responder:
         job = self.jobs.describe(name)
         if job is None:
             return f"nothing to stop: there is no training job {name}"
+        if job.status == STOPPING:
+            return f"nothing to do: {name} is already being stopped"
         if not job.running:
             return f"nothing to stop: {name} had already ended ({job.status})"
         if job.arn:
