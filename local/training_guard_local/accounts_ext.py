@@ -3,8 +3,9 @@
 - **Forwarding to another account's bus keeps the event.** moto puts a forwarded event anew in the receiving
   account: the event becomes that account's (its `account`), and loses its `resources` and `time`. EventBridge
   delivers it as it was sent, so a rule on the receiving bus can match the sender's account ("Rules with an account
-  field do not match any events sent from other accounts",
-  https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutPermission.html; sending between accounts:
+  field do not match any events sent from other accounts", PutPermission's Principal,
+  https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/eventbridge/aws.sdk.kotlin.services.eventbridge.model/-put-permission-request/principal.html;
+  sending between accounts:
   https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html). Here a rule whose target is
   another account's bus hands that bus's rules the event unchanged. moto evaluates no bus policy: the hub bus's
   policy is not checked here.
@@ -12,8 +13,11 @@
   whole; moto's default input leaves out `account`, which is how the hub tells a member's event from its own. Here it
   is kept.
 - **AssumeRole needs the role.** moto hands out credentials for any role ARN ("the role does not need to exist", its
-  STS backend says); AWS refuses to assume a role that is not there. Here AssumeRole of a role missing from its
-  account is refused with `AccessDenied`. The role's trust policy is not evaluated (moto evaluates no policy).
+  STS backend says); in AWS a role that is not there has no trust policy to admit the caller. Here AssumeRole of a
+  role missing from its account is refused with `AccessDenied`, AWS's code for a refused AssumeRole ("An error occurred
+  (AccessDenied) when calling the AssumeRole operation: User: ... is not authorized to perform: sts:AssumeRole on
+  resource: ...", https://linden.consulting/en/blog/sts-assume-role-access-denied). The role's trust policy is not
+  evaluated (moto evaluates no policy).
 - **Who called**: `assumed_role_of(access_key)` is the role ARN an access key was handed out for by AssumeRole (None:
   not an assumed role's key, such as the hub's own credentials here).
 
