@@ -12,7 +12,9 @@ ACKNOWLEDGED: dict[str, str] = {
         "(xray:PutTraceSegments, xray:PutTelemetryRecords), the list prices of training instances "
         "(pricing:GetProducts: AWS Price List supports no resource ARN in a policy, "
         "https://docs.aws.amazon.com/service-authorization/latest/reference/list_awspricelist.html) and the "
-        "sweeper's reads sagemaker:ListTrainingJobs and cloudwatch:GetMetricData (the weekly digest's too); and the sweeper's alarm reads "
+        "sweeper's reads sagemaker:ListTrainingJobs and cloudwatch:GetMetricData (the weekly digest's too); the "
+        "Slack app mode notifier's cloudwatch:GetMetricWidgetImage (a metric's graph, read-only); and the sweeper's "
+        "alarm reads "
         "(cloudwatch:DescribeAlarms by name prefix, DescribeAlarmContributors), read-only, where a "
         "narrower scope silently returns fewer alarms (infra/components/metric_guards.py)."
     ),

@@ -13,6 +13,8 @@ JOB_EVENTS_FUNCTION = "JobEventsFunctionName"
 ALARM_EVENTS_FUNCTION = "AlarmEventsFunctionName"
 SWEEPER_FUNCTION = "SweeperFunctionName"
 SLACK_NOTIFIER_FUNCTION = "SlackNotifierFunctionName"  # only with Slack configured
+SLACK_INTERACTIONS_FUNCTION = "SlackInteractionsFunctionName"  # only in Slack app mode
+SLACK_CLICK_WORKER_FUNCTION = "SlackClickWorkerFunctionName"  # only in Slack app mode
 
 JOB_EVENTS_RULE = "JobEventsRuleName"
 ALARM_EVENTS_RULE = "AlarmEventsRuleName"
@@ -22,8 +24,14 @@ JOB_EVENTS_DEAD_LETTERS = "JobEventsDeadLetterQueueUrl"
 METRIC_GUARDS_DEAD_LETTERS = "MetricGuardsDeadLetterQueueUrl"
 CHAT_QUEUE = "ChatQueueUrl"  # only with Slack configured
 CHAT_DEAD_LETTERS = "ChatDeadLetterQueueUrl"  # only with Slack configured
+SLACK_CLICK_QUEUE = "SlackClickQueueUrl"  # only in Slack app mode
+SLACK_CLICK_DEAD_LETTERS = "SlackClickDeadLetterQueueUrl"  # only in Slack app mode
 SUBSCRIPTIONS_DEAD_LETTERS = "SubscriptionsDeadLetterQueueUrl"  # only when the topic has a subscription with one
 
+# Slack app mode: the interactivity request URL (the function URL) for the app manifest, and the app's secrets.
+SLACK_INTERACTIVITY_URL = "SlackInteractivityUrl"
+SLACK_BOT_TOKEN_SECRET = "SlackBotTokenSecretName"  # noqa: S105 - an output key
+SLACK_SIGNING_SECRET = "SlackSigningSecretName"  # noqa: S105 - an output key
 SLACK_SECRET_PREFIX = "SlackWebhookSecret"  # noqa: S105 - an output key, not a secret; + the webhook's name without dashes, one per webhook
 
 

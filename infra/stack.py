@@ -17,6 +17,7 @@ from infra.components.encryption import GuardKey
 from infra.components.job_events import JobEvents
 from infra.components.metric_guards import MetricGuards
 from infra.components.monitoring import Monitoring
+from infra.components.slack_app import SlackApp
 from infra.components.state import GuardState
 from infra.nag import acknowledge_findings
 from training_guard.config import ConfigError, GuardConfig
@@ -35,6 +36,13 @@ class TrainingGuardStack(Stack):
         self.metric_guards = MetricGuards(
             self, "MetricGuards", config=config, key=key, table=self.state.table, topic=self.alerting.topic
         )
+        # Slack app mode: the app's secrets, its interactivity endpoint and the click worker (before the notifier,
+        # which posts with the same bot token).
+        self.slack_app = (
+            SlackApp(self, "SlackApp", config=config, key=key, table=self.state.table, topic=self.alerting.topic)
+            if config.slack.app_mode and config.slack.enabled
+            else None
+        )
         self.chat = (
             ChatDelivery(
                 self,
@@ -44,6 +52,8 @@ class TrainingGuardStack(Stack):
                 table=self.state.table,
                 topic=self.alerting.topic,
                 subscription_dead_letters=self.alerting.dead_letters,
+                bot_token_secret_name=self.slack_app.bot_token_secret_name if self.slack_app else None,
+                bot_token=self.slack_app.bot_token if self.slack_app else None,
             )
             if config.slack.enabled
             else None
@@ -66,6 +76,10 @@ class TrainingGuardStack(Stack):
         if self.chat:
             functions["SlackNotifier"] = self.chat.notifier.function
             queues["Chat"] = self.chat.dead_letters
+        if self.slack_app:
+            functions["SlackInteractions"] = self.slack_app.endpoint.function
+            functions["SlackClickWorker"] = self.slack_app.worker.function
+            queues["SlackClicks"] = self.slack_app.dead_letters
         if self.digest:
             functions["Digest"] = self.digest.handler.function
             queues["Digest"] = self.digest.dead_letters
@@ -101,6 +115,9 @@ class TrainingGuardStack(Stack):
         }
         if self.chat:
             functions[outputs.SLACK_NOTIFIER_FUNCTION] = (self.chat.notifier, "delivers to Slack")
+        if self.slack_app:
+            functions[outputs.SLACK_INTERACTIONS_FUNCTION] = (self.slack_app.endpoint, "answers Slack's button clicks")
+            functions[outputs.SLACK_CLICK_WORKER_FUNCTION] = (self.slack_app.worker, "acts on Slack's button clicks")
         for key, (function, what) in functions.items():
             output(key, function.function.function_name, f"The function that {what}")
         output(outputs.JOB_EVENTS_RULE, self.job_events.rule.rule_name, "The rule for training job state changes")
@@ -116,6 +133,9 @@ class TrainingGuardStack(Stack):
         if self.chat:
             queues[outputs.CHAT_QUEUE] = (self.chat.queue, "notifications waiting for the Slack notifier")
             queues[outputs.CHAT_DEAD_LETTERS] = (self.chat.dead_letters, "notifications Slack did not take")
+        if self.slack_app:
+            queues[outputs.SLACK_CLICK_QUEUE] = (self.slack_app.clicks, "Slack button clicks waiting for the worker")
+            queues[outputs.SLACK_CLICK_DEAD_LETTERS] = (self.slack_app.dead_letters, "Slack button clicks not acted on")
         subscriptions = self.alerting.created_dead_letters
         if subscriptions is not None:
             queues[outputs.SUBSCRIPTIONS_DEAD_LETTERS] = (subscriptions, "notifications SNS could not deliver")
@@ -135,3 +155,12 @@ class TrainingGuardStack(Stack):
                     )
                 keys[key] = name
                 output(key, secret_name, f"The secret holding Slack webhook {name!r} (put its URL here)")
+        if self.slack_app:
+            app = self.slack_app
+            output(
+                outputs.SLACK_INTERACTIVITY_URL,
+                app.url.url,
+                "The Slack app's interactivity request URL (paste it into the app manifest)",
+            )
+            output(outputs.SLACK_BOT_TOKEN_SECRET, app.bot_token_secret_name, "The secret holding the bot token")
+            output(outputs.SLACK_SIGNING_SECRET, app.signing_secret_name, "The secret holding the signing secret")

@@ -399,7 +399,8 @@ def _check_slack(slack: SlackConfig) -> Iterator[tuple[str, str]]:
         if slack.webhooks:
             yield (
                 "webhooks",
-                "mode is app: the app posts with its bot token, not webhooks; remove them (or use mode webhook)",
+                "mode is app: the app posts with its bot token, not webhooks; remove them (a file layered over "
+                'cdk.json says "webhooks": null), or use mode webhook',
             )
         where, what = "slack.app.channels", "channel"
     else:

@@ -32,6 +32,10 @@ CHAT_BATCH_SIZE = 5
 # second per webhook in each, Slack's ~1 msg/s per webhook limit is met and 429s are honoured.
 CHAT_MAX_CONCURRENCY = 2
 WEBHOOK_READ_ACTIONS = ("secretsmanager:GetSecretValue",)
+# App mode: a firing metric guard's graph. GetMetricWidgetImage has no resource type in the service authorization
+# reference, so a statement must name all resources
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html).
+GRAPH_ACTIONS = ("cloudwatch:GetMetricWidgetImage",)
 
 
 def webhook_secret_name(stack: Stack, webhook: str) -> str:
@@ -49,7 +53,10 @@ class ChatDelivery(Construct):
         table: dynamodb.ITable,
         topic: sns.ITopic,
         subscription_dead_letters: sqs.IQueue,
+        bot_token_secret_name: str | None = None,
+        bot_token: secretsmanager.ISecret | None = None,
     ) -> None:
+        """`bot_token` (and its literal name): app mode's secret (infra/components/slack_app.py); None: webhooks."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
@@ -89,21 +96,26 @@ class ChatDelivery(Construct):
                     encryption_key=key,
                 )
 
+        environment = {
+            contract.ENV_TABLE: table.table_name,
+            # Secret names, not ARNs: known at synth, so the 4 KB environment limit is checked
+            # exactly, and 20 webhooks fit. GetSecretValue's SecretId is "the ARN or name".
+            # https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html
+            contract.ENV_WEBHOOK_SECRETS: json.dumps(self.secret_names, separators=(",", ":")),
+            contract.ENV_DEAD_LETTER_QUEUE_URL: self.dead_letters.queue_url,
+        }
+        if bot_token is not None and bot_token_secret_name is not None:
+            del environment[contract.ENV_WEBHOOK_SECRETS]
+            environment[contract.ENV_SLACK_BOT_TOKEN_SECRET] = bot_token_secret_name
         self.notifier = GuardFunction(
             self,
             "Notifier",
             handler="training_guard.handlers.slack_notifier.handler",
-            description="Training Guard: delivers notifications to Slack webhooks",
+            description="Training Guard: delivers notifications to Slack "
+            + ("(app mode: one thread per job)" if bot_token is not None else "webhooks"),
             config=config,
             key=key,
-            environment={
-                contract.ENV_TABLE: table.table_name,
-                # Secret names, not ARNs: known at synth, so the 4 KB environment limit is checked
-                # exactly, and 20 webhooks fit. GetSecretValue's SecretId is "the ARN or name".
-                # https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html
-                contract.ENV_WEBHOOK_SECRETS: json.dumps(self.secret_names, separators=(",", ":")),
-                contract.ENV_DEAD_LETTER_QUEUE_URL: self.dead_letters.queue_url,
-            },
+            environment=environment,
             timeout=NOTIFIER_TIMEOUT,
         )
         role = self.notifier.role
@@ -113,13 +125,23 @@ class ChatDelivery(Construct):
                 sid="ParkUndeliverable", actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn]
             )
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadWebhookUrls",
-                actions=list(WEBHOOK_READ_ACTIONS),
-                resources=[_secret_arn_pattern(secret) for secret in self.secrets.values()],
+        if self.secrets:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="ReadWebhookUrls",
+                    actions=list(WEBHOOK_READ_ACTIONS),
+                    resources=[_secret_arn_pattern(secret) for secret in self.secrets.values()],
+                )
             )
-        )
+        if bot_token is not None:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="ReadBotToken", actions=list(WEBHOOK_READ_ACTIONS), resources=[_secret_arn_pattern(bot_token)]
+                )
+            )
+            role.add_to_policy(
+                iam.PolicyStatement(sid="DrawMetricGraphs", actions=list(GRAPH_ACTIONS), resources=["*"])
+            )
         role.add_to_policy(
             iam.PolicyStatement(sid="DeliveryLedger", actions=list(LEDGER_ACTIONS), resources=[table.table_arn])
         )

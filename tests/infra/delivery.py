@@ -16,6 +16,13 @@ from typing import Any
 
 PARTITION, REGION, ACCOUNT = "aws", "eu-west-1", "111122223333"
 ROLE = "role"  # sender kind: a function's execution role (same account)
+PUBLIC = "*"  # sender kind: anyone, through a function URL whose auth type is NONE
+FUNCTION_URL = "function-url"
+# A NONE function URL answers only when the function's resource-based policy grants the public both actions: "your
+# function's resource-based policy is always in effect and must grant public access", and "starting in October 2025,
+# new function URLs will require both lambda:InvokeFunctionUrl and lambda:InvokeFunction permissions"
+# (https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html).
+FUNCTION_URL_ACTIONS = ("lambda:InvokeFunctionUrl", "lambda:InvokeFunction")
 
 # What each service sends in the request context when it delivers, per receiving service; a key
 # not listed is absent, so a condition on it fails. Every request is over TLS.
@@ -225,7 +232,16 @@ def edges(t: Template) -> list[Edge]:
         if t.key_of(group_id):
             context = {"kms:encryptioncontext:aws:logs:arn": t.arn(group_id)}
             found.append(Edge(f"logs.{REGION}.amazonaws.com", group_id, "logs", "encrypted log group", context))
-    return list(dict.fromkeys(found + role_edges(t)))  # an alarm's ALARM and OK actions are one edge
+    return list(dict.fromkeys(found + role_edges(t) + url_edges(t)))  # an alarm's ALARM and OK actions are one edge
+
+
+def url_edges(t: Template) -> list[Edge]:
+    """Anyone on the internet, through a function URL of auth type NONE (the request's signature is checked in code)."""
+    return [
+        Edge(PUBLIC, t.target(url["Properties"]["TargetFunctionArn"]), FUNCTION_URL, "function URL (auth type NONE)")
+        for url in t.of_type("AWS::Lambda::Url").values()
+        if url["Properties"].get("AuthType") == "NONE"
+    ]
 
 
 def role_edges(t: Template) -> list[Edge]:
@@ -303,6 +319,8 @@ def check(t: Template, edge: Edge) -> list[str]:
     """What stops this delivery, as sentences naming sender, receiver and what is missing."""
     if edge.action == "chatbot":
         return []
+    if edge.action == FUNCTION_URL:
+        return _check_function_url(t, edge)
     if edge.sender.startswith(f"{ROLE}:"):
         return _check_role(t, edge)
     service, key, tls = edge.action.split(":")[0], t.key_of(edge.receiver), {"aws:securetransport": "true"}
@@ -321,6 +339,23 @@ def check(t: Template, edge: Edge) -> list[str]:
             ok, why = judge(key_statements(t, key), edge.sender, action, t.arn(key), _sent(edge, "kms") | tls)
             problems += [] if ok else [f"{edge}: key {key} policy: {why}"]
     return problems
+
+
+def _check_function_url(t: Template, edge: Edge) -> list[str]:
+    granted = set()
+    for permission in t.of_type("AWS::Lambda::Permission").values():
+        props = permission["Properties"]
+        if t.target(props["FunctionName"]) != edge.receiver or props.get("Principal") != PUBLIC:
+            continue
+        if props["Action"] == "lambda:InvokeFunctionUrl" and props.get("FunctionUrlAuthType") == "NONE":
+            granted.add(props["Action"])
+        if props["Action"] == "lambda:InvokeFunction" and props.get("InvokedViaFunctionUrl", True) is True:
+            granted.add(props["Action"])
+    return [
+        f"{edge}: the function's resource policy does not grant the public {action}"
+        for action in FUNCTION_URL_ACTIONS
+        if action not in granted
+    ]
 
 
 def _sent(edge: Edge, service: str) -> dict[str, str]:
