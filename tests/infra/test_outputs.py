@@ -24,6 +24,15 @@ CONDITIONAL = {  # only with Slack configured, or with a subscription that has a
     outputs.CHAT_DEAD_LETTERS,
     outputs.SUBSCRIPTIONS_DEAD_LETTERS,
 }
+APP_MODE = {  # only in Slack app mode
+    outputs.SLACK_INTERACTIONS_FUNCTION,
+    outputs.SLACK_CLICK_WORKER_FUNCTION,
+    outputs.SLACK_CLICK_QUEUE,
+    outputs.SLACK_CLICK_DEAD_LETTERS,
+    outputs.SLACK_INTERACTIVITY_URL,
+    outputs.SLACK_BOT_TOKEN_SECRET,
+    outputs.SLACK_SIGNING_SECRET,
+}
 
 
 def declared_keys() -> set[str]:
@@ -44,7 +53,7 @@ def values(synth: Synth) -> dict[str, Any]:
 
 
 def test_the_module_declares_the_keys_the_runbooks_use() -> None:
-    assert len(declared_keys()) == 15
+    assert len(declared_keys()) == 22
     assert outputs.slack_secret("on-call") == "SlackWebhookSecretoncall"
 
 
@@ -68,10 +77,36 @@ def test_with_slack_every_output_is_the_reference_of_its_resource(synth: Synth) 
         outputs.SUBSCRIPTIONS_DEAD_LETTERS: ref(synth, queue, "AlertingDeadLetters"),
         outputs.slack_secret("default"): "TrainingGuard/slack/default",
     }
-    assert set(values(synth)) == declared_keys() | {outputs.slack_secret("default")}
+    assert set(values(synth)) == declared_keys() - APP_MODE | {outputs.slack_secret("default")}
     # the dashboard's Ref is its name, the one the stack gives it
     _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
     assert dashboard["Properties"]["DashboardName"] == "TrainingGuard-activity"
+
+
+@pytest.fixture(scope="module")
+def app_mode(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    config = tmp_path_factory.mktemp("config") / "app.json"
+    slack = {"mode": "app", "webhooks": None, "app": {"channels": {"default": "C0ALERTS"}}}
+    config.write_text(json.dumps({"slack": slack}))
+    return Synth(tmp_path_factory.mktemp("app"), {"config": str(config)})
+
+
+def test_in_app_mode_the_apps_outputs_are_there_and_no_webhook_secret(app_mode: Synth) -> None:
+    function, queue = "AWS::Lambda::Function", "AWS::SQS::Queue"
+    found = values(app_mode)
+    assert set(found) == declared_keys()
+    url_id, _ = app_mode.one("AWS::Lambda::Url")
+    assert {key: found[key] for key in APP_MODE} == {
+        outputs.SLACK_INTERACTIONS_FUNCTION: ref(app_mode, function, "SlackAppInteractions"),
+        outputs.SLACK_CLICK_WORKER_FUNCTION: ref(app_mode, function, "SlackAppClickWorker"),
+        outputs.SLACK_CLICK_QUEUE: ref(app_mode, queue, "SlackAppClicks"),
+        outputs.SLACK_CLICK_DEAD_LETTERS: ref(app_mode, queue, "SlackAppClickDeadLetters"),
+        outputs.SLACK_INTERACTIVITY_URL: {"Fn::GetAtt": [url_id, "FunctionUrl"]},
+        outputs.SLACK_BOT_TOKEN_SECRET: "TrainingGuard/slack/slack-app-bot-token",
+        outputs.SLACK_SIGNING_SECRET: "TrainingGuard/slack/slack-app-signing-secret",
+    }
+    for key, output in app_mode.json["Outputs"].items():
+        assert len(output.get("Description", "")) > 15, key
 
 
 def test_every_output_says_what_it_is(synth: Synth) -> None:
@@ -88,7 +123,7 @@ def email_only(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 def test_without_slack_the_chat_outputs_are_absent_and_the_email_dead_letters_are_there(email_only: Synth) -> None:
     present = set(values(email_only))
-    assert present == declared_keys() - CONDITIONAL | {outputs.SUBSCRIPTIONS_DEAD_LETTERS}
+    assert present == declared_keys() - CONDITIONAL - APP_MODE | {outputs.SUBSCRIPTIONS_DEAD_LETTERS}
     assert values(email_only)[outputs.SUBSCRIPTIONS_DEAD_LETTERS] == ref(
         email_only, "AWS::SQS::Queue", "AlertingDeadLetters"
     )
@@ -110,7 +145,7 @@ def test_without_any_subscription_dead_letters_there_is_no_output_for_them(tmp_p
     config = tmp_path / "plain.json"
     config.write_text(json.dumps({"slack": None}))
     plain = Synth(tmp_path / "out", {"config": str(config)})
-    assert set(values(plain)) == declared_keys() - CONDITIONAL
+    assert set(values(plain)) == declared_keys() - CONDITIONAL - APP_MODE
 
 
 def test_two_webhooks_that_would_share_an_output_key_are_named(tmp_path: Path) -> None:
