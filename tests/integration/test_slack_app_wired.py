@@ -16,6 +16,7 @@ import pytest
 
 from tests.fakes import FakeJobs, FakePublisher
 from tests.helpers import NOW, running_job
+from tests.integration.test_slack_app import Serialized
 from tests.unit.test_slack_app_mode import FakeCharts, Parked, document
 from training_guard import contract
 from training_guard.adapters.ledger import DynamoLedger
@@ -118,7 +119,8 @@ def test_two_people_pressing_stop_now_at_once_make_one_stop_recorded_in_the_tabl
     name = f"mnist-{uuid.uuid4().hex[:8]}"
     job = running_job(name, timedelta(hours=1))
     jobs = FakeJobs({name: job})
-    ledger = DynamoLedger(aws.client("dynamodb"), TABLE)
+    # Each DynamoDB call whole, as DynamoDB applies a conditional write atomically (moto does not lock).
+    ledger = DynamoLedger(Serialized(aws.client("dynamodb")), TABLE)
     guard = Responder(GuardConfig(), jobs, ledger, FakePublisher())
     together = threading.Barrier(2)
     describe = jobs.describe
