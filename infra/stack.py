@@ -11,7 +11,7 @@ from constructs import Construct
 
 from infra import outputs
 from infra.components.alerting import Alerting
-from infra.components.chat import ChatDelivery
+from infra.components.chat import ChatDelivery, QDeveloperTeamsChannel
 from infra.components.digest import WeeklyDigest
 from infra.components.encryption import GuardKey
 from infra.components.job_events import JobEvents
@@ -56,6 +56,14 @@ class TrainingGuardStack(Stack):
                 bot_token=self.slack_app.bot_token if self.slack_app else None,
             )
             if config.slack.enabled
+            else None
+        )
+        # Q Developer in a Microsoft Teams channel: subscribed to the topic with or without Slack.
+        self.teams = (
+            QDeveloperTeamsChannel(
+                self, "QDeveloperTeams", settings=config.q_developer_teams, topic=self.alerting.topic
+            )
+            if config.q_developer_teams is not None
             else None
         )
         # The weekly digest (on by default): without digest.enabled, neither its function nor its schedule.

@@ -439,6 +439,34 @@ class QDeveloperConfig:
     )
 
 
+# Microsoft Teams IDs as the Q Developer (AWS Chatbot) API takes them: the team and the tenant are UUIDs, the channel
+# ID is Teams' `19:...@thread...` URL-encoded (CreateMicrosoftTeamsChannelConfiguration's ChannelId pattern,
+# https://docs.aws.amazon.com/chatbot/latest/APIReference/API_TeamsChannelConfiguration.html).
+_UUID_PATTERN = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+_TEAMS_CHANNEL_PATTERN = r"^([a-zA-Z0-9-_=+/.,])*%3[aA]([a-zA-Z0-9-_=+/.,])*%40([a-zA-Z0-9-_=+/.,])*$"
+
+
+@dataclass(frozen=True)
+class QDeveloperTeamsConfig:
+    """Amazon Q Developer in chat applications: a Microsoft Teams channel subscribed to the topic."""
+
+    team_id: str = setting(
+        doc="the Microsoft Teams team ID (a UUID, from Q Developer's console after authorizing Teams)",
+        pattern=_UUID_PATTERN,
+        pattern_error="must be a team ID (a UUID), got {value!r}",
+    )
+    teams_channel_id: str = setting(
+        doc="the Teams channel ID as the console shows it, URL-encoded (`19%3a...%40thread.tacv2`)",
+        pattern=_TEAMS_CHANNEL_PATTERN,
+        pattern_error="must be a Teams channel ID, URL-encoded (19%3a...%40thread.tacv2), got {value!r}",
+    )
+    teams_tenant_id: str = setting(
+        doc="the Microsoft Teams tenant ID (a UUID)",
+        pattern=_UUID_PATTERN,
+        pattern_error="must be a tenant ID (a UUID), got {value!r}",
+    )
+
+
 STATISTICS = ("AVG", "MIN", "MAX", "SUM", "COUNT")
 COMPARISONS = {  # configuration spelling -> CloudWatch ComparisonOperator
     ">": "GreaterThanThreshold",
@@ -806,6 +834,9 @@ class GuardConfig:
     slack: SlackConfig = setting(factory=SlackConfig, doc="Slack webhooks and which notifications go to which")
     q_developer: QDeveloperConfig | None = setting(
         None, doc="a Slack channel of Amazon Q Developer in chat applications, subscribed to the topic"
+    )
+    q_developer_teams: QDeveloperTeamsConfig | None = setting(
+        None, doc="a Microsoft Teams channel of Amazon Q Developer in chat applications, subscribed to the topic"
     )
     metric_guards: tuple[MetricGuard, ...] = setting(
         (),

@@ -21,7 +21,7 @@ from infra.components.functions import GuardFunction
 from infra.components.job_events import KEY_ACTIONS, LEDGER_ACTIONS, training_job_arn_pattern
 from infra.components.queues import DeadLetterQueue, encrypted_queue
 from training_guard import contract
-from training_guard.config import GuardConfig, QDeveloperConfig
+from training_guard.config import GuardConfig, QDeveloperConfig, QDeveloperTeamsConfig
 
 NOTIFIER_TIMEOUT = Duration.seconds(60)
 # SQS visibility must exceed the function timeout several times over (AWS recommends 6x).
@@ -169,6 +169,51 @@ def _secret_arn_pattern(secret: secretsmanager.ISecret) -> str:
     return secret.secret_arn
 
 
+def guardrail_role(scope: Construct) -> tuple[iam.ManagedPolicy, iam.Role]:
+    """The channel's guardrail policy (read training jobs and their logs, nothing else) and the role Q Developer
+    assumes, limited by it. Without explicit guardrails a channel's permissions default to AdministratorAccess."""
+    stack = Stack.of(scope)
+    training_logs = stack.format_arn(
+        service="logs",
+        resource="log-group",
+        resource_name=f"{contract.TRAINING_LOG_GROUP}:*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+    guardrail = iam.ManagedPolicy(
+        scope,
+        "Guardrail",
+        description="Training Guard chat channel: read training jobs and their logs, nothing else",
+        statements=[
+            iam.PolicyStatement(
+                sid="ReadTrainingJobs",
+                actions=["sagemaker:DescribeTrainingJob"],
+                resources=[training_job_arn_pattern(scope)],
+            ),
+            iam.PolicyStatement(
+                sid="ReadTrainingLogs",
+                actions=["logs:FilterLogEvents", "logs:GetLogEvents"],
+                resources=[training_logs],
+            ),
+        ],
+    )
+    role = iam.Role(
+        scope,
+        "Role",
+        assumed_by=iam.ServicePrincipal("chatbot.amazonaws.com"),
+        description="Training Guard chat channel role (limited by the guardrail policy)",
+        managed_policies=[guardrail],
+    )
+    Validations.of(guardrail).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:"
+            "<AWS::AccountId>:log-group:/aws/sagemaker/TrainingJobs:*]",
+            reason="Reading a training job's logs needs its log streams; SageMaker names one stream "
+            "per job and host, so the guardrail allows the streams of the training log group only.",
+        )
+    )
+    return guardrail, role
+
+
 class QDeveloperChannel(Construct):
     """A Slack channel configuration subscribed to the topic, with read-only guardrails.
 
@@ -179,44 +224,7 @@ class QDeveloperChannel(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: QDeveloperConfig, topic: sns.ITopic) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        training_logs = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=f"{contract.TRAINING_LOG_GROUP}:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        self.guardrail = iam.ManagedPolicy(
-            self,
-            "Guardrail",
-            description="Training Guard chat channel: read training jobs and their logs, nothing else",
-            statements=[
-                iam.PolicyStatement(
-                    sid="ReadTrainingJobs",
-                    actions=["sagemaker:DescribeTrainingJob"],
-                    resources=[training_job_arn_pattern(self)],
-                ),
-                iam.PolicyStatement(
-                    sid="ReadTrainingLogs",
-                    actions=["logs:FilterLogEvents", "logs:GetLogEvents"],
-                    resources=[training_logs],
-                ),
-            ],
-        )
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("chatbot.amazonaws.com"),
-            description="Training Guard chat channel role (limited by the guardrail policy)",
-            managed_policies=[self.guardrail],
-        )
-        Validations.of(self.guardrail).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:"
-                "<AWS::AccountId>:log-group:/aws/sagemaker/TrainingJobs:*]",
-                reason="Reading a training job's logs needs its log streams; SageMaker names one stream "
-                "per job and host, so the guardrail allows the streams of the training log group only.",
-            )
-        )
+        self.guardrail, self.role = guardrail_role(self)
         self.channel = chatbot.SlackChannelConfiguration(
             self,
             "Channel",
@@ -227,5 +235,36 @@ class QDeveloperChannel(Construct):
             guardrail_policies=[self.guardrail],
             role=self.role,
             logging_level=chatbot.LoggingLevel.ERROR,
+            user_role_required=False,
+        )
+
+
+class QDeveloperTeamsChannel(Construct):
+    """A Microsoft Teams channel configuration subscribed to the topic, with the Slack channel's guardrails.
+
+    AWS::Chatbot::MicrosoftTeamsChannelConfiguration (ConfigurationName, TeamId, TeamsChannelId, TeamsTenantId,
+    IamRoleArn, SnsTopicArns, GuardrailPolicies, LoggingLevel, UserRoleRequired;
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-chatbot-microsoftteamschannelconfiguration.html).
+    The team and tenant IDs come from the one-time authorization of Teams in Q Developer's console. CDK has no L2
+    construct for it: the L1, with the same guardrail policy and role as the Slack channel.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: QDeveloperTeamsConfig, topic: sns.ITopic
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.guardrail, self.role = guardrail_role(self)
+        self.channel = chatbot.CfnMicrosoftTeamsChannelConfiguration(
+            self,
+            "Channel",
+            configuration_name=f"{stack.stack_name}-teams-notifications",
+            team_id=settings.team_id,
+            teams_channel_id=settings.teams_channel_id,
+            teams_tenant_id=settings.teams_tenant_id,
+            iam_role_arn=self.role.role_arn,
+            sns_topic_arns=[topic.topic_arn],
+            guardrail_policies=[self.guardrail.managed_policy_arn],
+            logging_level="ERROR",
             user_role_required=False,
         )

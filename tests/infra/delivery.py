@@ -225,7 +225,11 @@ def edges(t: Template) -> list[Edge]:
         if "RedrivePolicy" in props:
             dlq, via = t.target(props["RedrivePolicy"]["deadLetterTargetArn"]), f"{props['Protocol']} subscription DLQ"
             found.append(Edge("sns.amazonaws.com", dlq, "sqs:SendMessage", f"{via} of {topic}", context))
-    for channel_id, channel in t.of_type("AWS::Chatbot::SlackChannelConfiguration").items():
+    channels = {
+        **t.of_type("AWS::Chatbot::SlackChannelConfiguration"),
+        **t.of_type("AWS::Chatbot::MicrosoftTeamsChannelConfiguration"),
+    }
+    for channel_id, channel in channels.items():
         for topic in channel["Properties"].get("SnsTopicArns", []):  # AWS-owned receiver: nothing to allow
             found.append(Edge("sns.amazonaws.com", channel_id, "chatbot", f"Q Developer channel on {t.target(topic)}"))
     for group_id in t.of_type("AWS::Logs::LogGroup"):

@@ -263,3 +263,61 @@ def test_webhook_mode_has_no_app_resources_and_its_notifier_reads_webhooks(synth
     assert contract.ENV_WEBHOOK_SECRETS in env
     assert contract.ENV_SLACK_BOT_TOKEN_SECRET not in env
     assert notifier["Properties"]["Description"] == "Training Guard: delivers notifications to Slack webhooks"
+
+
+TEAM, TENANT = "74361522-da01-538d-aa2e-ac7918c6bb92", "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"
+TEAMS_CHANNEL = "19%3ab6ef35dc342d56ba5654e6fc6d25a071%40thread.tacv2"
+
+
+@pytest.fixture(scope="module")
+def teams(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    config = tmp_path_factory.mktemp("config") / "teams.json"
+    settings = {"team_id": TEAM, "teams_channel_id": TEAMS_CHANNEL, "teams_tenant_id": TENANT}
+    config.write_text(json.dumps({"slack": None, "q_developer_teams": settings}))
+    return Synth(tmp_path_factory.mktemp("teams"), {"config": str(config)})
+
+
+def test_a_teams_channel_is_subscribed_to_the_topic_with_the_read_only_guardrail(teams: Synth) -> None:
+    topic_id, _ = teams.one("AWS::SNS::Topic")
+    role_id, role = teams.one("AWS::IAM::Role", "QDeveloperTeams")
+    policy_id, policy = teams.one("AWS::IAM::ManagedPolicy", "QDeveloperTeams")
+    _, channel = teams.one("AWS::Chatbot::MicrosoftTeamsChannelConfiguration")
+    assert channel["Properties"] == {
+        "ConfigurationName": "TrainingGuard-teams-notifications",
+        "TeamId": TEAM,
+        "TeamsChannelId": TEAMS_CHANNEL,
+        "TeamsTenantId": TENANT,
+        "IamRoleArn": getatt(role_id),
+        "SnsTopicArns": [{"Ref": topic_id}],
+        "GuardrailPolicies": [{"Ref": policy_id}],
+        "LoggingLevel": "ERROR",
+        "UserRoleRequired": False,
+    }
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "chatbot.amazonaws.com"
+    }
+    assert role["Properties"]["ManagedPolicyArns"] == [{"Ref": policy_id}]
+    assert [s["Sid"] for s in policy["Properties"]["PolicyDocument"]["Statement"]] == [
+        "ReadTrainingJobs",
+        "ReadTrainingLogs",
+    ]
+    assert delivery.problems(teams.json) == []
+    edges = delivery.edges(delivery.Template(teams.json))
+    assert [e.action for e in edges if e.receiver.startswith("QDeveloperTeams")] == ["chatbot"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"team_id": "team-1"}, "q_developer_teams.team_id: must be a team ID (a UUID)"),
+        ({"teams_channel_id": "19:abc@thread.tacv2"}, "q_developer_teams.teams_channel_id: must be a Teams channel ID"),
+        ({"teams_tenant_id": None}, "q_developer_teams.teams_tenant_id: must be a non-empty string"),
+    ],
+)
+def test_bad_teams_settings_name_the_field(settings: dict[str, Any], problem: str) -> None:
+    from training_guard.config import ConfigError, GuardConfig
+
+    good = {"team_id": TEAM, "teams_channel_id": TEAMS_CHANNEL, "teams_tenant_id": TENANT}
+    with pytest.raises(ConfigError) as raised:
+        GuardConfig.from_dict({"q_developer_teams": {**good, **settings}})
+    assert any(p.startswith(problem) for p in raised.value.problems), raised.value.problems
