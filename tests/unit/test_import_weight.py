@@ -36,3 +36,18 @@ def test_the_notifier_loads_slack_sdk_but_nothing_heavier_and_not_the_policy() -
     assert loaded_after_import("slack_notifier", also=("training_guard.policy", "training_guard.responder")) <= {
         "slack_sdk"
     }
+
+
+def test_the_slack_acknowledgement_and_its_builders_load_no_configuration_and_no_policy() -> None:
+    # The interactivity endpoint answers Slack within 3 seconds, cold start included: its handler, the wiring that
+    # builds it and the settings it reads stay clear of the configuration reader and the policy.
+    code = (
+        "import json, sys; import training_guard.handlers.interactions, training_guard.handlers.wiring, "
+        "training_guard.settings, training_guard.adapters.interactions; "
+        "print(json.dumps([m for m in ('training_guard.config', 'training_guard.policy', "
+        "'training_guard.responder', 'aws_lambda_powertools.utilities.parameters') if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == []
