@@ -231,9 +231,10 @@ class SlackMode(StrEnum):
     APP = "app"  # a Slack app's bot token: one living thread per job, buttons that act
 
 
-# A Slack user ID: capital letters and digits, U... or W... (an Enterprise Grid user)
-# (https://docs.slack.dev/reference/objects/user-object: "id ... U or W").
-_SLACK_USER_PATTERN = r"^[UW][A-Z0-9]{1,254}$"
+# A Slack user ID as the payloads name it: "usually begins with U, it is also possible to encounter user IDs beginning
+# with W. We recommend considering the string an opaque value" (https://api.slack.com/types/user). Only the shape the
+# guard can compare exactly is checked: capital letters and digits, as in a button click's `user.id`.
+_SLACK_USER_PATTERN = _SLACK_ID_PATTERN
 MAX_APP_CHANNELS = 50
 MAX_ALLOWED_USERS = 100
 
@@ -257,8 +258,7 @@ class SlackAppConfig:
         doc="Slack user IDs (e.g. `U0123ABCD`) whose clicks on Stop now, Snooze, Exempt and Mute are acted on; "
         "anyone else is told they are not allowed",
         pattern=_SLACK_USER_PATTERN,
-        pattern_error="must be a Slack user ID (U or W, then capital letters and digits, e.g. U0123ABCD), "
-        "got {value!r}",
+        pattern_error="must be a Slack user ID (capital letters and digits, e.g. U0123ABCD), got {value!r}",
         max_items=MAX_ALLOWED_USERS,
         why="the interaction function's environment lists them, and Lambda allows 4 KB of environment",
     )
