@@ -41,7 +41,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install report-screenshot test lint config-docs typecheck unit synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
+.PHONY: install report-screenshot test lint config-docs typecheck unit serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -108,14 +108,21 @@ mutation: $(VENV)/.installed
 	$(PY) -m bench.mutation $(if $(MODULES),--modules "$(MODULES)")
 	@$(SYNC) --extra dev
 
-# lint, types, the template scan and the suite run side by side (make -j); pytest spreads over every core.
+# lint, types, the template scan, the suite and the serial campaign run side by side (make -j); pytest spreads
+# over every core.
 test: install $(CHROMIUM)
-	@$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck scan unit
+	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck scan unit serial
 
-# The bad-input campaign reports what its own tests saw, so it runs in one process, after the rest.
+# pytest-xdist workers: one more than the cores, because many tests wait (local HTTP servers, subprocesses,
+# Retry-After and back-off sleeps) rather than compute. Files stay whole on one worker (--dist loadfile), so a
+# module's synthesized stack is built once, not once per worker.
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 SERIAL_TESTS := tests/campaign/test_bad_input.py
 unit: install
-	$(VENV)/bin/pytest -n auto --ignore=$(SERIAL_TESTS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=$(SERIAL_TESTS)
+
+# The bad-input campaign reports what its own tests saw, so it runs in one process of its own, beside the rest.
+serial: install
 	$(VENV)/bin/pytest -p no:xdist $(SERIAL_TESTS)
 
 # checkov pins dependencies that clash with ours: it lives in its own environment, locked in tools/checkov/.

@@ -131,9 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     preflight.add_argument("--json", action="store_true", help="one JSON document instead of text")
     preflight.set_defaults(run=_preflight)
 
-    from training_guard_local import doctor, notify_test, plan, report
+    from training_guard_local import doctor, mute, notify_test, plan, report
 
     doctor.add_parser(commands)
+    mute.add_parser(commands)
     notify_test.add_parser(commands)
     plan.add_parser(commands)
     report.add_parser(commands)

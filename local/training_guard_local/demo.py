@@ -23,6 +23,7 @@ the summary groups the jobs by account and says through which role each was stop
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -42,7 +43,7 @@ from training_guard import contract
 from training_guard.metric_guards import fleet_alarm_name, insights_query
 from training_guard.pricing import SOURCE_API, table_quote, usd
 from training_guard_local import accounts_ext, alarm_events, sagemaker_ext
-from training_guard_local.emulator import ACCOUNT, REGION, Emulation, handler_output_to_stderr, replay_clock
+from training_guard_local.emulator import ACCOUNT, REGION, Emulation, replay_clock
 from training_guard_local.scenario import HUB_CREDENTIALS, Job, Scenario, Step
 from training_guard_local.slack_listener import SlackListener, render_text
 
@@ -198,6 +199,43 @@ def resolve(value: Any, template: dict[str, Any], *, account: str, region: str, 
     return {k: resolve(v, template, account=account, region=region, stack=stack) for k, v in value.items()}
 
 
+class LogLines:
+    """Where the functions' log lines go in the demo: each warning or error the handlers log (one JSON line,
+    as Powertools writes it in Lambda) is shown as one line of the demo, `log <level>: <message>` with its
+    reason or problems; info lines are dropped (the demo says what they would)."""
+
+    FIELDS = ("reason", "problems", "account", "error")
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self._say = say
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            self._show(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def _show(self, line: str) -> None:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if line.strip():
+                self._say(f"         log: {line.strip()}")
+            return
+        if not isinstance(record, dict):
+            return
+        level = str(record.get("level", "")).lower()
+        if level not in ("warning", "error", "critical"):
+            return
+        extra = [f"{k}={record[k]}" for k in self.FIELDS if record.get(k) not in (None, "", [])]
+        self._say(f"         log {level}: {record.get('message', '')}" + (f" ({'; '.join(extra)})" if extra else ""))
+
+
 class Demo:
     def __init__(self, scenario: Scenario, *, out: TextIO | None = None) -> None:
         self.scenario = scenario
@@ -212,6 +250,7 @@ class Demo:
         self._forwarded: set[str] = set()  # accounts whose forwarding the demo has shown
         self.start = datetime.now(UTC).replace(second=0, microsecond=0)
         self._handlers: dict[str, Callable[..., Any]] = {}
+        self._log_sink = LogLines(self.say)
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -646,7 +685,8 @@ class Demo:
     def _handler(self, path: str) -> Callable[..., Any]:
         if path not in self._handlers:
             module, function = path.rsplit(".", 1)
-            with handler_output_to_stderr():
+            # The handler module binds its Logger to the stream in effect at its first import: the log sink.
+            with contextlib.redirect_stdout(self._log_sink):
                 self._handlers[path] = getattr(importlib.import_module(module), function)
         return self._handlers[path]
 
