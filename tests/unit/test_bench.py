@@ -1,0 +1,120 @@
+"""`make bench` must not rot silently: its Slack interactivity section runs (small N) and reports its fields, and
+the import lists it times still cover what the functions' builders import."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import run
+from training_guard import contract
+
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+WATCHED = ("training_guard", "slack_sdk", "aws_lambda_powertools")
+
+
+@pytest.fixture(scope="module")
+def cold() -> dict[str, Any]:
+    return run.interaction_cold_import(runs=1)
+
+
+@pytest.fixture(scope="module")
+def ack() -> dict[str, Any]:
+    return run.interaction_ack_latency(clicks=5)
+
+
+def test_the_cold_import_reports_each_case_against_boto3_and_a_verdict(cold: dict[str, Any]) -> None:
+    rows = {r["module"]: r for r in cold["rows"]}
+    assert set(rows) == {
+        "baseline: import boto3",
+        "handlers.interactions",
+        "acknowledgement: handlers.interactions + first call's imports",
+        "of which: slack_sdk.signature alone",
+        "of which: Powertools Logger alone",
+        "for comparison: the acknowledgement's imports without slack_sdk",
+        "worker: handlers.interactions + first call's imports",
+    }
+    assert all(r["median_ms"] > 0 for r in rows.values())
+    assert rows["baseline: import boto3"]["ratio"] == 1.0
+    assert cold["runs"] == 1
+    assert cold["target"] == 1.3
+    assert cold["ack_ms"] == rows["acknowledgement: handlers.interactions + first call's imports"]["median_ms"]
+    assert cold["ack_ratio"] == pytest.approx(cold["ack_ms"] / cold["baseline_ms"], abs=0.01)
+    assert cold["verdict"] == ("PASS" if cold["ack_ratio"] <= 1.3 else "OVER")
+    # the acknowledgement imports the handler and more, the worker more again: each row measured what it names
+    assert cold["worker_ms"] > rows["handlers.interactions"]["median_ms"]
+    assert cold["ack_ms"] > rows["handlers.interactions"]["median_ms"]
+
+
+def test_signed_clicks_are_acknowledged_and_queued_and_timed(ack: dict[str, Any]) -> None:
+    # a click the bench signed wrongly would be a 401 and queue nothing: the timing would be of a refusal
+    assert ack["statuses"] == {200: 6}
+    assert ack["queued"] == 6
+    assert ack["clicks"] == 5
+    assert 0 < ack["median_ms"] <= ack["p99_ms"] <= ack["max_ms"]
+    assert ack["first_ms"] > 0
+    assert ack["budget_ms"] == 3000
+
+
+def test_the_report_section_carries_the_figures_and_the_verdict(cold: dict[str, Any], ack: dict[str, Any]) -> None:
+    text = "\n".join(run.interactions_section(cold, ack))
+    assert text.startswith("## Slack interactivity")
+    assert f"{cold['ack_ratio']}x boto3" in text
+    assert f"{cold['verdict']}**" in text
+    assert f"| p99 | {ack['p99_ms']} |" in text
+    assert "| Slack's budget for the 200 | 3000 |" in text
+    assert "worker" in text
+    assert str(cold["worker_ms"]) in text
+
+
+def builders_import(preload: tuple[str, ...], build: str, env: dict[str, str]) -> list[str]:
+    """The modules of ours, slack_sdk's and Powertools' that `build` imports beyond `preload`, in a fresh interpreter."""
+    code = (
+        "import json, sys\n"
+        + "".join(f"import {m}\n" for m in preload)
+        + "before = set(sys.modules)\n"
+        + "from training_guard.handlers import wiring\n"
+        + build
+        + f"\nprint(json.dumps(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in {WATCHED!r})))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TRAINING_GUARD_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, "PYTHONPATH": str(FUNCTIONS), "AWS_DEFAULT_REGION": "us-east-1", **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_the_acknowledgements_listed_imports_are_all_its_builder_imports() -> None:
+    env = {
+        contract.ENV_TABLE: "t",
+        contract.ENV_SLACK_SIGNING_SECRET: "s",
+        contract.ENV_CLICK_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/q",
+    }
+    preload = (run.INTERACTION_HANDLER, *run.ACK_FIRST_CALL_IMPORTS)
+    assert builders_import(preload, "wiring.interactions()", env) == []
+    # and the list is not padded: without it, the builder does import what it names
+    assert set(builders_import((run.INTERACTION_HANDLER,), "wiring.interactions()", env)) >= set(
+        run.ACK_FIRST_CALL_IMPORTS
+    )
+
+
+def test_the_workers_listed_imports_are_all_its_builders_import() -> None:
+    env = {
+        contract.ENV_CONFIG: "{}",
+        contract.ENV_TABLE: "t",
+        contract.ENV_TOPIC_ARN: "arn:aws:sns:us-east-1:123456789012:t",
+        contract.ENV_SLACK_BOT_TOKEN_SECRET: "b",
+    }
+    preload = (run.INTERACTION_HANDLER, *run.WORKER_FIRST_CALL_IMPORTS)
+    build = "wiring.click_worker(); wiring.responder(); wiring.chat_deadline()"
+    assert builders_import(preload, build, env) == []
