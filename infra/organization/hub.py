@@ -9,7 +9,8 @@
   dead-letter queues. The functions accept exactly the hub's own account and the configured members
   (training_guard.accounts): an event of another account of the organization is ignored and counted.
 - The functions that act on jobs get fixed role names (each member role trusts them by ARN) and may assume the
-  member role of each configured member account, and no other.
+  member role of each configured member account, and no other. In Slack app mode the click worker is one of them:
+  Stop now on a member's job stops it in the member's account.
 - With `organizational_units`, the StackSet that rolls the member stack out to them (stackset.py).
 """
 
@@ -25,7 +26,7 @@ from constructs import Construct
 from infra.components.functions import GuardFunction
 from infra.components.job_events import event_target
 from infra.organization.member import pattern
-from infra.organization.names import ACTING_FUNCTIONS, hub_role_name
+from infra.organization.names import CLICK_WORKER, acting_functions, hub_role_name
 from infra.organization.stackset import MemberStackSet
 from infra.stack import TrainingGuardStack
 from training_guard import contract
@@ -100,7 +101,7 @@ class HubStack(TrainingGuardStack):
             event_target(self.metric_guards.alarm_handler, self.metric_guards.dead_letters)
         )
         for key, function in self.acting_functions().items():
-            self._act_in_members(key, function)
+            self._act_in_members(key, function, managed=key == CLICK_WORKER)
         self.stack_set = (
             MemberStackSet(self, "Members", config=config, body=member_template_body)
             if organization.organizational_units and member_template_body is not None
@@ -121,10 +122,13 @@ class HubStack(TrainingGuardStack):
             "AlarmEvents": self.metric_guards.alarm_handler,
             "Sweeper": self.metric_guards.sweeper,
         }
-        assert tuple(functions) == ACTING_FUNCTIONS
+        if self.slack_app is not None:
+            # Stop now on a member's job: the worker stops it through the member role (handlers/interactions.py).
+            functions[CLICK_WORKER] = self.slack_app.worker
+        assert tuple(functions) == acting_functions(self.config), "the member's trust lists the same roles"
         return functions
 
-    def _act_in_members(self, key: str, function: GuardFunction) -> None:
+    def _act_in_members(self, key: str, function: GuardFunction, *, managed: bool = False) -> None:
         name = hub_role_name(self.organization, key)
         if len(name) > IAM_ROLE_NAME_MAX:
             raise ConfigError(
@@ -134,18 +138,35 @@ class HubStack(TrainingGuardStack):
         role = function.role.node.default_child
         assert isinstance(role, iam.CfnRole)
         role.role_name = name  # each member role trusts this ARN (member.py)
+        roles = [member_role_arn(self, self.organization, a) for a in self.organization.members]
+        if managed:
+            # The click worker's default policy is the responder's and the click queue's, larger than the other acting
+            # roles': with the most members, the longest member role name and GovCloud ARNs its inline policies would
+            # exceed the 10,240 characters IAM allows a role's inline policies together (10,394 measured with the
+            # limit tests' stand-ins, tests/infra/test_organization_slack_app.py). So its AssumeRole statement, the
+            # same statement, is in customer managed policies of MEMBERS_PER_MANAGED_POLICY role ARNs each: a managed
+            # policy holds 6,144 characters and does not count toward the inline total; two at most are attached,
+            # within IAM's quota of managed policies per role (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+            # reference_iam-quotas.html).
+            for i in range(0, len(roles), MEMBERS_PER_MANAGED_POLICY):
+                iam.ManagedPolicy(
+                    self,
+                    f"{key}ActInMembers{i // MEMBERS_PER_MANAGED_POLICY + 1}",
+                    description="Training Guard: the Slack click worker stops members' jobs through their roles",
+                    roles=[function.role],
+                    statements=[_assume(roles[i : i + MEMBERS_PER_MANAGED_POLICY])],
+                )
+            return
         # An inline policy of its own beside the role's default policy: CDK moves statements that do not fit a
         # default policy into managed policies, which IAM keeps to 6,144 characters; the role's inline policies
         # together may hold 10,240 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
-        iam.Policy(
-            self,
-            f"{key}ActInMembers",
-            roles=[function.role],
-            statements=[
-                iam.PolicyStatement(
-                    sid="ActInMemberAccounts",
-                    actions=["sts:AssumeRole"],
-                    resources=[member_role_arn(self, self.organization, a) for a in self.organization.members],
-                )
-            ],
-        )
+        iam.Policy(self, f"{key}ActInMembers", roles=[function.role], statements=[_assume(roles)])
+
+
+# 50 role ARNs of GovCloud with a 24-character role name are about 3,300 characters: two managed policies hold the
+# most members the configuration accepts, each well within 6,144 characters.
+MEMBERS_PER_MANAGED_POLICY = 50
+
+
+def _assume(role_arns: list[str]) -> iam.PolicyStatement:
+    return iam.PolicyStatement(sid="ActInMemberAccounts", actions=["sts:AssumeRole"], resources=role_arns)

@@ -11,10 +11,10 @@
 - The role the hub's functions assume: exactly what the single-account functions may do on this account's
   training jobs and the guard's alarms (the same action lists and resource patterns, imported from the
   single-account components), with the `stop_requires_tag` condition kept. Trusted by the hub account only for
-  the hub functions' roles, named by ARN in `aws:PrincipalArn` (and, with `organization_id`, a caller of the
-  organization). The role ARNs are a condition rather than the principal: IAM turns a role principal into the
-  role's unique ID when the policy is saved, so a hub redeployed with new roles would silently lose the trust,
-  while the condition keeps comparing ARNs
+  the hub functions' roles (in Slack app mode also the click worker's, which stops a job on Stop now), named by
+  ARN in `aws:PrincipalArn` (and, with `organization_id`, a caller of the organization). The role ARNs are a
+  condition rather than the principal: IAM turns a role principal into the role's unique ID when the policy is
+  saved, so a hub redeployed with new roles would silently lose the trust, while the condition keeps comparing ARNs
   (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html). Both keys are
   global condition keys, usable in any policy
   (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html).
@@ -47,7 +47,7 @@ from infra.components.job_events import (
 from infra.components.metric_guards import ALARM_READ_ACTIONS, UNSCOPED_READ_ACTIONS, FleetAlarm
 from infra.components.queues import DEAD_LETTER_RETENTION
 from infra.nag import acknowledge_findings
-from infra.organization.names import ACTING_FUNCTIONS, hub_role_name
+from infra.organization.names import acting_functions, hub_role_name
 from training_guard import contract
 from training_guard.config import GuardConfig, OrganizationConfig
 
@@ -66,7 +66,17 @@ def hub_bus_arn(scope: Construct, organization: OrganizationConfig) -> str:
     )
 
 
-def hub_role_arns(scope: Construct, organization: OrganizationConfig) -> list[str]:
+def hub_role_arns(scope: Construct, config: GuardConfig) -> list[str]:
+    """The hub roles the member role trusts: the acting functions of this configuration (names.acting_functions).
+
+    Slack app mode's click worker is listed only when the configuration has `slack.mode: app`, although a condition
+    naming a role that does not exist would be harmless: the member template is synthesized from the same
+    configuration as the hub (the StackSet's body is this stack synthesized beside the hub, stackset.py; `cdk deploy
+    TrainingGuardMember` reads the same configuration file), so the two agree by construction, a webhook-mode member
+    is unchanged, and the trust never names more roles than the hub has. Turning app mode on updates the StackSet's
+    members with the hub's deploy; a member deployed per account must be deployed again (docs/organization.md)."""
+    organization = config.organization
+    assert organization is not None
     return [
         Stack.of(scope).format_arn(
             service="iam",
@@ -76,7 +86,7 @@ def hub_role_arns(scope: Construct, organization: OrganizationConfig) -> list[st
             resource_name=hub_role_name(organization, function),
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
-        for function in ACTING_FUNCTIONS
+        for function in acting_functions(config)
     ]
 
 
@@ -134,7 +144,7 @@ class HubAccess(Construct):
         super().__init__(scope, construct_id)
         organization = config.organization
         assert organization is not None
-        conditions: dict[str, Any] = {"ArnEquals": {"aws:PrincipalArn": hub_role_arns(self, organization)}}
+        conditions: dict[str, Any] = {"ArnEquals": {"aws:PrincipalArn": hub_role_arns(self, config)}}
         if organization.organization_id:
             conditions["StringEquals"] = {"aws:PrincipalOrgID": organization.organization_id}
         self.role = iam.Role(

@@ -7,7 +7,7 @@ the configuration: the hub bus, the member role, the hub functions' roles.
 
 from __future__ import annotations
 
-from training_guard.config import OrganizationConfig
+from training_guard.config import GuardConfig, OrganizationConfig
 
 HUB_STACK_NAME = "TrainingGuard"  # the hub keeps the single-account stack's name: its tools find it the same way
 MEMBER_STACK_NAME = "TrainingGuardMember"  # `cdk deploy TrainingGuardMember --profile <member>`
@@ -16,6 +16,17 @@ STACK_SET_NAME = "TrainingGuardMembers"
 # The hub functions that act in member accounts, by the key the hub stack's functions use. Their roles get fixed
 # names so that each member role can trust exactly them by ARN (infra/organization/member.py).
 ACTING_FUNCTIONS = ("JobEvents", "AlarmEvents", "Sweeper")
+# Slack app mode's click worker (infra/components/slack_app.py) stops a member's job through the member role when
+# someone presses Stop now on it. Its key is no longer than the longest above ("AlarmEvents"), so app mode accepts
+# every region the other role names accept (IAM's 64 characters, checked in hub.py).
+CLICK_WORKER = "ClickWorker"
+
+
+def acting_functions(config: GuardConfig) -> tuple[str, ...]:
+    """The hub functions that act in member accounts with this configuration: the click worker exists only in Slack
+    app mode. The hub (its roles and AssumeRole statements) and the member (its role's trust) both take the list from
+    here, from the same configuration, so the two templates agree (tests/infra/test_organization_slack_app.py)."""
+    return (*ACTING_FUNCTIONS, CLICK_WORKER) if config.slack.app_mode else ACTING_FUNCTIONS
 
 
 def hub_role_name(organization: OrganizationConfig, function: str) -> str:
