@@ -10,6 +10,13 @@ with a `label`), `width` / `height` in pixels (1-2000). GetMetricWidgetImage all
 100 metrics per graph (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html);
 a chart here has at most MAX_HOSTS lines, one per host of an instance metric.
 
+A member account's job (organization mode) gets no picture: the notifier runs in the hub, and GetMetricWidgetImage
+draws from the CloudWatch of the account that calls it, where a member's training metrics are not (they stay in the
+member's account). Drawing it through the member role would give the notifier sts:AssumeRole on roles that stop jobs,
+and every member role cloudwatch:GetMetricWidgetImage, an action with no resource type, so on "*"
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html). The member job's
+message links the same graph in the console instead (`graph_link`), naming the account to be signed in to.
+
 Which notifications have one: a metric guard that fired (`metric_alarm`), fleet guard or per-job guard tag, about a
 job in a known region. A stall has no metric to show (its finding is the absence of datapoints, and the document does
 not name the job's metrics); a budget or idle GPUs are figures the message already states.
@@ -107,6 +114,16 @@ def _lines(job: Mapping[str, Any], metric: str) -> list[list[str]]:
         [contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.HOST_DIMENSION, f"{name}/algo-{n}"]
         for n in range(1, min(hosts, MAX_HOSTS) + 1)
     ]
+
+
+GRAPH_LINK = "Graph"
+
+
+def graph_link(chart: Chart, member: str | None) -> dict[str, str]:
+    """The link to the graph in the CloudWatch console: a member's job names its account, as the console shows the
+    metrics of the account one is signed in to."""
+    label = GRAPH_LINK if member is None else f"{GRAPH_LINK} in account {member}"
+    return {label: console_url(chart)}
 
 
 def console_url(chart: Chart) -> str:

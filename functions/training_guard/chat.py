@@ -19,7 +19,8 @@ claimed in the same ledger before anything is posted. Then, for a notification a
    a late delivery of an older notification never turns the card back. A failed update is reported and not retried
    (the reply is posted; retrying the message would post it twice), and the next notification sets the card right;
 4. for a metric guard that fired, the metric's graph (charts.py; CloudWatch's GetMetricWidgetImage) uploaded into
-   the thread, claimed under its own key so that a retry uploads it once and never replies again.
+   the thread, claimed under its own key so that a retry uploads it once and never replies again. A member account's
+   job has no picture (its metrics are not in the hub's CloudWatch): its reply links the graph in the console.
 A `ParentBusy` is busy (retried), a `SlackAppError` permanent or transient as Slack's answer says; anything else
 (a state-table failure) raises, and the batch item is retried. A notification about no job (a test, the weekly
 digest, a self-monitoring alarm) is a message of its own in the channel.
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 
 from training_guard import slack_messages
 from training_guard.accounts import scoped
-from training_guard.charts import Chart, chart_for, console_url
+from training_guard.charts import Chart, chart_for, graph_link
 from training_guard.config import GuardConfig, OrganizationConfig, SlackConfig
 from training_guard.ports import Claim, LedgerPort
 from training_guard.threads import ParentBusy, ThreadStorePort, Waiting, open_thread, thread_key
@@ -232,9 +233,11 @@ class ChatDelivery:
             result.account if self.organization is not None and result.account in self.organization.members else None
         )
         if self.slack.app_mode:
-            text, blocks = slack_messages.render(doc, actions=self._buttons(doc, member))
+            # A member's job has no picture (charts.py): its reply links the graph, as webhook mode does.
+            links = self._graph_link(doc, member) if member is not None else {}
+            text, blocks = slack_messages.render(doc, actions=self._buttons(doc, member), extra_links=links)
         else:
-            text, blocks = slack_messages.render(doc, extra_links=self._graph_link(doc))
+            text, blocks = slack_messages.render(doc, extra_links=self._graph_link(doc, member))
         transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
         if member is not None:
             # A transition's key names the job, not the account: two members' jobs of the same name have the same
@@ -256,9 +259,9 @@ class ChatDelivery:
     def _chart(self, doc: Mapping[str, Any] | None) -> Chart | None:
         return chart_for(doc, self.config) if doc is not None and self.config is not None else None
 
-    def _graph_link(self, doc: Mapping[str, Any]) -> dict[str, str]:
+    def _graph_link(self, doc: Mapping[str, Any], member: str | None) -> dict[str, str]:
         chart = self._chart(doc)
-        return {"Graph": console_url(chart)} if chart is not None else {}
+        return graph_link(chart, member) if chart is not None else {}
 
     def _route(self, severity: str, tags: Mapping[str, str], account: str | None) -> list[str]:
         """The webhooks of a notification about `account`: its own route, or its organizational unit's."""
@@ -404,7 +407,8 @@ class ChatDelivery:
     ) -> None:
         """The metric's graph into the job's thread, once per (transition, channel), after the reply."""
         assert self.app is not None
-        chart = self._chart(message.doc)
+        # Drawn in the hub only for the hub's own jobs: a member's metrics are in its account (charts.py).
+        chart = self._chart(message.doc) if message.member is None else None
         if chart is None or self.app.charts is None or message.doc is None:
             if name not in result.delivered:
                 result.skipped.append(name)
