@@ -495,9 +495,9 @@ def interaction_cold_import(runs: int = IMPORT_RUNS) -> dict[str, Any]:
     """The interactivity function's cold import beside a bare `import boto3`, each in fresh interpreters.
 
     Unlike section 1, every module is read from bytecode on both sides (a bytecode cache of this run's own, filled
-    by one uncounted import of each case): the environment's packages are installed without bytecode (uv does not
-    compile them), so a source-only boto3 would inflate the baseline with its compilation, which the asset's
-    bytecode spares the handler. The verdict is on the acknowledgement with its first call's imports."""
+    by one uncounted import of each case): the environment's packages hold bytecode only for the modules some
+    earlier run happened to compile, so either side could pay for compiling a module the other reads compiled.
+    The verdict is on the acknowledgement with its first call's imports."""
     say(f"[7/8] Slack interactivity: cold import, {runs} fresh interpreters per case, against boto3 ...")
     from infra.bundling import bundle
 
@@ -644,8 +644,9 @@ def interactions_section(cold: dict[str, Any], ack: dict[str, Any]) -> list[str]
         "## Slack interactivity: the acknowledgement's cold import and time (issue 14)",
         "",
         f"Cold import: medians of {cold['runs']} fresh interpreters per case, interleaved, importing from the asset as "
-        "bundled; every module read from bytecode on both sides (a bytecode cache of the run's own: the environment's "
-        "packages are installed without bytecode, which would put boto3's compilation into the baseline). The "
+        "bundled; every module read from bytecode on both sides (a bytecode cache of the run's own, filled by one "
+        "uncounted import of each case: the environment's packages hold bytecode only for what earlier runs happened "
+        "to compile). The "
         "acknowledgement's row counts what its first call imports (the wiring, settings and adapters it builds). "
         f"Target: at most {cold['target']}x a bare `import boto3`.",
         "",
