@@ -30,10 +30,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,9 +43,10 @@ from typing import Any, TextIO
 from training_guard import contract
 from training_guard.metric_guards import fleet_alarm_name, insights_query
 from training_guard.pricing import SOURCE_API, table_quote, usd
-from training_guard_local import accounts_ext, alarm_events, sagemaker_ext
+from training_guard_local import accounts_ext, alarm_events, metric_widget_ext, sagemaker_ext
+from training_guard_local.demo_slack_app import AppSlack, NoButton
 from training_guard_local.emulator import ACCOUNT, REGION, Emulation, replay_clock
-from training_guard_local.scenario import HUB_CREDENTIALS, Job, Scenario, Step
+from training_guard_local.scenario import HUB_CREDENTIALS, ClickStep, Job, Scenario, Step
 from training_guard_local.slack_listener import SlackListener, render_text
 
 DEFAULT_BUS = "default"
@@ -82,6 +84,10 @@ class Outcome:
     avoided: str | None = None  # what its stop avoided, or a would-stop would have ("up to", list price)
     ignored: int = 0  # events of the job the guard ignored as another account's
     stopped_via: str | None = None  # the role ARN of the StopTrainingJob call, or HUB_CREDENTIALS
+    stopped_by_click: bool = False  # a click's Stop now made a StopTrainingJob call
+    stopped_by: str | None = None  # the job's training-guard:stopped-by tag at the end
+    stop_calls: int = 0  # StopTrainingJob calls made for the job
+    parents: dict[str, int] = field(default_factory=dict)  # app mode: channel ID -> parent messages about the job
 
 
 SUMMARY_CELL_MAX = 52  # characters; longer cells are cut with an ellipsis (the table stays within ~140 columns)
@@ -237,9 +243,13 @@ class LogLines:
 
 
 class Demo:
-    def __init__(self, scenario: Scenario, *, out: TextIO | None = None) -> None:
+    def __init__(self, scenario: Scenario, *, out: TextIO | None = None, folder: Path | None = None) -> None:
+        """`folder`: where Slack app mode saves what is uploaded to Slack (the charts); None: a new temporary folder,
+        kept after the demo so that its files can be opened."""
         self.scenario = scenario
         self.out = out or sys.stdout
+        self.folder = folder
+        self.app: AppSlack | None = None  # Slack app mode's workspace, kept after the run (the thread's picture)
         self.routes: list[Route] = []
         self.jobs: dict[str, JobState] = {}
         self.outcomes: dict[str, Outcome] = defaultdict(Outcome)
@@ -285,8 +295,8 @@ class Demo:
             self.say(f"      member stack: {len(member['Resources'])} resources, no Lambda code")
         # The Price List API: recorded answers only, in the emulation's region (none recorded: the shipped table).
         answers = {(REGION, t): recording.pages for t, recording in self.scenario.price_list.items()}
-        with SlackListener(on_message=self._slack_message) as slack:
-            urls = {name: slack.url(name) for name in self.scenario.config.slack.webhooks}
+        with self._slack() as slack:
+            urls = {name: slack.url(name) for name in self.scenario.config.slack.webhooks} if slack else {}
             with Emulation(
                 self.scenario.config,
                 webhook_urls=urls,
@@ -294,7 +304,10 @@ class Demo:
                 by_credentials=self.organization is not None,
             ) as aws:
                 self.aws = aws
-                self.say("[2/3] emulated AWS: moto + SageMaker extension; Slack listener on 127.0.0.1")
+                listener = "Slack app mode's Web API" if self.app else "Slack listener"
+                self.say(f"[2/3] emulated AWS: moto + SageMaker extension; {listener} on 127.0.0.1")
+                if self.app is not None:
+                    self.app.install(aws, template)
                 self._say_price_list()
                 if self.organization is not None:
                     self.aws.client("events").create_event_bus(Name=self.organization.bus_name)
@@ -311,6 +324,7 @@ class Demo:
                 self._collect_final()
         failures = self._check()
         self._summary()
+        self._say_app()
         self.say(f"\ndone in {time.monotonic() - started:.1f} s")
         if failures:
             self.say("\nThe outcome differs from the scenario's expectations:")
@@ -319,6 +333,18 @@ class Demo:
             return 1
         self.say("All expectations met.")
         return 0
+
+    @contextlib.contextmanager
+    def _slack(self) -> Iterator[SlackListener | None]:
+        """The webhooks' listener, or in app mode (None) the local Slack Web API (self.app), for the run."""
+        if not self.scenario.config.slack.app_mode:
+            with SlackListener(on_message=self._slack_message) as listener:
+                yield listener
+            return
+        folder = self.folder or Path(tempfile.mkdtemp(prefix="training-guard-demo-"))
+        self.app = AppSlack(self.scenario.config, say=self.say, folder=folder)
+        with self.app:
+            yield None
 
     def _say_price_list(self) -> None:
         recorded = self.scenario.price_list
@@ -479,6 +505,9 @@ class Demo:
         elif step.host_metrics:
             assert step.job is not None
             self._host_metrics(self.scenario.jobs[step.job], step, at)
+        elif step.click is not None:
+            assert step.job is not None
+            self._click(self.scenario.jobs[step.job], step.click, step, at)
         elif step.sweep:
             self.say(f"{self._stamp(step)} sweeper: scheduled run")
             if self.organization is None:
@@ -487,6 +516,21 @@ class Demo:
                 self._sweep_organization()
         self._drain()
         self.aws.pump_chat(rounds=2)
+
+    def _click(self, job: Job, click: ClickStep, step: Step, at: datetime) -> None:
+        """A person presses one of the guard's buttons in Slack (app mode): the signed request, then the worker."""
+        assert self.app is not None
+        self.say(f"{self._stamp(step)} {self._who(job)}: {click.user} clicks {click.button} in Slack")
+        account = self.account_of(job)
+        before = len(sagemaker_ext.stop_calls(account, REGION, job.name))
+        try:
+            pressed = self.app.press(job.name, click.button, click.user, at=at, handler=self._handler)
+        except NoButton as exc:
+            self.say(f"         slack: nothing to press: {exc}")
+            return
+        if len(sagemaker_ext.stop_calls(account, REGION, job.name)) > before:
+            self.outcomes[job.key].stopped_by_click = True
+            self.say(f"         guard: StopTrainingJob called for {click.user}'s [{pressed.button}]")
 
     def _swept(self, report: dict[str, Any], account: str | None, prefix: str = "") -> None:
         """What one account's sweep found (`account`: the one swept, None: a single-account guard's)."""
@@ -787,7 +831,18 @@ class Demo:
             key: self.aws.job_status(job.name, account=self.account_of(job)) for key, job in self.scenario.jobs.items()
         }
         for key, job in self.scenario.jobs.items():
-            self.outcomes[key].stopped_via = self._stop_credentials(job.name, self.account_of(job))
+            got, account = self.outcomes[key], self.account_of(job)
+            got.stopped_via = self._stop_credentials(job.name, account)
+            got.stop_calls = len(sagemaker_ext.stop_calls(account, REGION, job.name))
+            if self.final.get(key) is not None:
+                with self.aws.in_account(account):
+                    tags = self.aws.client("sagemaker").list_tags(
+                        ResourceArn=f"arn:{PARTITION}:sagemaker:{REGION}:{account}:training-job/{job.name}"
+                    )["Tags"]
+                got.stopped_by = next((t["Value"] for t in tags if t["Key"] == contract.TAG_STOPPED_BY), None)
+            if self.app is not None:
+                got.parents = self.app.parents_of(job.name)
+                got.slack = self.app.thread_size(job.name)
         self.assumed = {account: accounts_ext.assumed_roles(account) for account in self._accounts()}
 
     def _accounts(self) -> list[str]:
@@ -816,7 +871,40 @@ class Demo:
                 failures.append(
                     f"{key}: {got.ignored} event(s) ignored as another account's, expected {expected.ignored_events}"
                 )
+            failures += self._check_stop(key, expected, got)
         return failures
+
+    def _check_stop(self, key: str, expected: Any, got: Outcome) -> list[str]:
+        """Who stopped the job and how, and (app mode) its one thread per channel."""
+        failures = []
+        if expected.stopped_by is not None and got.stopped_by != expected.stopped_by:
+            failures.append(f"{key}: stopped-by tag {got.stopped_by!r}, expected {expected.stopped_by!r}")
+        if expected.stopped_by_click is not None and got.stopped_by_click != expected.stopped_by_click:
+            failures.append(f"{key}: stopped by a click {got.stopped_by_click}, expected {expected.stopped_by_click}")
+        if expected.stop_calls is not None and got.stop_calls != expected.stop_calls:
+            failures.append(f"{key}: {got.stop_calls} StopTrainingJob call(s), expected {expected.stop_calls}")
+        if expected.slack_parents is not None:
+            wrong = {c: n for c, n in got.parents.items() if n != expected.slack_parents}
+            if wrong or (not got.parents and expected.slack_parents):
+                found = ", ".join(f"{n} in {c}" for c, n in got.parents.items()) or "none"
+                failures.append(f"{key}: Slack parent messages {found}, expected {expected.slack_parents} per channel")
+        return failures
+
+    def _say_app(self) -> None:
+        """App mode: each job's thread as it reads at the end, and where the charts were saved."""
+        if self.app is None:
+            return
+        self.say("\nSlack threads (app mode)")
+        for key in self.scenario.jobs:
+            parents = self.outcomes[key].parents
+            where = ", ".join(f"{n} parent(s) in {c}" for c, n in parents.items()) or "no thread"
+            by = self.outcomes[key].stopped_by
+            self.say(f"  {key}: {where}, {self.outcomes[key].slack} message(s)" + (f"; stopped-by {by}" if by else ""))
+        if self.app.charts:
+            stand_in = " (stand-ins: moto has no GetMetricWidgetImage)" if metric_widget_ext.drawn else ""
+            self.say(f"  charts uploaded into the threads{stand_in}:")
+            for path in self.app.charts:
+                self.say(f"    {path}")
 
     def _row(self, key: str) -> tuple[str, ...]:
         got = self.outcomes[key]

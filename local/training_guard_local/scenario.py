@@ -22,12 +22,18 @@ name the field (docs/scenarios.md is the user's guide).
                                                  a host's instance metric, one datapoint a minute to now
     {"minute": 5, "job": "resnet", "alarm": "loss-diverging", "reason": "..."},   a guard's alarm fires
     {"minute": 6, "job": "mnist", "sagemaker": "finish_stopping"},                SageMaker ends a stop
-    {"minute": 9, "sweep": true}                                                  the sweeper runs
+    {"minute": 9, "sweep": true},                                                 the sweeper runs
+    {"minute": 9, "job": "bert", "click": {"button": "stop", "user": "U0ALICE"}}  a person presses one of the
+                                                 guard's buttons in Slack (slack.mode app): a signed request
   ],
   "expect": {
     "mnist": {"stopped_by_guard": true, "final_status": "Stopped", "notifications": ["rule_error", ...],
               "stopped_via": "arn:aws:iam::444455556666:role/TrainingGuardMember",   or "hub": its own credentials
-              "ignored_events": 0}                  events of the job the guard ignored as another account's
+              "ignored_events": 0,                 events of the job the guard ignored as another account's
+              "stopped_by": "slack:U0ALICE",       the job's training-guard:stopped-by tag at the end
+              "stopped_by_click": true,            a click's Stop now made its StopTrainingJob call
+              "stop_calls": 1,                     StopTrainingJob calls made for the job
+              "slack_parents": 1}                  app mode: the parent messages about the job in each channel
   }
 }
 ```
@@ -61,6 +67,10 @@ SECONDARY_STATUSES = (
 )  # fmt: skip
 NOTIFICATION_KINDS = tuple(kind.value for kind in Kind)
 SAGEMAKER_ACTIONS = ("finish_stopping",)
+# The guard's buttons a `click` step can press (slack_actions.Act: Stop now, Snooze, Exempt, Mute).
+BUTTONS = ("stop", "snooze", "exempt", "mute")
+# A Slack user ID as a click names it: capital letters and digits (config.py's check of slack.app.allowed_users).
+_SLACK_USER = re.compile(r"^[A-Z0-9]{2,30}$")
 # The instance metrics SageMaker publishes per host (dimension Host = <job>/algo-<n>) in /aws/sagemaker/TrainingJobs
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html; docs: domain §4).
 INSTANCE_METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")
@@ -106,6 +116,14 @@ class PriceRecording:
 
 
 @dataclass(frozen=True)
+class ClickStep:
+    """A person presses one of the guard's buttons on the job's latest Slack message that has it."""
+
+    button: str  # one of BUTTONS
+    user: str  # their Slack user ID
+
+
+@dataclass(frozen=True)
 class Step:
     minute: float
     job: str | None = None
@@ -122,6 +140,7 @@ class Step:
     publish: Mapping[str, list[float]] = field(default_factory=dict)  # metric -> datapoints scraped now
     # instance metric -> host (algo-<n>) -> one datapoint a minute, the last at this step's minute
     host_metrics: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=dict)
+    click: ClickStep | None = None
     note: str | None = None
 
 
@@ -132,6 +151,10 @@ class Expectation:
     notifications: tuple[str, ...] | None = None
     stopped_via: str | None = None  # the role ARN of the StopTrainingJob call, or HUB_CREDENTIALS
     ignored_events: int | None = None  # the job's events the guard ignored as another account's
+    stopped_by: str | None = None  # the job's training-guard:stopped-by tag at the end
+    stopped_by_click: bool | None = None  # whether a click's Stop now made the job's StopTrainingJob call
+    stop_calls: int | None = None  # StopTrainingJob calls made for the job
+    slack_parents: int | None = None  # app mode: parent messages about the job in each channel it reached
 
 
 @dataclass(frozen=True)
@@ -313,10 +336,10 @@ def _one_of(value: Any, allowed: tuple[str, ...], where: str, problems: list[str
 
 _STEP_FIELDS = (
     "minute", "job", "status", "secondary", "rules", "details", "failure_reason", "deliveries",
-    "alarm", "reason", "sagemaker", "sweep", "publish", "host_metrics", "note",
+    "alarm", "reason", "sagemaker", "sweep", "publish", "host_metrics", "click", "note",
 )  # fmt: skip
-_STEP_KINDS = ("status", "alarm", "sagemaker", "sweep", "publish", "host_metrics")
-_JOB_STEPS = ("status", "alarm", "sagemaker", "publish", "host_metrics")
+_STEP_KINDS = ("status", "alarm", "sagemaker", "sweep", "publish", "host_metrics", "click")
+_JOB_STEPS = ("status", "alarm", "sagemaker", "publish", "host_metrics", "click")
 
 
 def _steps(
@@ -411,8 +434,31 @@ def _step(
         sweep=spec.get("sweep") is True,
         publish={k: [float(x) for x in v] for k, v in publish.items()},
         host_metrics=host_metrics,
+        click=_click(spec.get("click"), config, f"{where}.click", problems, blame=blame),
         note=_text(spec, "note", where, problems),
     )
+
+
+def _click(raw: Any, config: GuardConfig, where: str, problems: list[str], *, blame: str) -> ClickStep | None:
+    """A press of one of the guard's Slack buttons: {"button": "stop", "user": "U0ALICE"}."""
+    if raw is None or raw == {}:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must be an object with a button ({', '.join(BUTTONS)}) and a user (U0ALICE)")
+        return None
+    _unknown(raw, ("button", "user"), f"{where}.", problems)
+    if not config.slack.app_mode:
+        problems.append(f"{where}: buttons are Slack app mode's; {blame} has slack.mode {config.slack.mode.value}")
+    button = _one_of(raw.get("button"), BUTTONS, f"{where}.button", problems)
+    if raw.get("button") is None:
+        problems.append(f"{where}.button: required, one of {', '.join(BUTTONS)}")
+    user = raw.get("user")
+    if not (isinstance(user, str) and _SLACK_USER.match(user)):
+        problems.append(f"{where}.user: a Slack user ID (capital letters and digits, e.g. U0ALICE), got {user!r}")
+        user = None
+    if button is None or user is None:
+        return None
+    return ClickStep(button=button, user=user)
 
 
 def _host_metrics(
@@ -521,6 +567,12 @@ def _pages_problem(pages: Any) -> str | None:
     return None
 
 
+_EXPECT_FIELDS = (
+    "stopped_by_guard", "final_status", "notifications", "stopped_via", "ignored_events", "stopped_by",
+    "stopped_by_click", "stop_calls", "slack_parents",
+)  # fmt: skip
+
+
 def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str, Expectation]:
     if raw is None:
         return {}
@@ -538,7 +590,7 @@ def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str,
             continue
         _unknown(
             spec,
-            ("stopped_by_guard", "final_status", "notifications", "stopped_via", "ignored_events"),
+            _EXPECT_FIELDS,
             f"{where}.",
             problems,
         )
@@ -573,5 +625,32 @@ def _expect(raw: Any, jobs: Mapping[str, Job], problems: list[str]) -> dict[str,
             notifications=kinds,
             stopped_via=via,
             ignored_events=ignored,
+            **_stop_expectations(spec, where, problems),
         )
     return out
+
+
+def _stop_expectations(spec: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+    """Who stopped the job and how (its tag, a click, the StopTrainingJob calls), and its Slack threads."""
+    stopped_by = spec.get("stopped_by")
+    if stopped_by is not None and not (isinstance(stopped_by, str) and stopped_by):
+        problems.append(f"{where}.stopped_by: the training-guard:stopped-by tag's value, got {stopped_by!r}")
+        stopped_by = None
+    by_click = spec.get("stopped_by_click")
+    if by_click is not None and not isinstance(by_click, bool):
+        problems.append(f"{where}.stopped_by_click: must be true or false")
+        by_click = None
+    return {
+        "stopped_by": stopped_by,
+        "stopped_by_click": by_click,
+        "stop_calls": _count(spec, "stop_calls", where, problems),
+        "slack_parents": _count(spec, "slack_parents", where, problems),
+    }
+
+
+def _count(spec: Mapping[str, Any], key: str, where: str, problems: list[str]) -> int | None:
+    value = spec.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        problems.append(f"{where}.{key}: must be a whole number from 0, got {value!r}")
+        return None
+    return value
