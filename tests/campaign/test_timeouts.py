@@ -489,9 +489,16 @@ def test_a_duplicate_inside_any_call_waits_retries_and_the_lease_hands_over(run:
     figures.update(cases=cases, **figures_of(run))
 
 
+def _call_number(run: Run, name: str) -> int:
+    """The number of the stop scenario's call `name` (1-based, as a Kill counts): by name, so a call added
+    before it (a read of the mutes, say) does not move a kill to another call."""
+    return reference_of(run, SCENARIO["stop"]).deliveries[0].attempts[0].calls.index(name) + 1
+
+
 def test_lambda_retries_a_killed_event_one_then_two_minutes_later_then_dead_letters_it(run: Run) -> None:
     """The model itself: attempt times, and a kill that leaves the claim behind (no release ran)."""
-    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(2, effect=False))  # PutItem stop record
+    stop_record = _call_number(run, "PutItem stop record")
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(stop_record, effect=False))
     start = run.clock.now
     delivery = run.deliver(_stop(run, "always-killed"))
     assert [(a.started - start).total_seconds() for a in delivery.attempts] == [0, 30 + 60, 30 + 60 + 30 + 120]
@@ -510,7 +517,8 @@ def test_an_event_past_its_maximum_age_is_dead_lettered_and_a_redrive_finishes_i
     run: Run, figures: dict[str, Any]
 ) -> None:
     aged = Function("job-events", run.job_events.handler, max_event_age=120)  # the API's minimum is 60 s
-    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(3, effect=True))  # after StopTrainingJob
+    stop = _call_number(run, "StopTrainingJob")
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(stop, effect=True))  # after the stop
     event = _stop(run, "aged")
     delivery = run.deliver(event, function=aged)
     run.model.planner = lambda delivery, number: NO_FAULT
