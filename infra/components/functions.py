@@ -60,7 +60,7 @@ class GuardFunction(Construct):
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Training Guard {construct_id}: least privilege, no managed policies",
+            description=f"Training Guard {construct_id}: least privilege, no AWS managed policies",
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
