@@ -18,6 +18,7 @@ import pytest
 
 from tests.fakes_slack_app import FakeMutes, FakeReplayMarkers
 from tests.helpers import NOW
+from training_guard.errors import ActionFailed
 from training_guard.handlers.interactions import (
     ACT,
     NOT_ALLOWED,
@@ -523,3 +524,45 @@ def test_the_acknowledgement_loads_neither_the_configuration_nor_anything_heavie
         [sys.executable, "-c", code], env={"PYTHONPATH": str(functions)}, capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout) == []
+
+
+class RefusingStopper(Stopper):
+    """The member's role refuses the worker (AccessDenied on AssumeRole), or STS is throttling."""
+
+    def __init__(self, code: str, action: str = "AssumeRole arn:aws:iam::111122223333:role/TrainingGuardMember"):
+        super().__init__()
+        self.code, self.action = code, action
+
+    def stop(self, click: Click, *, now: Any) -> str:
+        from botocore.exceptions import ClientError
+
+        cause = ClientError({"Error": {"Code": self.code, "Message": "no"}}, "AssumeRole")
+        raise ActionFailed(self.action, cause) from cause
+
+
+def test_stop_now_on_a_member_whose_role_refuses_the_worker_says_why_in_the_thread_and_is_not_retried() -> None:
+    w, _, _, thread, _ = worker()
+    w.stopper = RefusingStopper("AccessDenied")
+    payload = block_actions(button(Act.STOP, label="Stop now", job="bert-7", account="111122223333"))
+    assert w.handle(message(payload), now=NOW) == "refused by the member account"
+    [(where, text)] = thread.said
+    assert where == "1780000001.000100"
+    assert text.startswith(f"<@{ALICE}> asked to stop the job: not done. The guard may not act in that account")
+    assert "arn:aws:iam::111122223333:role/TrainingGuardMember" in text
+    assert "Deploy the member stack there again" in text
+
+
+@pytest.mark.parametrize(
+    ("code", "action"),
+    [
+        ("Throttling", "AssumeRole arn:aws:iam::111122223333:role/TrainingGuardMember"),
+        ("AccessDenied", "StopTrainingJob bert-7"),
+    ],
+)
+def test_other_failures_of_stop_now_are_retried_and_say_nothing(code: str, action: str) -> None:
+    w, _, _, thread, _ = worker()
+    w.stopper = RefusingStopper(code, action)
+    payload = block_actions(button(Act.STOP, label="Stop now", job="bert-7", account="111122223333"))
+    with pytest.raises(ActionFailed):
+        w.handle(message(payload), now=NOW)
+    assert thread.said == []

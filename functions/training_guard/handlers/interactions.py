@@ -49,6 +49,7 @@ from urllib.parse import parse_qs
 from aws_lambda_powertools import Logger
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from training_guard.errors import ActionFailed
 from training_guard.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
 
 if TYPE_CHECKING:
@@ -222,7 +223,17 @@ class ClickWorker:
                 self.respond.ephemeral(click.response_url, NOT_ALLOWED)
             return "refused"
         if click.act is Act.STOP:
-            self.say.say(click, f"<@{click.user}> asked to stop the job: {self.stopper.stop(click, now=now)}")
+            try:
+                outcome = self.stopper.stop(click, now=now)
+            except ActionFailed as exc:
+                refused = member_role_refused(exc)
+                if refused is None:
+                    raise  # throttled, STS or SageMaker out of reach: the queue delivers the click again
+                # Retrying cannot help: the member's role does not trust this function (a member stack deployed
+                # before Slack app mode was turned on). Say so where the click was made, then drop the click.
+                self.say.say(click, f"<@{click.user}> asked to stop the job: not done. {refused}")
+                return "refused by the member account"
+            self.say.say(click, f"<@{click.user}> asked to stop the job: {outcome}")
             return "stop"
         try:
             if click.act is Act.EXEMPT:
@@ -236,6 +247,21 @@ class ClickWorker:
         self.mutes.put(click.job, mute, account=click.account, now=now)
         self.say.say(click, f"<@{click.user}>: {mute.describe()}.")
         return click.act.value
+
+
+def member_role_refused(exc: ActionFailed) -> str | None:
+    """What to tell the thread when STS refused the member role to the click worker (AccessDenied on AssumeRole);
+    None for any other failure, which is retried."""
+    cause = exc.__cause__
+    response = getattr(cause, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    if not exc.action.startswith("AssumeRole ") or code != "AccessDenied":
+        return None
+    role = exc.action.removeprefix("AssumeRole ")
+    return (
+        f"The guard may not act in that account: STS refused {role} to the Slack click worker. Deploy the member "
+        "stack there again (or update the StackSet) so that its role trusts the worker, then press Stop now again."
+    )
 
 
 def process(event: Mapping[str, Any], worker: ClickWorker, *, now: datetime | None = None) -> dict[str, Any]:
