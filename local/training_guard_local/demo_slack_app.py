@@ -190,6 +190,14 @@ class AppSlack:
                 out += [parent, *self.api.replies(channel, parent.ts)]
         return out
 
+    def threads(self) -> list[tuple[str, Message, list[Message]]]:
+        """Every thread as it reads now: (channel name, parent, replies), oldest first."""
+        return [
+            (self.channel_names[channel], parent, self.api.replies(channel, parent.ts))
+            for channel in self.channel_names
+            for parent in self.api.history(channel)
+        ]
+
     def parents_of(self, job: str) -> dict[str, int]:
         """The parent messages about a job in each channel that has any (its card names it)."""
         counts: dict[str, int] = {}
