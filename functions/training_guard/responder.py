@@ -331,7 +331,15 @@ class Responder:
         return read
 
     def stop_requested(
-        self, name: str, *, by: str, rule: str | None, request_id: str, region: str | None, now: datetime
+        self,
+        name: str,
+        *,
+        by: str,
+        rule: str | None,
+        request_id: str,
+        region: str | None,
+        now: datetime,
+        account: str | None = None,
     ) -> str:
         """A person's Stop now (Slack app mode): the job stopped through the one path to a stop, attributed to `by`
         (`slack:<user id>`), with its audit record and notification, exactly once however often and by how many it
@@ -348,7 +356,7 @@ class Responder:
         decision = policy.decide_stop_request(job, self.config, by=by, rule=rule)
         event = JobEvent(
             event_id=request_id,
-            account=self.account_scope,
+            account=self.account_scope or account,  # a member's, else the guard's own (as an event would name it)
             region=region,
             time=now,
             source=policy.STOP_REQUEST,

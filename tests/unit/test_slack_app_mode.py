@@ -559,6 +559,21 @@ def test_stop_now_stops_the_job_in_the_clickers_name_with_an_audit_record_and_a_
     assert note.title == f"Stopped train-1: Stop now pressed by slack:{ALICE}"
 
 
+def test_stop_now_names_the_guards_own_account_in_a_single_account_and_the_members_through_its_scope() -> None:
+    guard, *_, published = stop_rig()
+    guard.stop_requested(
+        "train-1", by=f"slack:{ALICE}", rule=None, request_id="r1", region="eu-west-1", now=NOW, account="123456789012"
+    )
+    assert [n.account for n in published.published] == ["123456789012"]  # the card said "Account: -" before
+    member, jobs, _, member_published = stop_rig()
+    member.account_scope = "444455556666"  # acting through a member's role: the member's, not the hub's
+    member.stop_requested(
+        "train-1", by=f"slack:{ALICE}", rule=None, request_id="r2", region="eu-west-1", now=NOW, account="123456789012"
+    )
+    assert [n.account for n in member_published.published] == ["444455556666"]
+    assert jobs.stop_calls == ["train-1"]
+
+
 def test_two_people_pressing_stop_now_at_once_make_one_stop() -> None:
     guard, jobs, ledger, _published = stop_rig()
     both_described = threading.Barrier(2)

@@ -42,13 +42,14 @@ import binascii
 import json
 import time
 from collections.abc import Callable, Collection, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from aws_lambda_powertools import Logger
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from training_guard import clock
 from training_guard.errors import ActionFailed
 from training_guard.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
 
@@ -270,7 +271,7 @@ def process(event: Mapping[str, Any], worker: ClickWorker, *, now: datetime | No
     for record in event.get("Records", []):
         message_id = str(record.get("messageId", ""))
         try:
-            done = worker.handle(str(record.get("body", "")), now=now or datetime.now(UTC))
+            done = worker.handle(str(record.get("body", "")), now=now or clock.utcnow())
         except (NotAClick, ValueError) as exc:
             logger.error("click dropped: unusable", extra={"message_id": message_id, "why": str(exc)})
             continue  # cannot succeed later; the message is deleted, the log says why
@@ -305,6 +306,7 @@ class ResponderStops:
             request_id=f"slack-{click.action_ts or int(now.timestamp())}",
             region=self.region,
             now=now,
+            account=self.own_account,
         )
 
 
