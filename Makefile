@@ -41,7 +41,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install report-screenshot test lint config-docs typecheck unit serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
+.PHONY: install report-screenshot slack-thread-screenshot test lint config-docs typecheck unit serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -63,13 +63,14 @@ node_modules/.installed: package.json package-lock.json
 
 install: $(VENV)/.installed node_modules/.installed
 
-# Debian's Chromium renders the report's HTML in a test (a browser a package downloads at install time cannot be
-# fetched on these machines). Installed once per machine, as root or through sudo.
+# Debian's Chromium renders the report's HTML and the Slack thread's picture in tests (a browser a package downloads
+# at install time cannot be fetched on these machines), with Noto Color Emoji for the emoji Slack messages carry.
+# Installed once per machine, as root or through sudo.
 CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
-	@echo "==> installing Debian's chromium (the report page is rendered by a test)"
+	@echo "==> installing Debian's chromium (the report page and the Slack thread are rendered by tests)"
 	@$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq
-	@$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	@$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check functions infra local tests bench
@@ -93,6 +94,10 @@ bench: install
 # The README's picture of `training-guard report --html`, rendered by Chromium from a seeded emulated account.
 report-screenshot: install $(CHROMIUM)
 	$(PY) -m tests.e2e.test_report_chromium docs/report.png
+
+# The README's picture of Slack app mode's thread, from the slack_app demo's recorded Slack Web API calls.
+slack-thread-screenshot: install $(CHROMIUM)
+	$(PY) -m tests.e2e.test_demo_slack_app docs/slack-thread.png
 
 bench-report: install
 	$(PY) -m bench.run --write

@@ -27,7 +27,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -276,8 +275,6 @@ class AppSlack:
 
     def _work(self, worker: Callable[..., Any], at: datetime) -> int:
         """The click queue's event source mapping: each queued click to the worker handler."""
-        from training_guard.handlers import interactions
-
         sqs = self.aws.client("sqs")
         failures = 0
         while True:
@@ -287,9 +284,8 @@ class AppSlack:
             records = [
                 {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"]} for m in batch
             ]
-            # The worker's clock: the step's time (interactions.process reads datetime.now unless given `now`).
-            with mock.patch.object(interactions, "process", partial(interactions.process, now=at)):
-                result = self.aws.invoke(worker, {"Records": records}, self.aws.context("click-worker"))
+            # The worker's clock is the step's time (training_guard.clock, as every handler reads it).
+            result = self.aws.invoke(worker, {"Records": records}, self.aws.context("click-worker"), at=at)
             failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
             failures += len(failed)
             for m in batch:
