@@ -58,6 +58,11 @@ class TrainingGuardStack(Stack):
             if config.slack.enabled
             else None
         )
+        if self.chat is not None and self.slack_app is not None:
+            # The job's end, folded into the guard's stop, still updates its Slack card: from the one function that
+            # sees a job end (the sweeper reconciles running jobs only; the alarm function and the click worker see
+            # findings and clicks, never the lifecycle change that is shown on the card).
+            self.chat.accept_card_updates(self.job_events.handler)
         # Q Developer in a Microsoft Teams channel: subscribed to the topic with or without Slack.
         self.teams = (
             QDeveloperTeamsChannel(

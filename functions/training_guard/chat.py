@@ -21,6 +21,9 @@ claimed in the same ledger before anything is posted. Then, for a notification a
 4. for a metric guard that fired, the metric's graph (charts.py; CloudWatch's GetMetricWidgetImage) uploaded into
    the thread, claimed under its own key so that a retry uploads it once and never replies again. A member account's
    job has no picture (its metrics are not in the hub's CloudWatch): its reply links the graph in the console.
+A card-only document (`contract.CARD_ONLY`: the job's end, folded into the guard's stop and announced nowhere, sent by
+the responder straight to this queue) updates the job's card where its thread exists, and posts nothing: no reply,
+no parent, no webhook message. Its update failing is retried like any delivery (the card is all it does).
 A `ParentBusy` is busy (retried), a `SlackAppError` permanent or transient as Slack's answer says; anything else
 (a state-table failure) raises, and the batch item is retried. A notification about no job (a test, the weekly
 digest, a self-monitoring alarm) is a message of its own in the channel.
@@ -169,6 +172,11 @@ class _Message:
     doc: Mapping[str, Any] | None = None  # None: a self-monitoring alarm
     member: str | None = None  # the member account a job belongs to (organization mode); None: the hub's own
 
+    @property
+    def card_only(self) -> bool:
+        """Only the job's card is updated (Slack app mode): see the module's docstring."""
+        return self.doc is not None and slack_messages.is_card_only(self.doc)
+
 
 @dataclass
 class MessageResult:
@@ -244,6 +252,9 @@ class ChatDelivery:
             # one. Their deliveries are two, as their ledger keys are (accounts.AccountLedger; the hub's stay as
             # they were, and so do a single-account guard's).
             transition = scoped(member, transition)
+        if slack_messages.is_card_only(doc) and not self.slack.app_mode:
+            # Sent while the guard was in app mode, read after it left it: webhooks have no card to update.
+            return _Message(text, blocks, transition, [], doc, member)
         if slack_messages.is_test(doc):
             # A test notification checks every webhook, whatever the routing and the minimum severity say.
             return _Message(text, blocks, transition, list(self.slack.targets), doc, member)
@@ -286,7 +297,8 @@ class ChatDelivery:
                 continue
             key = delivery_key(message.transition, target)
             if self.app is not None:
-                if self._post_app(message, target, key=key, now=now, result=result, reasons=reasons):
+                posted = self._post_app(message, target, key=key, now=now, result=result, reasons=reasons)
+                if posted and not message.card_only:
                     self._chart_once(message, target, now=now, result=result, reasons=reasons)
                 continue
             claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
@@ -368,6 +380,9 @@ class ChatDelivery:
         if doc is None or slack_messages.is_test(doc) or doc.get("kind") == slack_messages.DIGEST_KIND:
             bot.post_parent(channel, message.text, message.blocks)
             return None
+        if message.card_only:
+            self._card_only(bot, doc, channel, message.member)
+            return None
         thread = self._thread(bot, doc, channel, message.member, now)
         bot.reply(channel, thread.ts, message.text, message.blocks)
         if thread.created:
@@ -381,6 +396,19 @@ class ChatDelivery:
         except self.app.failure as exc:
             return str(exc)
         return None
+
+    def _card_only(self, bot: SlackAppPort, doc: Mapping[str, Any], channel: str, member: str | None) -> None:
+        """The job's card shows `doc` if the job has a thread in `channel` and its card shows nothing newer. Updated
+        before its version is raised, so that a failed update (raised: the message is retried) is tried again."""
+        assert self.app is not None
+        key = self._thread_key(doc, channel, member)
+        record = self.app.threads.read(key)
+        version = slack_messages.card_version(doc)
+        if record is None or record.ts is None or record.card_version >= version:
+            return  # no thread here (nothing was said about the job in this channel), or the card is newer
+        card_text, card_blocks = slack_messages.render_card(doc)
+        bot.update(channel, record.ts, card_text, card_blocks)
+        self.app.threads.advance_card(key, version)
 
     def _thread_key(self, doc: Mapping[str, Any], channel: str, member: str | None) -> str:
         return thread_key(str(doc["job"]["name"]), channel, member)

@@ -44,6 +44,9 @@ ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds b
 ENV_SLACK_BOT_TOKEN_SECRET: Final = "TRAINING_GUARD_SLACK_BOT_TOKEN_SECRET"  # noqa: S105 - a variable's name
 ENV_SLACK_SIGNING_SECRET: Final = "TRAINING_GUARD_SLACK_SIGNING_SECRET"  # noqa: S105 - a variable's name
 ENV_CLICK_QUEUE_URL: Final = "TRAINING_GUARD_CLICK_QUEUE_URL"
+# The chat queue, for the functions that fold a job's end into the guard's stop: they hand its card update to the
+# notifier directly (not through the topic, whose e-mail and Q Developer subscribers must not see it).
+ENV_CHAT_QUEUE_URL: Final = "TRAINING_GUARD_CHAT_QUEUE_URL"
 # slack.app.allowed_users, comma-separated: the acknowledgement reads no configuration file.
 ENV_SLACK_ALLOWED_USERS: Final = "TRAINING_GUARD_SLACK_ALLOWED_USERS"
 # The Slack Web API's base URL (unset: Slack's own); the local emulation points it at 127.0.0.1.
@@ -125,6 +128,8 @@ def stopped_by(rule: str) -> str:
 
 # --- Notifications --------------------------------------------------------------------------------------
 NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"
+# A notification document with this member set to true updates its job's Slack card only (no reply, no webhook).
+CARD_ONLY: Final = "card_only"
 # The weekly digest's notification kind: messages.Notice.DIGEST, and the Slack notifier's renderer (which does not
 # import messages) read this one spelling.
 DIGEST_KIND: Final = "digest"

@@ -114,6 +114,11 @@ FOLDED_AFTER_GUARD_STOP = frozenset(
 )
 
 
+# Of what is folded, the job's end still changes its Slack card (app mode's thread parent, which shows the job's
+# current state: "Stopped at 04:12, 23 min of training"); it is posted nowhere, no reply, e-mail or webhook message.
+FOLDED_ONTO_THE_CARD = frozenset({Kind.JOB_STOPPED})
+
+
 def folds_into_guard_stop(decision: Decision, *, is_the_stop: bool) -> bool:
     """Whether a decision, once acted on, is folded into the guard's stop of its job (when the guard has
     stopped the job) rather than announced. The stop itself (`is_the_stop`) is what the others fold into."""

@@ -127,6 +127,13 @@ class PublisherPort(Protocol):
     def publish(self, notification: Notification) -> None: ...
 
 
+class CardPort(Protocol):
+    def update_card(self, notification: Notification) -> None:
+        """Slack app mode: the job's card (its thread's parent) to show `notification`, a transition folded into the
+        guard's stop and announced nowhere else. Raises a GuardError when it cannot be handed over."""
+        ...
+
+
 class AlarmsPort(Protocol):
     def put_job_alarm(self, spec: JobAlarmSpec) -> None: ...
 

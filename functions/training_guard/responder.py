@@ -59,6 +59,7 @@ from training_guard.mutes import Mutes
 from training_guard.policy import NO_MUTES, Decision, GuardStop, Plan
 from training_guard.ports import (
     AlarmsPort,
+    CardPort,
     Claim,
     JobsPort,
     LedgerPort,
@@ -125,6 +126,8 @@ class Receipt:
     spend: dict[str, object] | None = None
     # What went wrong looking up prices (the spend then says unknown); the handler logs it.
     price_problems: list[str] = field(default_factory=list)
+    # Folded transitions whose Slack card could not be updated (the card stays as it was; nothing else is lost).
+    card_problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -143,6 +146,7 @@ class Receipt:
             "folded": self.folded,
             "spend": self.spend,
             "price_problems": self.price_problems,
+            "card_problems": self.card_problems,
         }
 
 
@@ -158,12 +162,15 @@ class Responder:
         prices: PricesPort | None = None,
         meter: MeterPort | None = None,
         mutes: MutesPort | None = None,
+        cards: CardPort | None = None,
         busy_wait_seconds: float = BUSY_WAIT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """`prices`: None prices nothing (every spend unknown); `meter`: None counts nothing; `mutes`: None reads no
-        mutes (none is in force)."""
+        mutes (none is in force); `cards`: Slack app mode's job cards, shown the job's end when it is folded into the
+        guard's stop (None: webhook mode, no card to keep current)."""
         self.config = config
+        self.cards = cards
         self.jobs = jobs
         self.ledger = ledger
         self.publisher = publisher
@@ -461,9 +468,34 @@ class Responder:
             self.meter.spend_avoided(_rule_of(decision), spend.avoided_usd)
         if folded:
             receipt.folded.append(decision.key)
+            if self.cards is not None and decision.kind in policy.FOLDED_ONTO_THE_CARD:
+                self._show_on_card(
+                    event, job, decision, outcome=outcome, receipt=receipt, now=now, spend=spend or known_spend
+                )
             return
         receipt.notifications.append(decision.kind.value)
         receipt.outcomes.append(outcome.value)
+
+    def _show_on_card(
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decision: Decision,
+        *,
+        outcome: Outcome,
+        receipt: Receipt,
+        now: datetime,
+        spend: Spend | None,
+    ) -> None:
+        """The job's end on its Slack card, after the transition is recorded: a failure here leaves the card as it
+        was (the stop was announced; the thread has the story) and is reported, never retried into a second act."""
+        assert self.cards is not None
+        spend = spend or self._spend(event, job, receipt, now)
+        note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
+        try:
+            self.cards.update_card(note)
+        except GuardError as exc:
+            receipt.card_problems.append(f"{decision.key}: {exc}")
 
     def _act(
         self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime

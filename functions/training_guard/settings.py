@@ -29,6 +29,8 @@ class Settings:
     # Where an unusable event is parked at once, with its reason (unset: it raises, and Lambda's
     # retries and on-failure destination take it there).
     dead_letter_queue_url: str | None = None
+    # Slack app mode, in the functions that fold a job's end into the guard's stop: where its card update goes.
+    chat_queue_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -38,6 +40,7 @@ class Settings:
             table=env[contract.ENV_TABLE],
             topic_arn=env[contract.ENV_TOPIC_ARN],
             dead_letter_queue_url=env.get(contract.ENV_REJECTED_EVENTS_QUEUE_URL) or None,
+            chat_queue_url=env.get(contract.ENV_CHAT_QUEUE_URL) or None,
         )
 
 

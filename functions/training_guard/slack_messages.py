@@ -216,10 +216,17 @@ def card_state(doc: Mapping[str, Any]) -> str:
     if state is None:
         marker = SEVERITY_MARKERS.get(str(doc["severity"]), "🔵")
         return f"{marker} {doc['title']}"
+    if is_card_only(doc):
+        state = f"{state} by Training Guard"
     trained = doc["job"].get("training_seconds")
     if kind == "job_stopped" and isinstance(trained, int | float):
         return f"{state} at {_clock(doc.get('time'))}, {format_duration(trained)} of training"
     return state
+
+
+def is_card_only(doc: Mapping[str, Any]) -> bool:
+    """A card-only document: the job's end folded into the guard's stop (responder.py), shown on the card only."""
+    return doc.get(contract.CARD_ONLY) is True
 
 
 def render_card(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -229,7 +236,8 @@ def render_card(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     job = doc["job"]
     state = card_state(doc)
     head = f"{state} · {job['name']}"
-    did = _DID.get(str(doc["outcome"]), "")
+    # A card-only document follows the guard's stop of the job (it was folded into it): that stop is what it did.
+    did = _DID["stopped"] if is_card_only(doc) else _DID.get(str(doc["outcome"]), "")
     latest = f"*Latest:* {escape(str(doc['title']))}\n*What the guard did:* {did}\n*Why:* {escape(str(doc['reason']))}"
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text=_plain(head, HEADER_MAX), emoji=True)),

@@ -161,6 +161,18 @@ class ChatDelivery(Construct):
             else None
         )
 
+    def accept_card_updates(self, function: GuardFunction) -> None:
+        """Slack app mode: `function` (a responder) hands the job's end, folded into the guard's stop, to this queue as
+        a card-only update (chat.py): sent straight here, not through the topic, whose e-mail and Q Developer
+        subscribers must not see it. The queue is encrypted with the guard's key, which the responders already use
+        (UseGuardKey); its queue policy grants the topic, and a role of the same account needs only its own policy."""
+        function.function.add_environment(contract.ENV_CHAT_QUEUE_URL, self.queue.queue_url)
+        function.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="HandCardUpdatesToTheNotifier", actions=["sqs:SendMessage"], resources=[self.queue.queue_arn]
+            )
+        )
+
 
 def _secret_arn_pattern(secret: secretsmanager.ISecret) -> str:
     """A secret's ARN; for one referenced by name, its ARN with the random 6-character suffix open."""

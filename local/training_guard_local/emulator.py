@@ -363,6 +363,9 @@ class Emulation:
             self._set_env(contract.ENV_WEBHOOK_SECRETS, json.dumps(site.webhook_secrets))
             self._set_env(contract.ENV_DEAD_LETTER_QUEUE_URL, site.chat_dead_letters_url)
             self._set_env(contract.ENV_SLACK_MIN_INTERVAL, str(self.slack_min_interval))
+            if self.config.slack.app_mode:
+                # The stack gives it to the job-events function only (its card updates, chat.py).
+                self._set_env(contract.ENV_CHAT_QUEUE_URL, site.chat_queue_url)
         # The functions' settings and services are per account and region, their clients per region only
         # (moto reads each request's account from MOTO_ACCOUNT_ID): rebuilding them cost more than the event
         # itself when a replay alternates between accounts and regions, so a region's clients are kept.

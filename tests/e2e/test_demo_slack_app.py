@@ -89,7 +89,11 @@ def test_each_job_has_one_parent_updated_in_place_with_chat_update(run: Run) -> 
         parent = parent_of(run, key)
         assert (DEFAULT_CHANNEL, parent.ts) in updated
         assert parent.edits, f"{key}: the card was never edited"
-        assert parent.text.startswith("🔴 Stopped by Training Guard")
+        # The stop, then the job's end: folded into the stop (no reply), shown on the card alone.
+        assert [e["text"] for e in parent.edits][-1].startswith("🔴 Stopped by Training Guard: ")
+        assert parent.text.startswith("⏹️ Stopped by Training Guard at ")
+        assert " of training · " in parent.text
+        assert "*What the guard did:* Stopped the job." in json.dumps(parent.blocks, ensure_ascii=False)
     assert "edited in place" in run.output
 
 
@@ -141,7 +145,7 @@ def test_the_click_stops_the_notified_job_once_attributed_to_the_user_and_the_th
     parent = parent_of(run, "bert")
     said = [m.text for m in api.replies(DEFAULT_CHANNEL, parent.ts)]
     assert f"<@{ALICE}> asked to stop the job: stopped {bert}" in said
-    assert f"slack:{ALICE}" in parent.text  # the card names who stopped it
+    assert f"for slack:{ALICE} who pressed Stop now in Slack" in json.dumps(parent.blocks)  # the card says who
     # The button pressed was Stop now on the notify-only guard's reply, before the job stopped.
     [offer] = [m for m in api.replies(DEFAULT_CHANNEL, parent.ts) if "accuracy-stuck" in m.text and not m.files]
     assert any(e["action_id"] == "training-guard:stop" for b in offer.blocks for e in b.get("elements") or [])

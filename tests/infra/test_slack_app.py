@@ -194,6 +194,42 @@ def test_the_workers_role_is_the_responders_with_its_tags_and_the_bot_token(app:
     )
 
 
+def test_the_function_that_folds_a_jobs_end_may_hand_its_card_update_to_the_chat_queue(app: Synth) -> None:
+    function = "JobEventsHandler"
+    chat_id, _ = app.one("AWS::SQS::Queue", "ChatQueue")
+    key_id, _ = app.one("AWS::KMS::Key")
+    rows = statement_rows(role_statements(app, f"{function}Role"))
+    assert ("HandCardUpdatesToTheNotifier", "sqs:SendMessage", getatt(chat_id)) in rows
+    # the queue is encrypted with the guard's key, which the responder's role already uses to send
+    assert (
+        "UseGuardKey",
+        ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"],
+        getatt(key_id),
+    ) in rows
+    _, fn = app.one("AWS::Lambda::Function", function)
+    assert fn["Properties"]["Environment"]["Variables"][contract.ENV_CHAT_QUEUE_URL] == {"Ref": chat_id}
+    assert delivery.problems(app.json) == []
+
+
+def test_no_other_function_sends_to_the_chat_queue_and_webhook_mode_none(app: Synth, synth: Synth) -> None:
+    for template in (app, synth):
+        chat_id, _ = template.one("AWS::SQS::Queue", "ChatQueue")
+        senders = [
+            name
+            for name, policy in template.resources("AWS::IAM::Policy").items()
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+            if statement["Resource"] == getatt(chat_id) and "sqs:SendMessage" in statement["Action"]
+        ]
+        assert len(senders) == (1 if template is app else 0)
+        assert all(s.startswith("JobEventsHandlerRole") for s in senders)
+        envs = [
+            name
+            for name, fn in template.resources("AWS::Lambda::Function").items()
+            if contract.ENV_CHAT_QUEUE_URL in fn["Properties"].get("Environment", {}).get("Variables", {})
+        ]
+        assert len(envs) == len(senders)
+
+
 def test_the_notifier_in_app_mode_reads_the_bot_token_and_draws_graphs_instead_of_reading_webhooks(app: Synth) -> None:
     token_id, _ = app.one("AWS::SecretsManager::Secret", "BotToken")
     rows = statement_rows(role_statements(app, "ChatNotifierRole"))

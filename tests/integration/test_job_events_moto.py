@@ -204,6 +204,56 @@ def test_what_follows_the_guards_stop_is_folded_into_it_on_every_channel(aws: Em
     assert sorted(record["folded"]["SS"]) == sorted(folded)
 
 
+def test_in_slack_app_mode_the_folded_end_goes_to_the_chat_queue_alone_as_a_card_update(
+    emulation_with: Callable[[GuardConfig], Emulation],
+) -> None:
+    """The job's "stopped" change after the guard's stop: folded (no SNS publish: e-mail and Q Developer see
+    nothing), and handed to the chat queue straight, card-only, for the notifier to update the job's card."""
+    app = {"mode": "app", "webhooks": None, "app": {"channels": {"default": "C0ALERTS"}, "allowed_users": ["U0A"]}}
+    aws = emulation_with(GuardConfig.from_dict({"slack": app}))
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="every-subscriber")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    aws.client("sns").subscribe(
+        TopicArn=aws.topic_arn, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    finding = load_event("vanishing_gradient_issues_found")
+    aws.deliver(finding)
+    aws.finish_stopping(JOB)
+    receipt = aws.deliver(with_detail(finding, TrainingJobStatus="Stopped", SecondaryStatus="Stopped"))
+    assert (receipt["folded"], receipt["card_problems"]) == ([f"t#{JOB}#job#status#Stopped"], [])
+    published = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    assert [(d["kind"], d.get(contract.CARD_ONLY)) for d in published] == [("issues_found", None)]
+    chat = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=aws.chat_queue_url, MaxNumberOfMessages=10)["Messages"]
+    ]
+    assert sorted((d["kind"], d.get(contract.CARD_ONLY, False)) for d in chat) == [
+        ("issues_found", False),
+        ("job_stopped", True),
+    ]
+    [card] = [d for d in chat if d.get(contract.CARD_ONLY)]
+    assert (card["job"]["status"], card["transition"]) == ("Stopped", f"t#{JOB}#job#status#Stopped")
+    assert card["reason"].startswith("by Training Guard at ")
+
+
+def test_a_card_update_the_queue_refuses_is_reported_not_raised(
+    emulation_with: Callable[[GuardConfig], Emulation], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = {"mode": "app", "webhooks": None, "app": {"channels": {"default": "C0ALERTS"}, "allowed_users": ["U0A"]}}
+    aws = emulation_with(GuardConfig.from_dict({"slack": app}))
+    finding = load_event("vanishing_gradient_issues_found")
+    aws.deliver(finding)
+    aws.finish_stopping(JOB)
+    aws.client("sqs").delete_queue(QueueUrl=aws.chat_queue_url)  # e.g. a queue its role may not send to
+    receipt = aws.deliver(with_detail(finding, TrainingJobStatus="Stopped", SecondaryStatus="Stopped"))
+    [problem] = receipt["card_problems"]
+    assert problem.startswith(f"t#{JOB}#job#status#Stopped: sqs:SendMessage of a card update to ")
+    assert "NonExistentQueue" in problem
+    item = aws.client("dynamodb").get_item(TableName=TABLE, Key={"pk": {"S": f"t#{JOB}#job#status#Stopped"}})
+    assert item["Item"]["outcome"]["S"] == "folded"
+
+
 # --- spend ------------------------------------------------------------------------------------------------
 def stubbed_price_list(monkeypatch: pytest.MonkeyPatch, recording: str, instance_type: str) -> Stubber:
     """moto has no Price List API: the functions get a pricing client that plays a recorded GetProducts answer

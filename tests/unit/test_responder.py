@@ -371,6 +371,7 @@ def test_the_receipt_of_a_stop_is_what_the_handler_returns_and_simulate_prints()
         "unrecorded": [],
         "folded": [],
         "price_problems": [],
+        "card_problems": [],
     }
     # The transition is remembered for dedup_ttl_days (35 by default) from now.
     assert world.ledger.items[VANISHING_KEY] == {
@@ -582,6 +583,7 @@ def test_a_fleet_guards_alarm_stops_the_job_and_says_where_and_what_fired() -> N
         "unrecorded": [],
         "folded": [],
         "price_problems": [],
+        "card_problems": [],
     }
     [note] = world.publisher.published
     assert (note.account, note.region, note.event_id, note.transition) == (
@@ -732,6 +734,67 @@ def test_a_redelivered_folded_transition_is_a_duplicate_not_a_message() -> None:
     again = world.see(LATER_FINDING)
     assert (again.duplicates, again.folded, again.notifications) == (1, [], [])
     assert world.kinds() == [("issues_found", "stopped")]
+
+
+# --- Slack app mode: the job's end, folded, still shown on its card -------------------------------------------
+def with_cards(world: World, fail: BaseException | None = None) -> FakePublisher:
+    """The world's responder with Slack app mode's card port (a publisher-shaped fake: it records what it shows)."""
+    cards = FakePublisher(fail=fail)
+    world.guard.cards = _CardsOf(cards)
+    return cards
+
+
+@dataclass
+class _CardsOf:
+    inner: FakePublisher
+
+    def update_card(self, notification: Any) -> None:
+        self.inner.publish(notification)
+
+
+def test_the_folded_stopped_change_of_the_guards_stop_updates_the_card_and_nothing_else() -> None:
+    world = stopped_by_the_guard()
+    cards = with_cards(world)
+    receipt = world.see(THE_STOPPED_CHANGE, now=NOW + timedelta(minutes=1))
+    assert receipt.folded == [STOPPED_KEY]
+    assert world.kinds() == [("issues_found", "stopped")]  # still announced nowhere
+    [card] = cards.published
+    assert (card.kind.value, card.outcome.value, card.transition, card.time) == (
+        "job_stopped",
+        "notified",
+        STOPPED_KEY,
+        NOW + timedelta(minutes=1),
+    )
+    assert card.reason.startswith("by Training Guard at ")
+    assert card.job.status == "Stopped"
+    assert receipt.card_problems == []
+
+
+@pytest.mark.parametrize(
+    "after", [LATER_FINDING, LATER_RULE_ERROR, STALE_FINDING], ids=["later-finding", "rule-error", "stale-finding"]
+)
+def test_what_else_is_folded_leaves_the_card_showing_the_stop(after: dict[str, Any]) -> None:
+    world = stopped_by_the_guard()
+    cards = with_cards(world)
+    assert world.see(after).folded
+    assert cards.published == []
+
+
+def test_a_card_update_that_fails_is_reported_and_the_transition_stays_done() -> None:
+    world = stopped_by_the_guard()
+    cards = with_cards(world, fail=ActionFailed("sqs:SendMessage", RuntimeError("throttled")))
+    receipt = world.see(THE_STOPPED_CHANGE)
+    assert receipt.card_problems == [f"{STOPPED_KEY}: sqs:SendMessage failed: throttled"]
+    assert world.ledger.items[STOPPED_KEY]["outcome"] == "folded"  # not released: a retry would be a duplicate
+    assert (cards.published, world.kinds()) == ([], [("issues_found", "stopped")])
+
+
+def test_an_announced_stopped_change_is_published_not_sent_to_the_card() -> None:
+    world = World()
+    cards = with_cards(world)
+    world.see(THE_STOPPED_CHANGE)  # a person stopped it: announced, and the notifier updates the card itself
+    assert world.kinds() == [("job_stopped", "notified")]
+    assert cards.published == []
 
 
 def test_a_metric_alarm_of_a_job_the_guard_stopped_for_a_rule_is_folded() -> None:

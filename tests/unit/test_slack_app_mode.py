@@ -337,6 +337,74 @@ def test_a_failed_card_update_is_reported_and_the_reply_is_not_posted_twice() ->
     assert "the card was not updated" in later.errors[0]
 
 
+# --- the job's end, folded into the guard's stop: its card only --------------------------------------------------
+def card_only(**kwargs: Any) -> str:
+    """What responder.py hands the chat queue when the job's "stopped" change folds into the guard's stop."""
+    kwargs.setdefault("at", NOW + timedelta(minutes=10))
+    doc = json.loads(document(kind=Kind.JOB_STOPPED, status="Stopped", **kwargs))
+    return json.dumps({**doc, contract.CARD_ONLY: True})
+
+
+def stopped_by_the_guard(rig: AppRig) -> tuple[ChatDelivery, str]:
+    chat = rig.chat()
+    chat.deliver(document(outcome=Outcome.STOPPED, at=NOW + timedelta(minutes=5)), now=NOW)
+    [parent] = rig.bot.parents(CHANNEL)
+    rig.bot.calls.clear()
+    return chat, parent
+
+
+def test_a_card_only_update_edits_the_card_in_place_and_posts_nothing() -> None:
+    rig = AppRig()
+    chat, parent = stopped_by_the_guard(rig)
+    result = chat.deliver(card_only(), now=NOW)
+    assert (result.delivered, rig.bot.calls) == (["default"], ["update"])
+    assert len(rig.bot.replies(CHANNEL, parent)) == 1  # no reply: the thread holds the stop, not its echo
+    card = rig.bot.messages[(CHANNEL, parent)]
+    assert card["text"].startswith("⏹️ Stopped by Training Guard at 03:10 UTC, 40 min 00 s of training · train-1")
+    assert "*What the guard did:* Stopped the job." in json.dumps(card["blocks"], ensure_ascii=False)
+    assert rig.threads.items[thread_key("train-1", CHANNEL)].card_version == slack_messages.card_version(
+        json.loads(card_only())
+    )
+    assert chat.deliver(card_only(), now=NOW).delivered == []  # a redelivery: claimed once, done
+    assert rig.bot.calls == ["update"]
+
+
+def test_a_card_only_update_without_a_thread_in_the_channel_posts_nothing() -> None:
+    rig = AppRig()
+    result = rig.chat().deliver(card_only(), now=NOW)
+    assert result.delivered == ["default"]
+    assert (rig.bot.calls, rig.bot.messages) == ([], {})
+
+
+def test_a_card_only_update_older_than_the_card_leaves_it() -> None:
+    rig = AppRig()
+    chat, parent = stopped_by_the_guard(rig)
+    chat.deliver(card_only(at=NOW + timedelta(minutes=1)), now=NOW)  # before the stop the card shows
+    assert rig.bot.calls == []
+    assert rig.bot.messages[(CHANNEL, parent)]["text"].startswith("🔴 Stopped by Training Guard")
+
+
+def test_a_card_only_update_that_fails_is_retried_and_then_made() -> None:
+    rig = AppRig()
+    chat, parent = stopped_by_the_guard(rig)
+    rig.bot.fail["update"] = FakeBotError("ratelimited", permanent=False)
+    first = chat.deliver(card_only(), now=NOW)
+    assert (first.transient, first.retry) == (["default"], True)
+    retry = chat.deliver(card_only(), now=NOW)
+    assert retry.delivered == ["default"]
+    assert rig.bot.messages[(CHANNEL, parent)]["text"].startswith("⏹️ Stopped by Training Guard at")
+    assert rig.bot.calls.count("reply") == 0
+
+
+def test_webhook_mode_sends_a_card_only_update_nowhere() -> None:
+    config = GuardConfig.from_dict({"slack": {"webhooks": {"default": {}}}})
+    ledger = FakeLedger()
+    chat = ChatDelivery(config.slack, urls=NoUrls(), sender=NoSender(), ledger=ledger, parker=Parked(), ttl_seconds=1)
+    result = chat.deliver(card_only(), now=NOW)
+    assert result == MessageResult(account="123456789012")
+    assert ledger.items == {}
+
+
 def test_a_members_job_has_its_own_thread_apart_from_the_hubs_job_of_the_same_name() -> None:
     rig = AppRig()
     chat = rig.chat(organization=True)

@@ -1,12 +1,18 @@
-"""SQS: park a message that cannot be delivered in the dead-letter queue, with the reason."""
+"""SQS: park a message that cannot be delivered in the dead-letter queue, with the reason; hand a job's card update
+to the notifier's queue."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from training_guard import contract
 from training_guard.errors import ActionFailed
+
+if TYPE_CHECKING:
+    from training_guard.messages import Notification
 
 _ATTRIBUTE_MAX = 256
 
@@ -25,3 +31,19 @@ class DeadLetterParker:
             )
         except ClientError as exc:
             raise ActionFailed("park message in the dead-letter queue", exc) from exc
+
+
+class CardUpdates:
+    """Slack app mode's card updates (ports.CardPort): the notification's document, marked card-only, sent to the chat
+    queue the notifier reads, as the topic's SQS subscription would deliver it (raw message delivery)."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
+        self._queue_url = queue_url
+
+    def update_card(self, notification: Notification) -> None:
+        body = json.dumps({**notification.document(), contract.CARD_ONLY: True}, separators=(",", ":"))
+        try:
+            self._client.send_message(QueueUrl=self._queue_url, MessageBody=body)
+        except ClientError as exc:
+            raise ActionFailed(f"sqs:SendMessage of a card update to {self._queue_url}", exc) from exc

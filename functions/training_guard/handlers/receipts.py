@@ -111,3 +111,6 @@ def count_outcomes(receipt: Receipt) -> None:
     if receipt.price_problems:
         # The notifications went out with their spend unknown where a price was missing; this says why.
         logger.warning("price lookup problems", extra={"problems": receipt.price_problems})
+    if receipt.card_problems:
+        # Slack app mode: the job's card still shows the stop, not the job's end (nothing else is lost).
+        logger.warning("job card not updated", extra={"training_job": receipt.job, "problems": receipt.card_problems})

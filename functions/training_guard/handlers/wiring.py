@@ -82,11 +82,13 @@ def responder() -> Responder:
     from training_guard.adapters.ledger import DynamoLedger
     from training_guard.adapters.sagemaker import SageMakerJobs
     from training_guard.adapters.sns import SnsPublisher
+    from training_guard.adapters.sqs import CardUpdates
     from training_guard.handlers.receipts import SpendMeter
     from training_guard.responder import Responder
 
     settings_ = settings()
     organization = settings_.config.organization
+    cards = CardUpdates(client("sqs"), settings_.chat_queue_url) if settings_.chat_queue_url else None
     return Responder(
         settings_.config,
         jobs=SageMakerJobs(client("sagemaker")),
@@ -98,6 +100,7 @@ def responder() -> Responder:
         prices=price_list(),
         meter=SpendMeter(),
         mutes=mutes(),
+        cards=cards,
     )
 
 
