@@ -22,8 +22,11 @@ claimed in the same ledger before anything is posted. Then, for a notification a
    the thread, claimed under its own key so that a retry uploads it once and never replies again. A member account's
    job has no picture (its metrics are not in the hub's CloudWatch): its reply links the graph in the console.
 A card-only document (`contract.CARD_ONLY`: the job's end, folded into the guard's stop and announced nowhere, sent by
-the responder straight to this queue) updates the job's card where its thread exists, and posts nothing: no reply,
-no parent, no webhook message. Its update failing is retried like any delivery (the card is all it does).
+the responder straight to this queue) updates the job's card and posts nothing: no reply, no parent, no webhook
+message. It goes where the stop went (routed as the stop was, by its severity, not the folded change's), and waits
+for the card there (busy, retried after the queue's visibility timeout) for `CARD_WAIT_SECONDS`, since the stop's own
+delivery may still be retried behind it; after that, a channel without the job's card is left alone. Its update
+failing is retried like any delivery (the card is all it does).
 A `ParentBusy` is busy (retried), a `SlackAppError` permanent or transient as Slack's answer says; anything else
 (a state-table failure) raises, and the batch item is retried. A notification about no job (a test, the weekly
 digest, a self-monitoring alarm) is a message of its own in the channel.
@@ -55,6 +58,12 @@ from training_guard.threads import ParentBusy, ThreadStorePort, Waiting, open_th
 # Without an invocation to measure (local runs): longer than the notifier's timeout. In Lambda the
 # handler sets the lease from the invocation's remaining time (leases.lease_for).
 CLAIM_LEASE_SECONDS = 180
+# A card-only update is routed as the stop it was folded into: a stop is critical (messages._SEVERITY, tested against
+# it), which also passes any minimum severity. The folded change's own severity (info) would route it elsewhere.
+CARD_ONLY_SEVERITY = "critical"
+# How long after the job's end a card-only update waits for the job's card in a channel: the stop's delivery it follows
+# may be retried behind it (a 6-minute visibility timeout, infra/components/chat.py), so about two retries of it.
+CARD_WAIT_SECONDS = 15 * 60
 _LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")
 
 
@@ -259,7 +268,8 @@ class ChatDelivery:
             # A test notification checks every webhook, whatever the routing and the minimum severity say.
             return _Message(text, blocks, transition, list(self.slack.targets), doc, member)
         tags = doc["job"].get("tags") or {}
-        targets = self._route(str(doc["severity"]), tags if isinstance(tags, Mapping) else {}, result.account)
+        severity = CARD_ONLY_SEVERITY if slack_messages.is_card_only(doc) else str(doc["severity"])
+        targets = self._route(severity, tags if isinstance(tags, Mapping) else {}, result.account)
         return _Message(text, blocks, transition, targets, doc, member)
 
     def _buttons(self, doc: Mapping[str, Any], member: str | None) -> list[dict[str, Any]]:
@@ -381,7 +391,7 @@ class ChatDelivery:
             bot.post_parent(channel, message.text, message.blocks)
             return None
         if message.card_only:
-            self._card_only(bot, doc, channel, message.member)
+            self._card_only(bot, doc, channel, message.member, now)
             return None
         thread = self._thread(bot, doc, channel, message.member, now)
         bot.reply(channel, thread.ts, message.text, message.blocks)
@@ -397,15 +407,23 @@ class ChatDelivery:
             return str(exc)
         return None
 
-    def _card_only(self, bot: SlackAppPort, doc: Mapping[str, Any], channel: str, member: str | None) -> None:
-        """The job's card shows `doc` if the job has a thread in `channel` and its card shows nothing newer. Updated
-        before its version is raised, so that a failed update (raised: the message is retried) is tried again."""
+    def _card_only(
+        self, bot: SlackAppPort, doc: Mapping[str, Any], channel: str, member: str | None, now: datetime
+    ) -> None:
+        """The job's card shows `doc` unless its card shows something newer. Updated before its version is raised, so
+        that a failed update (raised: the message is retried) is tried again. No card yet: `ParentBusy` (retried)
+        for `CARD_WAIT_SECONDS` after the job's end, then nothing. As between any two notifications, an older one's
+        update racing this one can land last; minutes apart in practice (SageMaker's stop takes them)."""
         assert self.app is not None
         key = self._thread_key(doc, channel, member)
         record = self.app.threads.read(key)
         version = slack_messages.card_version(doc)
-        if record is None or record.ts is None or record.card_version >= version:
-            return  # no thread here (nothing was said about the job in this channel), or the card is newer
+        if record is None or record.ts is None:
+            if now.timestamp() * 1000 - version < CARD_WAIT_SECONDS * 1000:
+                raise ParentBusy(key)  # the stop's delivery (or its parent) may still be on its way
+            return
+        if record.card_version >= version:
+            return  # the card shows a newer notification
         card_text, card_blocks = slack_messages.render_card(doc)
         bot.update(channel, record.ts, card_text, card_blocks)
         self.app.threads.advance_card(key, version)

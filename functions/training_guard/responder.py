@@ -488,13 +488,14 @@ class Responder:
         spend: Spend | None,
     ) -> None:
         """The job's end on its Slack card, after the transition is recorded: a failure here leaves the card as it
-        was (the stop was announced; the thread has the story) and is reported, never retried into a second act."""
+        was (the stop was announced; the thread has the story) and is reported, never raised. Raised, Lambda's retry
+        would find the transition done (a duplicate) and the receipt, the job's alarms and the metrics lost."""
         assert self.cards is not None
-        spend = spend or self._spend(event, job, receipt, now)
-        note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
         try:
+            spend = spend or self._spend(event, job, receipt, now)
+            note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
             self.cards.update_card(note)
-        except GuardError as exc:
+        except Exception as exc:  # noqa: BLE001 - the card is a view: no failure of it may cost what is already done
             receipt.card_problems.append(f"{decision.key}: {exc}")
 
     def _act(

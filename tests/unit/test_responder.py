@@ -6,10 +6,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, load_event, rule_status, with_detail
 from training_guard import contract
+from training_guard.adapters.sqs import CardUpdates
 from training_guard.config import Action, GuardConfig, RulePolicy
 from training_guard.errors import ActionFailed, TransitionBusy
 from training_guard.events import Finding, TrainingJob, parse_event, parse_job
@@ -787,6 +789,29 @@ def test_a_card_update_that_fails_is_reported_and_the_transition_stays_done() ->
     assert receipt.card_problems == [f"{STOPPED_KEY}: sqs:SendMessage failed: throttled"]
     assert world.ledger.items[STOPPED_KEY]["outcome"] == "folded"  # not released: a retry would be a duplicate
     assert (cards.published, world.kinds()) == ([], [("issues_found", "stopped")])
+
+
+def test_any_failure_of_the_card_update_is_reported_never_raised_after_the_transition_is_done() -> None:
+    # Raised, Lambda's retry would find the transition done: the card update, the receipt and the metrics lost.
+    world = stopped_by_the_guard()
+    with_cards(world, fail=EndpointConnectionError(endpoint_url="https://sqs.us-east-1.amazonaws.com/"))
+    receipt = world.see(THE_STOPPED_CHANGE)
+    assert receipt.card_problems == [
+        f'{STOPPED_KEY}: Could not connect to the endpoint URL: "https://sqs.us-east-1.amazonaws.com/"'
+    ]
+    assert receipt.folded == [STOPPED_KEY]
+
+
+def test_the_sqs_adapter_names_a_connection_failure_as_an_action_that_failed() -> None:
+    class Unreachable:
+        def send_message(self, **_: Any) -> None:
+            raise EndpointConnectionError(endpoint_url="https://sqs.us-east-1.amazonaws.com/")
+
+    world = stopped_by_the_guard()
+    world.guard.cards = CardUpdates(Unreachable(), "https://sqs.us-east-1.amazonaws.com/1/chat")
+    receipt = world.see(THE_STOPPED_CHANGE)
+    [problem] = receipt.card_problems
+    assert problem.startswith(f"{STOPPED_KEY}: sqs:SendMessage of a card update to https://sqs.us-east-1")
 
 
 def test_an_announced_stopped_change_is_published_not_sent_to_the_card() -> None:

@@ -15,6 +15,7 @@ import pytest
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.fakes_slack_app import FakeMutes, FakeThreads
 from tests.helpers import NOW, running_job
+from training_guard import chat as chat_module
 from training_guard import contract, mutes, policy, slack_messages
 from training_guard.charts import chart_for, console_url
 from training_guard.chat import AppMode, ChatDelivery, MessageResult, chart_key, delivery_key
@@ -356,7 +357,7 @@ def stopped_by_the_guard(rig: AppRig) -> tuple[ChatDelivery, str]:
 def test_a_card_only_update_edits_the_card_in_place_and_posts_nothing() -> None:
     rig = AppRig()
     chat, parent = stopped_by_the_guard(rig)
-    result = chat.deliver(card_only(), now=NOW)
+    result = chat.deliver(card_only(), now=END)
     assert (result.delivered, rig.bot.calls) == (["default"], ["update"])
     assert len(rig.bot.replies(CHANNEL, parent)) == 1  # no reply: the thread holds the stop, not its echo
     card = rig.bot.messages[(CHANNEL, parent)]
@@ -365,21 +366,56 @@ def test_a_card_only_update_edits_the_card_in_place_and_posts_nothing() -> None:
     assert rig.threads.items[thread_key("train-1", CHANNEL)].card_version == slack_messages.card_version(
         json.loads(card_only())
     )
-    assert chat.deliver(card_only(), now=NOW).delivered == []  # a redelivery: claimed once, done
+    assert chat.deliver(card_only(), now=END).delivered == []  # a redelivery: claimed once, done
     assert rig.bot.calls == ["update"]
 
 
-def test_a_card_only_update_without_a_thread_in_the_channel_posts_nothing() -> None:
+END = NOW + timedelta(minutes=10)  # the job's end in card_only()
+
+
+def test_a_card_only_update_waits_for_the_jobs_card_then_gives_up() -> None:
     rig = AppRig()
-    result = rig.chat().deliver(card_only(), now=NOW)
-    assert result.delivered == ["default"]
+    chat = rig.chat()
+    # the stop's own delivery may still be retried behind it: busy (retried), its claim let go
+    waiting = chat.deliver(card_only(), now=END + timedelta(seconds=chat_module.CARD_WAIT_SECONDS - 1))
+    assert (waiting.busy, waiting.retry, rig.ledger.items) == (["default"], True, {})
+    late = chat.deliver(card_only(), now=END + timedelta(seconds=chat_module.CARD_WAIT_SECONDS))
+    assert late.delivered == ["default"]  # no card in the channel by now: nothing to update, nothing posted
     assert (rig.bot.calls, rig.bot.messages) == ([], {})
+
+
+def test_a_card_only_update_waits_while_the_parent_is_being_posted() -> None:
+    rig = AppRig()
+    rig.threads.claim(thread_key("train-1", CHANNEL), holder="other", now=NOW, lease_seconds=60, ttl_seconds=60)
+    result = rig.chat().deliver(card_only(), now=END)
+    assert result.busy == ["default"]
+    assert rig.bot.calls == []
+
+
+def test_a_card_only_update_goes_where_the_stop_went_whatever_its_own_severity() -> None:
+    # The stop (critical) went to the on-call channel only; the job's end (info) follows it there.
+    rig = AppRig(config=app_config(by_severity={"critical": "ops"}, min_severity="warning"))
+    chat = rig.chat()
+    chat.deliver(document(outcome=Outcome.STOPPED, at=NOW + timedelta(minutes=5)), now=NOW)
+    [parent] = rig.bot.parents(OPS)
+    result = chat.deliver(card_only(), now=END)
+    assert result.delivered == ["ops"]
+    assert rig.bot.messages[(OPS, parent)]["text"].startswith("⏹️ Stopped by Training Guard at")
+    assert rig.bot.parents(CHANNEL) == []
+
+
+def test_the_card_only_severity_is_the_severity_of_a_stop() -> None:
+    training = running_job("train-1", timedelta(minutes=30))
+    decision = policy.Decision("t#k", Kind.ISSUES_FOUND, Plan.STOP, "why", None)
+    event = JobEvent("e1", "123456789012", "eu-west-1", NOW, "aws.sagemaker", "x", training)
+    stop = build(event, training, decision, Outcome.STOPPED, now=NOW, dry_run=False)
+    assert stop.severity == chat_module.CARD_ONLY_SEVERITY
 
 
 def test_a_card_only_update_older_than_the_card_leaves_it() -> None:
     rig = AppRig()
     chat, parent = stopped_by_the_guard(rig)
-    chat.deliver(card_only(at=NOW + timedelta(minutes=1)), now=NOW)  # before the stop the card shows
+    chat.deliver(card_only(at=NOW + timedelta(minutes=1)), now=END)  # before the stop the card shows
     assert rig.bot.calls == []
     assert rig.bot.messages[(CHANNEL, parent)]["text"].startswith("🔴 Stopped by Training Guard")
 
@@ -388,9 +424,9 @@ def test_a_card_only_update_that_fails_is_retried_and_then_made() -> None:
     rig = AppRig()
     chat, parent = stopped_by_the_guard(rig)
     rig.bot.fail["update"] = FakeBotError("ratelimited", permanent=False)
-    first = chat.deliver(card_only(), now=NOW)
+    first = chat.deliver(card_only(), now=END)
     assert (first.transient, first.retry) == (["default"], True)
-    retry = chat.deliver(card_only(), now=NOW)
+    retry = chat.deliver(card_only(), now=END)
     assert retry.delivered == ["default"]
     assert rig.bot.messages[(CHANNEL, parent)]["text"].startswith("⏹️ Stopped by Training Guard at")
     assert rig.bot.calls.count("reply") == 0
@@ -400,7 +436,7 @@ def test_webhook_mode_sends_a_card_only_update_nowhere() -> None:
     config = GuardConfig.from_dict({"slack": {"webhooks": {"default": {}}}})
     ledger = FakeLedger()
     chat = ChatDelivery(config.slack, urls=NoUrls(), sender=NoSender(), ledger=ledger, parker=Parked(), ttl_seconds=1)
-    result = chat.deliver(card_only(), now=NOW)
+    result = chat.deliver(card_only(), now=END)
     assert result == MessageResult(account="123456789012")
     assert ledger.items == {}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard import contract
 from training_guard.errors import ActionFailed
@@ -42,8 +42,10 @@ class CardUpdates:
         self._queue_url = queue_url
 
     def update_card(self, notification: Notification) -> None:
-        body = json.dumps({**notification.document(), contract.CARD_ONLY: True}, separators=(",", ":"))
+        body = json.dumps(
+            {**notification.document(), contract.CARD_ONLY: True}, separators=(",", ":"), ensure_ascii=False
+        )
         try:
             self._client.send_message(QueueUrl=self._queue_url, MessageBody=body)
-        except ClientError as exc:
+        except (ClientError, BotoCoreError) as exc:  # refused, throttled, or SQS out of reach
             raise ActionFailed(f"sqs:SendMessage of a card update to {self._queue_url}", exc) from exc
