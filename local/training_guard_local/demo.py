@@ -1,6 +1,7 @@
 """`training-guard demo`: the whole guard, end to end, on an emulated AWS account.
 
-1. synthesizes the real CDK stack with the scenario's configuration;
+1. synthesizes the real CDK stack with the scenario's configuration (reusing the template of an earlier run of the
+   very same sources and configuration: template_cache.py);
 2. installs the template's EventBridge rules, with their event patterns as synthesized, on an
    emulated bus (moto), each targeting a queue that stands in for its Lambda function; the
    function's handler (from the template) consumes the queue in-process;
@@ -43,7 +44,7 @@ from typing import Any, TextIO
 from training_guard import contract
 from training_guard.metric_guards import fleet_alarm_name, insights_query
 from training_guard.pricing import SOURCE_API, table_quote, usd
-from training_guard_local import accounts_ext, alarm_events, metric_widget_ext, sagemaker_ext
+from training_guard_local import accounts_ext, alarm_events, metric_widget_ext, sagemaker_ext, template_cache
 from training_guard_local.demo_slack_app import AppSlack, NoButton
 from training_guard_local.emulator import ACCOUNT, REGION, Emulation, replay_clock
 from training_guard_local.scenario import HUB_CREDENTIALS, ClickStep, Job, Scenario, Step
@@ -116,21 +117,34 @@ def synthesize(scenario: Scenario) -> dict[str, Any]:
 
 def synthesize_stacks(scenario: Scenario) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The stack's template, and with an organization the member stack's too (the same app builds both)."""
+    template, member, _ = synthesized(scenario)
+    return template, member
+
+
+def synthesized(scenario: Scenario) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
+    """`synthesize_stacks`, and where the templates were kept from an earlier synthesis of the very same sources and
+    configuration (template_cache.py), or None when they were synthesized now."""
+    context = {"training-guard": json.loads(scenario.config.to_json()), "aws:cdk:bundling-stacks": []}
+    cache, name = template_cache.folder(), template_cache.key(context)
+    kept = template_cache.load(cache, name)
+    if kept is not None and len(kept) == 2 and isinstance(kept[0], dict):  # [template, member]
+        assert cache is not None
+        return kept[0], kept[1], cache / f"{name}.json"
     _quiet_node_banner()
     from aws_cdk import App
 
     from infra.app import build_app
 
-    context = {"training-guard": json.loads(scenario.config.to_json()), "aws:cdk:bundling-stacks": []}
     app, stack = build_app(App(context=context), checks=False)
     assembly = app.synth()
     template: dict[str, Any] = assembly.get_stack_by_name(stack.stack_name).template
-    if scenario.config.organization is None:
-        return template, None
-    from infra.organization.names import MEMBER_STACK_NAME
+    member: dict[str, Any] | None = None
+    if scenario.config.organization is not None:
+        from infra.organization.names import MEMBER_STACK_NAME
 
-    member: dict[str, Any] = assembly.get_stack_by_name(MEMBER_STACK_NAME).template
-    return template, member
+        member = assembly.get_stack_by_name(MEMBER_STACK_NAME).template
+    template_cache.store(cache, name, [template, member])
+    return template, member, None
 
 
 def _clock(minute: float) -> str:
@@ -288,7 +302,12 @@ class Demo:
         started = time.monotonic()
         self.say(f"Training Guard demo: {self.scenario.name}")
         self.say("[1/3] synthesizing the stack (aws-cdk) ...")
-        template, member = synthesize_stacks(self.scenario)
+        template, member, kept = synthesized(self.scenario)
+        if kept is not None:
+            self.say(
+                "      the template synthesized earlier from these very sources and configuration: "
+                f"{template_cache.shown(kept)}"
+            )
         found = routes_from(template)
         self.say(f"      {len(template['Resources'])} resources; {len(found)} event rules to install")
         if member is not None:
