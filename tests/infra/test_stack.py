@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from infra.components import encryption, functions, job_events, metric_guards, monitoring
 from infra.nag import ACKNOWLEDGED
 from tests.helpers import NOW
-from tests.infra.conftest import Synth, expected_rows, shipped_context, statement_rows, unordered
+from tests.infra.conftest import Synth, cfn_lint, expected_rows, shipped_context, statement_rows, unordered
 from training_guard import contract
 from training_guard.adapters.price_list import PriceList
 from training_guard.config import GuardConfig
@@ -315,14 +314,16 @@ def test_cdk_nag_has_no_open_findings_and_no_stale_acknowledgments(synth: Synth)
 
 
 def test_cfn_lint_finds_nothing(synth: Synth) -> None:
-    template = synth.outdir / f"{synth.stack.artifact_id}.template.json"
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), "--ignore-checks", "W3005", "--", str(template)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert cfn_lint(synth.outdir / f"{synth.stack.artifact_id}.template.json") == []
+
+
+def test_cfn_lint_finds_a_broken_template(synth: Synth, tmp_path: Path) -> None:
+    broken = copy.deepcopy(synth.json)
+    table_id, _ = synth.one("AWS::DynamoDB::Table")
+    broken["Resources"][table_id]["Properties"]["BillingMode"] = "FREE"
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    findings = cfn_lint(tmp_path / "broken.json")
+    assert any("'FREE' is not one of ['PAY_PER_REQUEST', 'PROVISIONED']" in f for f in findings), findings
 
 
 def test_the_price_cache_is_read_and_written_within_the_ledgers_statement(synth: Synth) -> None:
