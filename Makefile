@@ -41,7 +41,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install report-screenshot slack-thread-screenshot test lint config-docs typecheck unit serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
+.PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -94,6 +94,13 @@ bench: install
 # The README's picture of `training-guard report --html`, rendered by Chromium from a seeded emulated account.
 report-screenshot: install $(CHROMIUM)
 	$(PY) -m tests.e2e.test_report_chromium docs/report.png
+
+# The README's picture of one Slack message, as the notifier renders it (slack-preview; no price: AWS is not reached).
+slack-message-screenshot: install $(CHROMIUM)
+	@mkdir -p cdk.out
+	$(VENV)/bin/training-guard slack-preview --html cdk.out/slack-message.html tests/events/vanishing_gradient_issues_found.json
+	$(PY) -c 'from pathlib import Path; from tests.e2e.test_report_chromium import screenshot; \
+		screenshot(Path("cdk.out/slack-message.html"), Path("docs/slack-message.png"), window=(850, 560))'
 
 # The README's picture of Slack app mode's thread, from the slack_app demo's recorded Slack Web API calls.
 slack-thread-screenshot: install $(CHROMIUM)

@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import uuid
 from collections import defaultdict
@@ -834,7 +835,8 @@ class Demo:
         channel = channel.removesuffix("-secret-token")
         self.say(f"         slack #{channel} │ {text[0] if text else ''}")
         for line in text[2:4]:
-            self.say(f"                  │ {line[:110]}")
+            for part in textwrap.wrap(line, 110, subsequent_indent="  ") or [""]:
+                self.say(f"                  │ {part}")
         spent = _field(body, "Spend")
         if spent:
             self.say(f"                  │ Spend: {spent}")

@@ -144,6 +144,7 @@ def plan(config: GuardConfig, layers: tuple[str, ...]) -> dict[str, Any]:
         "slack": None
         if not slack.enabled
         else {
+            "mode": slack.mode,
             "webhooks": {
                 name: {
                     "secret_name": hook.secret_name or webhook_secret_name(STACK_NAME, name),
@@ -151,7 +152,25 @@ def plan(config: GuardConfig, layers: tuple[str, ...]) -> dict[str, Any]:
                 }
                 for name, hook in slack.webhooks.items()
             },
+            "app": None
+            if slack.app is None or not slack.app_mode
+            else {
+                "channels": dict(slack.app.channels),
+                "allowed_users": list(slack.app.allowed_users),
+                "bot_token_secret": slack.app.bot_token_secret_name
+                or webhook_secret_name(STACK_NAME, "slack-app-bot-token"),
+                "signing_secret": slack.app.signing_secret_name
+                or webhook_secret_name(STACK_NAME, "slack-app-signing-secret"),
+            },
             "routes": _routes(config),
+        },
+        "organization": None
+        if config.organization is None
+        else {
+            "hub_account": config.organization.hub_account,
+            "region": config.organization.region,
+            "members": list(config.organization.members),
+            "organizational_units": list(config.organization.organizational_units),
         },
         "q_developer": None
         if config.q_developer is None
@@ -175,6 +194,10 @@ def _routes(config: GuardConfig) -> list[str]:
         routes.append(f"{below} -> no webhook (min_severity {slack.min_severity})")
     if slack.team_tag:
         routes.append(f"a job tagged {slack.team_tag}=<webhook> -> that webhook")
+    if slack.by_account:
+        routes.append("account " + _some([f"{a} -> {w}" for a, w in slack.by_account.items()], 3))
+    if slack.by_organizational_unit:
+        routes.append("unit " + _some([f"{u} -> {w}" for u, w in slack.by_organizational_unit.items()], 3))
     routes.extend(
         f"{severity} -> {slack.by_severity[severity]}" for severity in SEVERITIES if severity in slack.by_severity
     )
@@ -211,6 +234,7 @@ def render(document: dict[str, Any]) -> str:
     lines = [f"Training Guard plan: {' + '.join(d['layers'])}"]
     if len(d["layers"]) > 1:
         lines.append("  (the file layers over cdk.json: objects merge, other values replace, null removes)")
+    lines += _organization_lines(d)
     lines += _rule_lines(d)
     lines += _stop_lines(d)
     lines += _budget_lines(d)
@@ -327,6 +351,30 @@ def _some(items: list[str], shown: int) -> str:
     return ", ".join(items[:shown]) + more
 
 
+def _app_lines(app: dict[str, Any]) -> list[str]:
+    channels = app["channels"]
+    shown = ", ".join(f"{name}={channel}" for name, channel in list(channels.items())[:MAX_WEBHOOKS_SHOWN])
+    more = f" and {len(channels) - MAX_WEBHOOKS_SHOWN} more" if len(channels) > MAX_WEBHOOKS_SHOWN else ""
+    return [
+        f"  Slack: app mode (slack.mode): one thread per job in {shown}{more}; buttons for "
+        f"{len(app['allowed_users'])} user(s) (slack.app.allowed_users)",
+        f"    put the bot token in {app['bot_token_secret']} and the signing secret in {app['signing_secret']};"
+        " the app's request URL is the stack output SlackInteractivityUrl",
+    ]
+
+
+def _organization_lines(d: dict[str, Any]) -> list[str]:
+    org = d["organization"]
+    if org is None:
+        return []  # one account and region: nothing to say
+    units = org["organizational_units"]
+    rollout = f"a StackSet to {_some(units, 3)}" if units else "a member stack per account"
+    return [
+        f"Organization: hub {org['hub_account']} in {org['region']}, {len(org['members'])} member account(s) "
+        f"({_some(org['members'], 3)}); members get {rollout}; any other account's events are ignored"
+    ]
+
+
 def _notification_lines(d: dict[str, Any]) -> list[str]:
     notes = d["notifications"]
     kinds = {"failed": "failed", "stopped": "stopped", "spot_interrupted": "spot interrupted", "completed": "completed"}
@@ -346,7 +394,11 @@ def _notification_lines(d: dict[str, Any]) -> list[str]:
         lines.append("  Slack: off: no webhooks configured (slack.webhooks)")
     else:
         webhooks = slack["webhooks"]
-        lines.append(f"  Slack: {len(webhooks)} webhook{'s' if len(webhooks) > 1 else ''} (slack.webhooks)")
+        app = slack.get("app")
+        if app is not None:
+            lines += _app_lines(app)
+        else:
+            lines.append(f"  Slack: {len(webhooks)} webhook{'s' if len(webhooks) > 1 else ''} (slack.webhooks)")
         for name, hook in list(webhooks.items())[:MAX_WEBHOOKS_SHOWN]:
             created = ", created by the stack: put the webhook URL in it" if hook["created_by_the_stack"] else ""
             lines.append(f"    {name}: secret {hook['secret_name']}{created}")

@@ -185,6 +185,41 @@ def test_slack_routing_reads_in_the_order_the_notifier_applies_it() -> None:
     assert "  stall check: a running job with no new metric for 45 min -> stop" in lines
 
 
+def test_slack_app_mode_names_its_channels_its_two_secrets_and_the_request_url() -> None:
+    config = {
+        "slack": {
+            "mode": "app",
+            "webhooks": None,
+            "app": {"channels": {"default": "C0ALERTS", "oncall": "C0ONCALL"}, "allowed_users": ["U0ALICE", "U0BOB"]},
+            "by_severity": {"critical": "oncall"},
+        }
+    }
+    lines = text_of(config).splitlines()
+    assert (
+        "  Slack: app mode (slack.mode): one thread per job in default=C0ALERTS, oncall=C0ONCALL; buttons for 2 "
+        "user(s) (slack.app.allowed_users)"
+    ) in lines
+    assert (
+        "    put the bot token in TrainingGuard/slack/slack-app-bot-token and the signing secret in "
+        "TrainingGuard/slack/slack-app-signing-secret; the app's request URL is the stack output "
+        "SlackInteractivityUrl"
+    ) in lines
+    assert "    routing: critical -> oncall; everything else -> default" in lines
+    assert not [line for line in lines if "webhook" in line and "Slack:" in line]
+
+
+def test_an_organization_names_its_hub_members_rollout_and_routing_by_account_and_unit() -> None:
+    lines = text_for(ROOT / "configs" / "organization.json").splitlines()
+    assert lines[2] == (
+        "Organization: hub 111122223333 in eu-west-1, 2 member account(s) (444455556666, 777788889999); members get "
+        "a StackSet to ou-ab12-cdef3456; any other account's events are ignored"
+    )
+    assert (
+        "    routing: account 111122223333 -> platform; unit ou-ab12-cdef3456 -> research; everything else -> default"
+    ) in lines
+    assert not any(line.startswith("Organization") for line in text_for(None).splitlines())
+
+
 def test_the_largest_configuration_still_fits_one_screen() -> None:
     guards = [{"name": f"guard-{i}", "metric": "train:loss", "threshold": i} for i in range(MAX_FLEET_GUARDS)]
     webhooks: dict[str, Any] = {f"team-{i}": {} for i in range(MAX_WEBHOOKS)}
