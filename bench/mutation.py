@@ -68,6 +68,8 @@ MODULES: dict[str, Target] = {
             "tests/unit/test_responder.py",
             "tests/unit/test_tags_unknown.py",  # an event without Tags
             "tests/unit/test_limits.py",
+            "tests/unit/test_spend.py",  # the spend of a notification and what a stop avoided (the meter)
+            "tests/unit/test_slack_app_mode.py",  # Stop now (stop_requested) and the mutes a decision reads
             "tests/campaign/test_duplicates.py",
             "tests/integration/test_metric_guards.py",  # the alarm path end to end on moto
         ),

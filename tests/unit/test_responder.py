@@ -8,15 +8,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher
+from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePrices, FakePublisher
 from tests.helpers import NOW, load_event, rule_status, with_detail
-from training_guard import contract
+from training_guard import contract, pricing
 from training_guard.adapters.sqs import CardUpdates
 from training_guard.config import Action, GuardConfig, RulePolicy
 from training_guard.errors import ActionFailed, TransitionBusy
 from training_guard.events import Finding, TrainingJob, parse_event, parse_job
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
 from training_guard.ports import Claim
+from training_guard.pricing import PriceQuote
 from training_guard.responder import (
     BUSY_POLL_SECONDS,
     BUSY_WAIT_SECONDS,
@@ -770,6 +771,20 @@ def test_the_folded_stopped_change_of_the_guards_stop_updates_the_card_and_nothi
     assert card.reason.startswith("by Training Guard at ")
     assert card.job.status == "Stopped"
     assert receipt.card_problems == []
+
+
+def test_the_card_shows_the_jobs_spend_at_its_end_priced_in_the_events_region() -> None:
+    world = stopped_by_the_guard()
+    cards = with_cards(world)
+    p3 = PriceQuote("ml.p3.2xlarge", "us-east-1", 3.6, pricing.SOURCE_API, "2026-11-01", "TESTSKU")
+    world.guard.prices = FakePrices(quotes={("us-east-1", "ml.p3.2xlarge"): p3})
+    world.see(THE_STOPPED_CHANGE, now=NOW + timedelta(minutes=1))
+    [card] = cards.published
+    assert world.guard.prices.asked == [("us-east-1", ("ml.p3.2xlarge",))]
+    assert card.spend is not None
+    assert card.spend.price_source == "AWS Price List API (2026-11-01)"
+    assert card.spend.so_far_usd is not None
+    assert card.spend.so_far_usd > 0
 
 
 @pytest.mark.parametrize(
