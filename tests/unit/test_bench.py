@@ -118,3 +118,21 @@ def test_the_workers_listed_imports_are_all_its_builders_import() -> None:
     preload = (run.INTERACTION_HANDLER, *run.WORKER_FIRST_CALL_IMPORTS)
     build = "wiring.click_worker(); wiring.responder(); wiring.chat_deadline()"
     assert builders_import(preload, build, env) == []
+
+
+def test_the_slack_app_section_counts_each_method_and_leaves_the_image_unpriced() -> None:
+    app = {
+        "jobs": 2,
+        "notifications": 4,
+        "slack": {"chat.postMessage": 7, "chat.update": 4},
+        "images": 2,
+        "metrics_per_image": [1],
+    }
+    [title, _, text, _] = run.slack_app_section(app)
+    assert title == "## Slack app mode: calls per job (issue 14)"
+    assert "2 jobs, 4 notifications" in text
+    assert "`chat.postMessage` 7, `chat.update` 4" in text
+    assert "`GetMetricWidgetImage`: 2 (one per metric guard that fired, per channel), each of 1 metric(s)" in text
+    assert "counted, not priced" in text
+    assert "cloudwatch:GetMetricWidgetImage" in run.UNPRICED
+    assert not any("widget" in name for name in run.PRICES)
