@@ -183,6 +183,66 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             )
             for added in ("tags_known=None)", "tags=dict(tags), )", "tags_known=False)")
         ),
+        *(
+            Explained(
+                "Responder.stop_requested",
+                removed,
+                added,
+                "equivalent: nothing reads a JobEvent's time, source, detail type or job (the reaction reads the job "
+                "argument and the notification's time is `now`), nor a Receipt's job or event_id here",
+            )
+            for removed, added in (
+                ("time=now,", "time=None,"),
+                ("source=policy.STOP_REQUEST,", "source=None,"),
+                ('detail_type="Stop now",', "detail_type=None,"),
+                ('detail_type="Stop now",', 'detail_type="XXStop nowXX",'),
+                ('detail_type="Stop now",', 'detail_type="stop now",'),
+                ('detail_type="Stop now",', 'detail_type="STOP NOW",'),
+                ("job=job,", "job=None,"),
+                ("receipt = Receipt(job=name, event_id=request_id)", "Receipt(job=None, event_id=request_id)"),
+                ("receipt = Receipt(job=name, event_id=request_id)", "Receipt(job=name, event_id=None)"),
+            )
+        ),
+        *(
+            Explained(
+                "Responder.stop_requested",
+                removed,
+                added,
+                "equivalent: a Stop now that is not a duplicate always records its outcome (STOP_REQUESTED is never "
+                "folded), and policy.decide_stop_request plans only STOP or WOULD_STOP, whose outcomes are all in the "
+                "map (stopped, already ended, already stopping, would stop)",
+            )
+            for removed, added in (
+                ("if receipt.outcomes else None", "if (receipt.outcomes) or True else None"),
+                ("if outcome", "if (outcome) or True"),
+                ('}.get(outcome, f"{name}: {decision.reason}")', "}.get(outcome, None)"),
+                ('}.get(outcome, f"{name}: {decision.reason}")', "}.get(outcome, )"),
+            )
+        ),
+        *(
+            Explained(
+                "Responder._react",
+                "spend=spend or known_spend",
+                added,
+                "equivalent in value: given no spend, _show_on_card prices the job itself (the same list price, from "
+                "the container's memory or the state table's cache)",
+            )
+            for added in ("spend=None", "spend=spend and known_spend")
+        ),
+        Explained(
+            "Responder._show_on_card",
+            "dry_run=self.config.dry_run",
+            "dry_run=None",
+            "unreachable: a transition is folded only into a confirmed guard stop, which dry run never makes, so "
+            "dry_run is always False here",
+        ),
+        Explained(
+            "Responder.__init__",
+            "self.account_scope: str | None = None",
+            'self.account_scope: str | None = ""',
+            "equivalent: every reader takes an empty scope as none (`self.account_scope or account`, mutes_key's "
+            "`if account`)",
+        ),
     ),
     "sweeper": (
         *(

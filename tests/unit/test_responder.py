@@ -9,8 +9,9 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePrices, FakePublisher
+from tests.fakes_slack_app import FakeMutes
 from tests.helpers import NOW, load_event, rule_status, with_detail
-from training_guard import contract, pricing
+from training_guard import contract, mutes, pricing
 from training_guard.adapters.sqs import CardUpdates
 from training_guard.config import Action, GuardConfig, RulePolicy
 from training_guard.errors import ActionFailed, TransitionBusy
@@ -934,3 +935,50 @@ def test_a_retry_of_a_stop_keeps_the_first_record_and_tags_what_it_says() -> Non
     assert replace(kept, spend=None) == replace(record, confirmed=True)
     assert kept.spend is not None  # what this retry's stop avoided, once it took effect
     assert world.jobs.tags_by_arn[JOB_ARN][contract.TAG_STOPPED_AT] == NOW.isoformat(timespec="seconds")
+
+
+# --- mutes: each job's own, in its own account ------------------------------------------------------------------
+def muted_world(*, job: str = ALARM_JOB, account: str | None = None) -> tuple[World, FakeMutes]:
+    """The alarm world with a mutes store holding a silence of the loss-diverging guard for `job` in `account`."""
+    world = alarm_world()
+    store = FakeMutes()
+    store.put(job, mutes.silence("loss-diverging", by="cli:me", at=NOW, seconds=None), account=account, now=NOW)
+    world.guard.mutes = store
+    return world, store
+
+
+def test_a_silenced_metric_guard_decides_nothing_for_its_job() -> None:
+    world, _ = muted_world()
+    receipt = world.guard.handle_alarm(observed(), now=NOW)
+    assert (receipt.outcomes, world.jobs.stop_calls) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("job", "account", "scope"),
+    [("another-job", None, None), (ALARM_JOB, "444455556666", None), (ALARM_JOB, None, "444455556666")],
+    ids=["another-jobs-mute", "a-members-mute-in-the-hub", "the-hubs-mute-in-a-member"],
+)
+def test_a_mute_silences_only_its_own_job_in_its_own_account(job: str, account: str | None, scope: str | None) -> None:
+    world, _ = muted_world(job=job, account=account)
+    world.guard.account_scope = scope
+    assert world.guard.handle_alarm(observed(), now=NOW).outcomes == ["stopped"]
+
+
+def test_a_sweeps_memo_keeps_each_jobs_mutes_apart() -> None:
+    world, store = muted_world(job="another-job")
+    world.guard.mutes_memo = {}
+    assert world.guard.mutes_of("another-job").entries  # read, then remembered
+    assert world.guard.mutes_of(ALARM_JOB).entries == ()
+    assert world.guard.mutes_of("another-job").entries
+    assert store.reads == 2
+
+
+def test_the_cards_port_given_to_the_constructor_is_the_one_used() -> None:
+    cards = FakePublisher()
+    world = stopped_by_the_guard()
+    guard = Responder(
+        world.guard.config, world.jobs, world.ledger, world.publisher, cards=_CardsOf(cards), sleep=world.sleeps.append
+    )
+    world.guard = guard
+    world.see(THE_STOPPED_CHANGE)
+    assert [n.kind.value for n in cards.published] == ["job_stopped"]

@@ -663,6 +663,33 @@ def test_stop_now_stops_the_job_in_the_clickers_name_with_an_audit_record_and_a_
     assert note.title == f"Stopped train-1: Stop now pressed by slack:{ALICE}"
 
 
+def test_stop_now_notes_the_request_its_region_time_and_the_finding_it_was_pressed_on() -> None:
+    guard, *_, published = stop_rig()
+    press(guard)
+    [note] = published.published
+    assert (note.event_id, note.region, note.time) == ("r1", "eu-west-1", NOW)
+    assert note.finding is not None
+    assert note.finding.details == f"Stop now pressed in Slack by slack:{ALICE} (on the finding of LossNotDecreasing)"
+
+
+def test_stop_now_reads_the_opt_in_tag_from_the_jobs_tags_not_its_description() -> None:
+    # DescribeTrainingJob carries no tags: the opt-in tag is only in ListTags (the job's ARN).
+    guard, jobs, _, _ = stop_rig(stop_requires_tag="training-guard:guarded")
+    arn = running_job("train-1", timedelta(hours=1)).arn
+    assert arn is not None
+    assert press(guard).startswith("not stopped: Stop now, pressed in Slack by slack:U0ALICE, but stop_requires_tag")
+    assert jobs.stop_calls == []
+    jobs.tags_by_arn[arn] = {"training-guard:guarded": "true"}
+    assert press(guard, BOB) == "stopped train-1"
+    assert jobs.stop_calls == ["train-1"]
+
+
+def test_stop_now_in_dry_run_says_why_it_did_not_stop() -> None:
+    guard, jobs, _, _ = stop_rig(dry_run=True)
+    assert press(guard) == f"not stopped: Stop now, pressed in Slack by slack:{ALICE}, but dry_run is on"
+    assert jobs.stop_calls == []
+
+
 def test_stop_now_names_the_guards_own_account_in_a_single_account_and_the_members_through_its_scope() -> None:
     guard, *_, published = stop_rig()
     guard.stop_requested(
