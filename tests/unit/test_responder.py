@@ -982,3 +982,15 @@ def test_the_cards_port_given_to_the_constructor_is_the_one_used() -> None:
     world.guard = guard
     world.see(THE_STOPPED_CHANGE)
     assert [n.kind.value for n in cards.published] == ["job_stopped"]
+
+
+def test_a_snoozed_debugger_rule_holds_back_the_stop_of_its_job_only() -> None:
+    world = World()
+    store = FakeMutes()
+    store.put(JOB, mutes.silence("VanishingGradient", by="slack:U1", at=NOW, seconds=3600), now=NOW)
+    world.guard.mutes = store
+    receipt = world.see(load_event("vanishing_gradient_issues_found"))
+    assert (receipt.stopped, world.jobs.stop_calls) == (False, [])
+    store.put("another-job", mutes.silence("VanishingGradient", by="slack:U1", at=NOW, seconds=3600), now=NOW)
+    store.items.pop(JOB)
+    assert world.see(load_event("vanishing_gradient_issues_found")).stopped
