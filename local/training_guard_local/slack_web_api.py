@@ -50,7 +50,10 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs
 
-DEFAULT_TOKEN = "xoxb-0000000001-0000000002-emulatedbottoken"  # noqa: S105 - shaped like a bot token, not one
+from training_guard.adapters.slack_app import BOT_TOKEN_PREFIX
+
+# The emulation's bot token: the adapter's prefix (bot_token checks it) and a word, nothing shaped like a real token.
+DEFAULT_TOKEN = f"{BOT_TOKEN_PREFIX}emulated"
 DEFAULT_CHANNEL = "C0TRAINING"
 TEAM_ID = "T0EMULATED"
 BOT_USER_ID = "U0TRAINGUARD"

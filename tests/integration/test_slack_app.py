@@ -28,7 +28,7 @@ from training_guard import contract, mutes
 from training_guard.adapters.interactions import ClickQueue, ReplayMarkers, ResponseUrl, SigningSecret
 from training_guard.adapters.mutes import DynamoMutes
 from training_guard.adapters.slack import Deadline
-from training_guard.adapters.slack_app import OUT_OF_TIME, SlackApp, SlackAppError, bot_token
+from training_guard.adapters.slack_app import BOT_TOKEN_PREFIX, OUT_OF_TIME, SlackApp, SlackAppError, bot_token
 from training_guard.adapters.threads import DynamoThreads
 from training_guard.errors import ActionFailed
 from training_guard.handlers.interactions import NOT_ALLOWED, ClickWorker, Interactions, process
@@ -115,7 +115,7 @@ def test_auth_test_names_the_workspace_and_the_bot(slack: SlackWebApi) -> None:
 
 
 def test_a_wrong_token_is_a_permanent_failure_and_is_not_shown(slack: SlackWebApi) -> None:
-    token = "xoxb-1-2-notthetoken"
+    token = f"{BOT_TOKEN_PREFIX}not-the-emulated-one"
     bot = SlackApp(token, base_url=slack.base_url, min_interval=0.0)
     error = failure(lambda: bot.post_parent(DEFAULT_CHANNEL, "x", BLOCKS))
     assert (error.error, error.permanent, error.status) == ("invalid_auth", True, 200)
@@ -230,7 +230,7 @@ def test_posts_to_one_channel_are_a_second_apart_and_other_channels_do_not_wait(
 
 
 def test_a_secret_still_holding_the_placeholder_is_a_permanent_failure_naming_the_fix() -> None:
-    assert bot_token("tg/slack/bot-token", " xoxb-1-2-abc\n") == "xoxb-1-2-abc"
+    assert bot_token("tg/slack/bot-token", f" {BOT_TOKEN_PREFIX}abc\n") == f"{BOT_TOKEN_PREFIX}abc"
     with pytest.raises(SlackAppError) as caught:
         bot_token("tg/slack/bot-token", "REPLACE-ME: put the bot token in this secret")
     assert caught.value.permanent is True
