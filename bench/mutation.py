@@ -230,13 +230,6 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             for added in ("spend=None", "spend=spend and known_spend")
         ),
         Explained(
-            "Responder._show_on_card",
-            "dry_run=self.config.dry_run",
-            "dry_run=None",
-            "unreachable: a transition is folded only into a confirmed guard stop, which dry run never makes, so "
-            "dry_run is always False here",
-        ),
-        Explained(
             "Responder.__init__",
             "self.account_scope: str | None = None",
             'self.account_scope: str | None = ""',

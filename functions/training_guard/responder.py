@@ -443,9 +443,9 @@ class Responder:
                 decision, is_the_stop=outcome is Outcome.STOPPED
             ) and self.ledger.fold(job.name, decision.key)
             if not folded:
-                spend = spend or known_spend or self._spend(event, job, receipt, now)
-                note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
+                note = self._note(event, job, decision, outcome, receipt, now, spend or known_spend)
                 self.publisher.publish(note)
+                spend = note.spend
                 receipt.spend = note.spend_document()
         except BaseException:
             self.ledger.release(decision.key)
@@ -492,11 +492,23 @@ class Responder:
         would find the transition done (a duplicate) and the receipt, the job's alarms and the metrics lost."""
         assert self.cards is not None
         try:
-            spend = spend or self._spend(event, job, receipt, now)
-            note = messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
-            self.cards.update_card(note)
+            self.cards.update_card(self._note(event, job, decision, outcome, receipt, now, spend))
         except Exception as exc:  # noqa: BLE001 - the card is a view: no failure of it may cost what is already done
             receipt.card_problems.append(f"{decision.key}: {exc}")
+
+    def _note(  # noqa: PLR0917 - the reaction's parts, as _react holds them
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decision: Decision,
+        outcome: Outcome,
+        receipt: Receipt,
+        now: datetime,
+        spend: Spend | None,
+    ) -> messages.Notification:
+        """The notification of a decision acted on, with the job's spend (priced now when not given)."""
+        spend = spend or self._spend(event, job, receipt, now)
+        return messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
 
     def _act(
         self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime

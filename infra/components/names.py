@@ -13,5 +13,15 @@ def webhook_secret_name(stack_name: str, webhook: str) -> str:
     return f"{stack_name}/slack/{webhook}"
 
 
+def bot_token_secret_name(stack_name: str) -> str:
+    """Slack app mode: the secret the stack creates for the bot token when the configuration names none."""
+    return webhook_secret_name(stack_name, "slack-app-bot-token")
+
+
+def signing_secret_name(stack_name: str) -> str:
+    """Slack app mode: the secret the stack creates for the signing secret when the configuration names none."""
+    return webhook_secret_name(stack_name, "slack-app-signing-secret")
+
+
 def dashboard_name(stack_name: str) -> str:
     return f"{stack_name}-activity"

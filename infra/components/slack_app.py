@@ -60,11 +60,11 @@ FUNCTION_URL_REASON = (
 
 
 def bot_token_secret_name(stack: Stack) -> str:
-    return names.webhook_secret_name(stack.stack_name, "slack-app-bot-token")
+    return names.bot_token_secret_name(stack.stack_name)
 
 
 def signing_secret_name(stack: Stack) -> str:
-    return names.webhook_secret_name(stack.stack_name, "slack-app-signing-secret")
+    return names.signing_secret_name(stack.stack_name)
 
 
 class SlackApp(Construct):

@@ -67,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def plan(config: GuardConfig, layers: tuple[str, ...]) -> dict[str, Any]:
     """What the guard will do with this configuration, as a JSON-ready document."""
-    from infra.components.names import STACK_NAME, webhook_secret_name
+    from infra.components.names import STACK_NAME, bot_token_secret_name, signing_secret_name, webhook_secret_name
     from training_guard.metric_guards import fleet_alarm_name, insights_query
 
     by_action: dict[str, list[str]] = {a.value: [] for a in Action}
@@ -157,10 +157,8 @@ def plan(config: GuardConfig, layers: tuple[str, ...]) -> dict[str, Any]:
             else {
                 "channels": dict(slack.app.channels),
                 "allowed_users": list(slack.app.allowed_users),
-                "bot_token_secret": slack.app.bot_token_secret_name
-                or webhook_secret_name(STACK_NAME, "slack-app-bot-token"),
-                "signing_secret": slack.app.signing_secret_name
-                or webhook_secret_name(STACK_NAME, "slack-app-signing-secret"),
+                "bot_token_secret": slack.app.bot_token_secret_name or bot_token_secret_name(STACK_NAME),
+                "signing_secret": slack.app.signing_secret_name or signing_secret_name(STACK_NAME),
             },
             "routes": _routes(config),
         },
