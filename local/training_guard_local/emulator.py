@@ -238,7 +238,7 @@ class Emulation:
         self.slack_min_interval = slack_min_interval
         self.quiet = quiet
         self.handler_logs = handler_logs
-        self._mock = mock_aws()
+        self._mock = mock_aws(config={"core": {"reset_boto3_session": False}})
         self._saved_env: dict[str, str | None] = {}
         self._config_dir: tempfile.TemporaryDirectory[str] | None = None
         self._sites: dict[tuple[str, str], Site] = {}

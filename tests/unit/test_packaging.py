@@ -3,6 +3,7 @@ from `[tool.setuptools] packages` (it imports from the folders), a built wheel w
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -21,3 +22,38 @@ def test_every_package_of_the_tree_is_listed_for_the_wheel() -> None:
             relative = init.parent.relative_to(folder).parts
             found.add(".".join((name, *relative)))
     assert found == listed
+
+
+def _aws_cdk_modules_checked() -> set[str]:
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
+    return {
+        module
+        for override in overrides
+        if override.get("follow_imports") == "normal"
+        for module in override["module"]
+        if module.split(".")[0] == "aws_cdk"
+    }
+
+
+def _aws_cdk_modules_imported() -> set[str]:
+    pattern = re.compile(r"^\s*(?:from (aws_cdk(?:\.\w+)*) import ([\w, ()]+)|import (aws_cdk(?:\.\w+)*))", re.M)
+    found: set[str] = set()
+    for folder in ("functions", "infra", "local", "tests", "bench"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for source, names, plain in pattern.findall(path.read_text()):
+                module = source or plain
+                found.add(module)
+                found.update(f"{module}.{name}" for name in re.findall(r"\b(aws_\w+|assertions)\b", names))
+    return found
+
+
+def test_mypy_checks_every_aws_cdk_module_the_code_imports() -> None:
+    """pyproject skips aws-cdk-lib's modules for mypy (Any) except those listed: a module imported but not listed
+    would be unchecked without a word."""
+    missing = _aws_cdk_modules_imported() - _aws_cdk_modules_checked()
+    assert not missing, f"add to the follow_imports = normal list in pyproject.toml: {sorted(missing)}"
+
+
+def test_the_import_scan_sees_the_aws_cdk_modules_the_stacks_use() -> None:
+    assert "aws_cdk.aws_ec2" not in _aws_cdk_modules_checked()
+    assert {"aws_cdk.aws_lambda", "aws_cdk.assertions", "aws_cdk"} <= _aws_cdk_modules_imported()
