@@ -31,6 +31,12 @@ SYNC := $(UV) sync --locked --quiet
 # mypy's cache of the (large, typed) aws-cdk-lib and boto3 packages outlives a clone, like the package caches.
 export MYPY_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/training-guard/mypy
 
+# Python writes the bytecode of what it imports (the project's and .venv's __pycache__/, ignored by git), even where
+# the environment sets PYTHONDONTWRITEBYTECODE (container images often do): without it, every process of a test run
+# (three pytest workers, the CLI's subprocesses, the scan) compiled boto3, moto and aws-cdk-lib from source again,
+# ~12 s of CPU each time pytest starts.
+unexport PYTHONDONTWRITEBYTECODE
+
 # No Node end-of-life banners, no CLI telemetry, no update or notice checks over the network.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
