@@ -9,7 +9,7 @@
 #   make bench   measure cold start, AWS calls, latency, throughput, asset size, cost (bench-report: docs/benchmarks.md)
 #   make first-day  time the README's two commands, each on a fresh clone
 #   make mutation  mutation testing of the core, one module at a time (docs/mutation.md; MODULES=policy for one)
-#   make scan    checkov on the synthesized template, offline (cdk-nag runs at every synth)
+#   make scan    checkov on the synthesized template, offline, CONFIG=file optional (make test scans the shipped one)
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -47,7 +47,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
+.PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit infra serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -126,18 +126,24 @@ mutation: $(VENV)/.installed
 	$(PY) -m bench.mutation $(if $(MODULES),--modules "$(MODULES)")
 	@$(SYNC) --extra dev
 
-# lint, types, the template scan, the suite and the serial campaign run side by side (make -j); pytest spreads
-# over every core.
+# lint, types, the CDK tests, the rest of the suite and the serial campaign run side by side (make -j); pytest
+# spreads the rest over every core.
 test: install $(CHROMIUM)
-	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck scan unit serial
+	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit serial
 
 # pytest-xdist workers: one more than the cores, because many tests wait (local HTTP servers, subprocesses,
 # Retry-After and back-off sleeps) rather than compute. Files stay whole on one worker (--dist loadfile), so a
-# module's synthesized stack is built once, not once per worker.
+# module's fixtures (an emulated deployment, a demo's run) are built once, not once per worker.
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 SERIAL_TESTS := tests/campaign/test_bad_input.py
 unit: install
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=$(SERIAL_TESTS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/infra --ignore=$(SERIAL_TESTS)
+
+# The CDK tests (synthesized templates, cdk-nag, cfn-lint, checkov) in one process of their own: each process that
+# synthesizes starts the jsii runtime and loads aws-cdk-lib into Node.js (~12 s of CPU with the first synth), once
+# here instead of once per pytest worker.
+infra: install $(CHECKOV)
+	$(VENV)/bin/pytest -p no:xdist tests/infra
 
 # The bad-input campaign reports what its own tests saw, so it runs in one process of its own, beside the rest.
 serial: install

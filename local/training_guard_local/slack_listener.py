@@ -77,7 +77,12 @@ class SlackListener:
                 return  # quiet: the URL path is the stand-in for a secret
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="slack-listener", daemon=True)
+        self._thread = threading.Thread(
+            # a short poll: shutdown() waits for it (0.5 s by default), and every test starts and stops a listener
+            target=lambda: self._server.serve_forever(poll_interval=0.05),
+            name="slack-listener",
+            daemon=True,
+        )
 
     # --- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> SlackListener:

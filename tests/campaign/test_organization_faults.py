@@ -37,7 +37,7 @@ from tests.campaign.streams import JobPlan, deliveries, plan_fleet
 from tests.helpers import NOW
 from tests.integration import test_organization_moto as base
 from tests.integration.test_organization_moto import HUB, MEMBER_A, MEMBER_B, OUTSIDER, REGION
-from training_guard.adapters.accounts import MemberAccess, MemberSessions
+from training_guard.adapters.accounts import CredentialedClients, MemberAccess, MemberSessions
 from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.errors import GuardError
@@ -125,15 +125,22 @@ class Campaign(base.Organization):
         cloudwatch = boto3.client("cloudwatch", region_name=REGION)
         self.sweeper = Sweeper(self.guard, self.guard.jobs, CloudWatchAlarms(cloudwatch), TrainingMetrics(cloudwatch))
 
-    def session(self, **credentials: Any) -> boto3.session.Session:
-        """A member's session, made right after its AssumeRole: its clients are observed, and A's SageMaker faulted."""
+    def session(self, **credentials: Any) -> CredentialedClients:
+        """A member's credentials, made right after its AssumeRole: its clients are observed, and A's SageMaker
+        faulted."""
         account = self.assumed[-1].split(":")[4]
-        session = boto3.session.Session(**credentials)
-        self.observed.hook(session.events, account)
-        if account == MEMBER_A:
-            session.events.register_first("before-send.sagemaker", self.faults.before_send)
-            session.events.register_last("before-send", Faults.moto_back_on)
-        return session
+        observed, faults = self.observed, self.faults
+
+        class Faulted(CredentialedClients):
+            def client(self, service: str, config: Any = None) -> Any:
+                made = super().client(service, config)
+                observed.hook(made.meta.events, account)
+                if account == MEMBER_A:
+                    made.meta.events.register_first("before-send.sagemaker", faults.before_send)
+                    made.meta.events.register_last("before-send", Faults.moto_back_on)
+                return made
+
+        return Faulted(**credentials)
 
     def put_fleet(self, account: str, plans: list[JobPlan]) -> None:
         """The fleet's jobs in `account`, each in the state its last event reports (SageMaker's truth comes first)."""

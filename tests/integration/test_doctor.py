@@ -454,16 +454,6 @@ def test_hours_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str])
 # --- names the doctor spells because importing them would load the CDK ------------------------------------
 
 
-def test_names_shared_with_the_stack_are_the_stacks() -> None:
-    from infra.app import STACK_NAME
-    from infra.components.monitoring import self_alarm_prefix
-    from training_guard.adapters.secrets import CACHE_SECONDS
-
-    assert doctor.DEFAULT_STACK == STACK_NAME
-    assert doctor.self_alarm_prefix("X") == self_alarm_prefix("X")
-    assert doctor.SECRET_CACHE_SECONDS == CACHE_SECONDS
-
-
 def test_a_terminal_that_cannot_show_the_marks_gets_plain_ones() -> None:
     ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
     utf8_out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")

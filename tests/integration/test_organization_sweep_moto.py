@@ -23,7 +23,7 @@ from tests.helpers import NOW, rule_status
 from tests.integration import test_organization_moto as base
 from tests.integration.test_organization_moto import HUB, JOB, MEMBER_A, MEMBER_B, OUTSIDER, REGION, TABLE
 from training_guard import contract
-from training_guard.adapters.accounts import MemberAccess, MemberSessions
+from training_guard.adapters.accounts import CredentialedClients, MemberAccess, MemberSessions
 from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.config import GuardConfig
@@ -81,19 +81,24 @@ class Organization(base.Organization):
             TrainingMetrics(cloudwatch),
         )
 
-    def session(self, **credentials: Any) -> boto3.session.Session:
-        """A member's session (made right after its AssumeRole), whose clients record every call they make."""
+    def session(self, **credentials: Any) -> CredentialedClients:
+        """A member's credentials (made right after its AssumeRole), whose clients record every call they make."""
         account = self.assumed[-1].split(":")[4]
-        session = boto3.session.Session(**credentials)
+        calls = self.member_calls
 
         def record(model: Any, **_: Any) -> None:
             prefix = (
                 model.service_model.signing_name if model.service_model.signing_name != "monitoring" else "cloudwatch"
             )
-            self.member_calls.append((account, f"{prefix}:{model.name}"))
+            calls.append((account, f"{prefix}:{model.name}"))
 
-        session.events.register("before-parameter-build", record)
-        return session
+        class Recorded(CredentialedClients):
+            def client(self, service: str, config: Any = None) -> Any:
+                made = super().client(service, config)
+                made.meta.events.register("before-parameter-build", record)
+                return made
+
+        return Recorded(**credentials)
 
     def sweep(self) -> dict[str, Any]:
         return sweeper_handler.process(self.sweeper, now=NOW, account=HUB, region=REGION, members=self.access)

@@ -7,6 +7,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError, EndpointConnectionError
@@ -18,10 +19,12 @@ from training_guard.accounts import AccountLedger, NotAMember, member_role_arn
 from training_guard.adapters.accounts import (
     REFRESH_MARGIN_SECONDS,
     SESSION_NAME,
+    CredentialedClients,
     MemberAccess,
     MemberSessions,
     responder_in,
 )
+from training_guard.adapters.clients import RETRY_CONFIG
 from training_guard.config import GuardConfig, OrganizationConfig
 from training_guard.errors import ActionFailed
 from training_guard.events import parse_job
@@ -432,3 +435,22 @@ def test_a_hub_whose_organization_names_units_gets_its_member_access_once(monkey
     wiring.reset()
     assert adapter.member_access(units) is not first
     wiring.reset()
+
+
+def test_a_members_clients_carry_its_credentials_and_region_without_a_boto3_session_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    boto3.setup_default_session()
+
+    def no_session(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a boto3 Session of its own loads every service model again")
+
+    monkeypatch.setattr(boto3.session, "Session", no_session)
+    member = CredentialedClients(
+        aws_access_key_id="ASIA1", aws_secret_access_key="secret", aws_session_token="token", region_name="eu-west-1"
+    )
+    made = member.client("sagemaker", config=RETRY_CONFIG)
+    credentials = made._request_signer._credentials
+    assert (credentials.access_key, credentials.secret_key, credentials.token) == ("ASIA1", "secret", "token")
+    assert made.meta.region_name == "eu-west-1"
+    assert made.meta.config.retries == RETRY_CONFIG.retries

@@ -445,39 +445,3 @@ def test_the_command_exits_0_when_nothing_fails(monkeypatch, capsys) -> None:
 
 
 # --- what the CDK app will deploy (imports the app: jsii, so Node.js) ----------------------------
-
-
-@pytest.mark.infra
-def test_the_plan_is_what_the_cdk_app_reads(tmp_path: Path) -> None:
-    from aws_cdk import App, Stack
-
-    from infra.app import STACK_NAME
-    from infra.components.chat import webhook_secret_name
-    from infra.components.functions import POWERTOOLS_LAYER_PARAMETER
-
-    config = tmp_path / "prod.json"
-    config.write_text(
-        json.dumps({"slack": {"webhooks": {"default": {}, "vision": {"secret_name": "teams/vision/slack"}}}})
-    )
-    plan = preflight.load_plan(str(config), ROOT)
-    assert isinstance(plan, Plan)
-    assert plan.layer_parameter == POWERTOOLS_LAYER_PARAMETER
-    stack_made = webhook_secret_name(Stack(App(), STACK_NAME), "default")
-    assert plan.secrets == (
-        WebhookSecret("default", stack_made, created_by_stack=True),
-        WebhookSecret("vision", "teams/vision/slack", created_by_stack=False),
-    )
-    assert plan.source == f"-c config={config}, stack {STACK_NAME}"
-    shipped = preflight.load_plan(None, ROOT)  # cdk.json's context: one webhook, "default"
-    assert isinstance(shipped, Plan)
-    assert [s.webhook for s in shipped.secrets] == ["default"]
-
-
-@pytest.mark.infra
-def test_a_bad_configuration_file_is_a_failed_check(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"min_training_minutes": -5}))
-    check = preflight.load_plan(str(bad), ROOT)
-    assert isinstance(check, Check)
-    assert check.status == FAIL
-    assert "min_training_minutes: must be between 0 and" in check.message
