@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.constants import MAX_METRICS
 
 from tests.helpers import EVENTS_DIR, load_event, with_detail
 from training_guard import clock
@@ -308,12 +310,32 @@ def run_cli(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_stderr_stays_quiet_past_powertools_metric_flushes(tmp_path: Path) -> None:
-    # Powertools prints its metric set once 100 values accumulate; 150 events passed that twice
-    result = run_cli("simulate", write(tmp_path, many(150)))
+def metric_values_per_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> float:
+    """How many metric values the guard adds for one of `many`'s events (the stop it decides)."""
+    added: list[str] = []
+    original = AmazonCloudWatchEMFProvider.add_metric
+
+    def add_metric(self: AmazonCloudWatchEMFProvider, name: str, *args: Any, **kwargs: Any) -> None:
+        added.append(name)
+        original(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(AmazonCloudWatchEMFProvider, "add_metric", add_metric)
+    simulate(capsys, write(tmp_path, many(4), "four.json"))
+    return len(added) / 4
+
+
+def test_stderr_stays_quiet_past_powertools_metric_flushes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Powertools prints its metric set once MAX_METRICS (100) values accumulate; the events pass that twice
+    events = 80
+    assert events * metric_values_per_event(tmp_path, monkeypatch, capsys) > 2 * MAX_METRICS
+    result = run_cli("simulate", write(tmp_path, many(events)))
     assert result.returncode == 0
     assert result.stderr == ""
-    assert len(result.stdout.splitlines()) == 150
+    assert len(result.stdout.splitlines()) == events
 
 
 def test_a_closed_pipe_ends_the_replay_quietly(tmp_path: Path) -> None:
