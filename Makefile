@@ -126,6 +126,14 @@ mutation: $(VENV)/.installed
 	$(PY) -m bench.mutation $(if $(MODULES),--modules "$(MODULES)")
 	@$(SYNC) --extra dev
 
+# checkov pins dependencies that clash with ours: it lives in its own environment, locked in tools/checkov/.
+CHECKOV := tools/checkov/.venv/bin/checkov
+SCAN_OUT := cdk.out/scan
+$(CHECKOV): $(UV) tools/checkov/uv.lock
+	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
+	@$(SYNC) --project tools/checkov
+	@touch $@
+
 # lint, types, the CDK tests, the rest of the suite and the serial campaign run side by side (make -j); pytest
 # spreads the rest over every core.
 test: install $(CHROMIUM)
@@ -148,14 +156,6 @@ infra: install $(CHECKOV)
 # The bad-input campaign reports what its own tests saw, so it runs in one process of its own, beside the rest.
 serial: install
 	$(VENV)/bin/pytest -p no:xdist $(SERIAL_TESTS)
-
-# checkov pins dependencies that clash with ours: it lives in its own environment, locked in tools/checkov/.
-CHECKOV := tools/checkov/.venv/bin/checkov
-SCAN_OUT := cdk.out/scan
-$(CHECKOV): $(UV) tools/checkov/uv.lock
-	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
-	@$(SYNC) --project tools/checkov
-	@touch $@
 
 # The app synthesized directly (no CDK CLI, no bundling, no credentials) with the context cdk.json
 # gives the CLI (and CONFIG=file if set), then checkov on the template. --skip-download: no call
