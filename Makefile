@@ -139,10 +139,11 @@ $(CHECKOV): $(UV) tools/checkov/uv.lock
 test: install $(CHROMIUM)
 	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit serial
 
-# pytest-xdist workers: one more than the cores, because many tests wait (local HTTP servers, subprocesses,
-# Retry-After and back-off sleeps) rather than compute. Files stay whole on one worker (--dist loadfile), so a
-# module's fixtures (an emulated deployment, a demo's run) are built once, not once per worker.
-PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# pytest-xdist workers: one per core (the infra and serial processes run beside them, so the cores stay busy while
+# some tests wait on local servers and sleeps; a third worker on 2 cores cost 19 s more CPU for the same wall time).
+# Files stay whole on one worker (--dist loadfile), so a module's fixtures (an emulated deployment, a demo's run)
+# are built once, not once per worker.
+PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 SERIAL_TESTS := tests/campaign/test_bad_input.py
 unit: install
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/infra --ignore=$(SERIAL_TESTS)
