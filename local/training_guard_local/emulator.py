@@ -30,6 +30,7 @@ client whose `GetProducts` calls botocore's Stubber answers from the recording o
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -206,6 +207,16 @@ class _Discard(io.TextIOBase):
         return len(text)
 
 
+@functools.cache
+def _boto3_session() -> Any:
+    """boto3's default session inside every emulation of the process: made after moto was imported (at the top of
+    this module), so moto's stubber is among its handlers, and kept, so its loader keeps the service models it has
+    read. moto's own reset (a new session for each mock) read them again for every client: ~0.3 s an emulation."""
+    import boto3
+
+    return boto3.session.Session()
+
+
 class Emulation:
     """`with Emulation(config) as aws:` gives an emulated account with the guard's resources."""
 
@@ -238,7 +249,9 @@ class Emulation:
         self.slack_min_interval = slack_min_interval
         self.quiet = quiet
         self.handler_logs = handler_logs
+        # boto3's default session is the emulation's own (_boto3_session) while it runs, not one moto makes anew
         self._mock = mock_aws(config={"core": {"reset_boto3_session": False}})
+        self._saved_session: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._config_dir: tempfile.TemporaryDirectory[str] | None = None
         self._sites: dict[tuple[str, str], Site] = {}
@@ -301,6 +314,9 @@ class Emulation:
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         self._mock.start()
+        import boto3
+
+        self._saved_session, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, _boto3_session()
         if self.price_list is not None:
             with handler_output_to_stderr():
                 from training_guard.handlers import wiring
@@ -409,6 +425,9 @@ class Emulation:
     ) -> None:
         self._extensions.close()
         self._mock.stop()
+        import boto3
+
+        boto3.DEFAULT_SESSION = self._saved_session
         if self._pricing_patch is not None:
             self._pricing_patch.stop()
             self._pricing_patch = None

@@ -4,6 +4,7 @@ bundling), scanned by checkov from its own locked environment (tools/checkov/, i
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -26,4 +27,4 @@ def test_checkov_fails_no_check_on_the_template(synth: Synth) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Failed checks: 0" in done.stdout, done.stdout
-    assert "Passed checks: " in done.stdout  # it scanned resources, not an empty file
+    assert re.search(r"Passed checks: [1-9]", done.stdout), done.stdout  # it scanned resources, not an empty file

@@ -1,11 +1,12 @@
-"""The operator tools (preflight, doctor) and the CDK app agree on the names and values they share: tested here,
-with the CDK tests, because reading the app's side loads aws-cdk-lib."""
+"""The operator tools (preflight, doctor, report) and the CDK app agree on the names and values they share: tested
+here, with the CDK tests, because reading the app's side loads aws-cdk-lib."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from training_guard import totals
 from training_guard_local import doctor, preflight
 from training_guard_local.preflight import FAIL, Check, Plan, WebhookSecret
 
@@ -54,3 +55,10 @@ def test_a_bad_configuration_file_is_a_failed_check(tmp_path: Path) -> None:
     assert isinstance(check, Check)
     assert check.status == FAIL
     assert "min_training_minutes: must be between 0 and" in check.message
+
+
+def test_the_metrics_it_reads_are_the_ones_the_guard_publishes_and_graphs() -> None:
+    from infra.components.monitoring import REACTION_METRICS, SERVICE_DIMENSION
+
+    assert totals.SERVICE_DIMENSION == SERVICE_DIMENSION
+    assert set(REACTION_METRICS) <= set(totals.METRICS)

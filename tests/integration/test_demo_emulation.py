@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError, StubAssertionError
 
@@ -119,6 +120,21 @@ def test_the_seam_is_given_back_when_the_emulation_ends() -> None:
     with Emulation(GuardConfig()) as plain:  # without recordings: moto's answer, as before
         assert plain.price_list is None
         assert wiring.pricing_client is real
+
+
+def test_every_emulation_uses_its_own_kept_boto3_session_and_gives_the_default_one_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = boto3.session.Session()  # as if made before moto was imported: without moto's stubber
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", before)
+    with Emulation(GuardConfig()) as first:
+        inside = boto3.DEFAULT_SESSION
+        assert inside is not before
+        first.client("sns").list_topics()  # answered by moto
+    assert boto3.DEFAULT_SESSION is before
+    with Emulation(GuardConfig()):
+        assert boto3.DEFAULT_SESSION is inside  # its loaded service models kept: clients in milliseconds
+    assert boto3.DEFAULT_SESSION is before
 
 
 def test_host_metrics_are_one_datapoint_a_minute_under_the_host_dimension_the_sweeper_reads(aws: Emulation) -> None:

@@ -451,9 +451,6 @@ def test_hours_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().err == f"training-guard doctor: --hours must be between 1 and {doctor.MAX_HOURS}\n"
 
 
-# --- names the doctor spells because importing them would load the CDK ------------------------------------
-
-
 def test_a_terminal_that_cannot_show_the_marks_gets_plain_ones() -> None:
     ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
     utf8_out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")

@@ -490,13 +490,6 @@ def test_aws_out_of_reach_mid_way_is_one_line(
 # --- what the report relies on, pinned -----------------------------------------------------------------------------------
 
 
-def test_the_metrics_it_reads_are_the_ones_the_guard_publishes_and_graphs() -> None:
-    from infra.components.monitoring import REACTION_METRICS, SERVICE_DIMENSION
-
-    assert totals.SERVICE_DIMENSION == SERVICE_DIMENSION
-    assert set(REACTION_METRICS) <= set(totals.METRICS)
-
-
 def test_one_get_metric_data_request_holds_the_longest_window() -> None:
     queries = report.metric_queries()
     assert len(queries) == len(totals.METRICS) <= report.METRIC_QUERIES_MAX

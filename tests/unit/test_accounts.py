@@ -440,12 +440,13 @@ def test_a_hub_whose_organization_names_units_gets_its_member_access_once(monkey
 def test_a_members_clients_carry_its_credentials_and_region_without_a_boto3_session_of_their_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    boto3.setup_default_session()
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", boto3.Session())  # put back after the test
 
     def no_session(*_: Any, **__: Any) -> Any:
         raise AssertionError("a boto3 Session of its own loads every service model again")
 
     monkeypatch.setattr(boto3.session, "Session", no_session)
+    monkeypatch.setattr(boto3, "Session", no_session)
     member = CredentialedClients(
         aws_access_key_id="ASIA1", aws_secret_access_key="secret", aws_session_token="token", region_name="eu-west-1"
     )

@@ -3,7 +3,8 @@ from `[tool.setuptools] packages` (it imports from the folders), a built wheel w
 
 from __future__ import annotations
 
-import re
+import ast
+import importlib.util
 import tomllib
 from pathlib import Path
 
@@ -36,14 +37,26 @@ def _aws_cdk_modules_checked() -> set[str]:
 
 
 def _aws_cdk_modules_imported() -> set[str]:
-    pattern = re.compile(r"^\s*(?:from (aws_cdk(?:\.\w+)*) import ([\w, ()]+)|import (aws_cdk(?:\.\w+)*))", re.M)
+    """Every aws_cdk module the code imports, whatever the form (`import aws_cdk.x`, `from aws_cdk import x`,
+    parenthesized, `from aws_cdk.x import Y`); found without importing aws_cdk (that would start jsii)."""
+    spec = importlib.util.find_spec("aws_cdk")
+    assert spec is not None
+    assert spec.submodule_search_locations
+    package = Path(next(iter(spec.submodule_search_locations)))
     found: set[str] = set()
     for folder in ("functions", "infra", "local", "tests", "bench"):
         for path in (ROOT / folder).rglob("*.py"):
-            for source, names, plain in pattern.findall(path.read_text()):
-                module = source or plain
-                found.add(module)
-                found.update(f"{module}.{name}" for name in re.findall(r"\b(aws_\w+|assertions)\b", names))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    found.update(a.name for a in node.names if a.name.split(".")[0] == "aws_cdk")
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    parts = node.module.split(".")
+                    if parts[0] != "aws_cdk":
+                        continue
+                    found.add(node.module)
+                    found.update(
+                        f"{node.module}.{a.name}" for a in node.names if package.joinpath(*parts[1:], a.name).is_dir()
+                    )
     return found
 
 

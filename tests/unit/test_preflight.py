@@ -442,6 +442,3 @@ def test_the_command_exits_0_when_nothing_fails(monkeypatch, capsys) -> None:
     monkeypatch.setattr(preflight, "gather", lambda _config: [Check("aws-cli", WARN, "not on PATH")])
     assert cli.main(["preflight"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "WARN  aws-cli  not on PATH"
-
-
-# --- what the CDK app will deploy (imports the app: jsii, so Node.js) ----------------------------
