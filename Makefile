@@ -33,7 +33,7 @@ export MYPY_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/training-guard/m
 
 # Python writes the bytecode of what it imports (the project's and .venv's __pycache__/, ignored by git), even where
 # the environment sets PYTHONDONTWRITEBYTECODE (container images often do): without it, every process of a test run
-# (three pytest workers, the CLI's subprocesses, the scan) compiled boto3, moto and aws-cdk-lib from source again,
+# (each pytest process and worker, the CLI's subprocesses) compiled boto3, moto and aws-cdk-lib from source again,
 # ~12 s of CPU each time pytest starts.
 unexport PYTHONDONTWRITEBYTECODE
 

@@ -208,10 +208,11 @@ class _Discard(io.TextIOBase):
 
 
 @functools.cache
-def _boto3_session() -> Any:
-    """boto3's default session inside every emulation of the process: made after moto was imported (at the top of
-    this module), so moto's stubber is among its handlers, and kept, so its loader keeps the service models it has
-    read. moto's own reset (a new session for each mock) read them again for every client: ~0.3 s an emulation."""
+def kept_boto3_session() -> Any:
+    """One boto3 session for the process (boto3's default session inside every emulation): made after moto was
+    imported (at the top of this module), so moto's stubber is among its handlers, and kept, so its loader keeps the
+    service models it has read. moto's own reset (a new session for each mock) read them again for every client:
+    ~0.3 s an emulation."""
     import boto3
 
     return boto3.session.Session()
@@ -249,7 +250,7 @@ class Emulation:
         self.slack_min_interval = slack_min_interval
         self.quiet = quiet
         self.handler_logs = handler_logs
-        # boto3's default session is the emulation's own (_boto3_session) while it runs, not one moto makes anew
+        # boto3's default session is the emulation's own (kept_boto3_session) while it runs, not one moto makes anew
         self._mock = mock_aws(config={"core": {"reset_boto3_session": False}})
         self._saved_session: Any = None
         self._saved_env: dict[str, str | None] = {}
@@ -316,7 +317,7 @@ class Emulation:
         self._mock.start()
         import boto3
 
-        self._saved_session, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, _boto3_session()
+        self._saved_session, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, kept_boto3_session()
         if self.price_list is not None:
             with handler_output_to_stderr():
                 from training_guard.handlers import wiring

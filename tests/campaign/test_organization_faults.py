@@ -129,18 +129,14 @@ class Campaign(base.Organization):
         """A member's credentials, made right after its AssumeRole: its clients are observed, and A's SageMaker
         faulted."""
         account = self.assumed[-1].split(":")[4]
-        observed, faults = self.observed, self.faults
 
-        class Faulted(CredentialedClients):
-            def client(self, service: str, config: Any = None) -> Any:
-                made = super().client(service, config)
-                observed.hook(made.meta.events, account)
-                if account == MEMBER_A:
-                    made.meta.events.register_first("before-send.sagemaker", faults.before_send)
-                    made.meta.events.register_last("before-send", Faults.moto_back_on)
-                return made
+        def hook(made: Any) -> None:
+            self.observed.hook(made.meta.events, account)
+            if account == MEMBER_A:
+                made.meta.events.register_first("before-send.sagemaker", self.faults.before_send)
+                made.meta.events.register_last("before-send", Faults.moto_back_on)
 
-        return Faulted(**credentials)
+        return base.HookedClients(hook, **credentials)
 
     def put_fleet(self, account: str, plans: list[JobPlan]) -> None:
         """The fleet's jobs in `account`, each in the state its last event reports (SageMaker's truth comes first)."""

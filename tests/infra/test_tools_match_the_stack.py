@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from aws_cdk import App, Stack
+
+from infra.app import STACK_NAME
+from infra.components.chat import webhook_secret_name
+from infra.components.functions import POWERTOOLS_LAYER_PARAMETER
+from infra.components.monitoring import REACTION_METRICS, SERVICE_DIMENSION, self_alarm_prefix
 from training_guard import totals
+from training_guard.adapters.secrets import CACHE_SECONDS
 from training_guard_local import doctor, preflight
 from training_guard_local.preflight import FAIL, Check, Plan, WebhookSecret
 
@@ -14,12 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_plan_is_what_the_cdk_app_reads(tmp_path: Path) -> None:
-    from aws_cdk import App, Stack
-
-    from infra.app import STACK_NAME
-    from infra.components.chat import webhook_secret_name
-    from infra.components.functions import POWERTOOLS_LAYER_PARAMETER
-
     config = tmp_path / "prod.json"
     config.write_text(
         json.dumps({"slack": {"webhooks": {"default": {}, "vision": {"secret_name": "teams/vision/slack"}}}})
@@ -39,10 +40,6 @@ def test_the_plan_is_what_the_cdk_app_reads(tmp_path: Path) -> None:
 
 
 def test_names_shared_with_the_stack_are_the_stacks() -> None:
-    from infra.app import STACK_NAME
-    from infra.components.monitoring import self_alarm_prefix
-    from training_guard.adapters.secrets import CACHE_SECONDS
-
     assert doctor.DEFAULT_STACK == STACK_NAME
     assert doctor.self_alarm_prefix("X") == self_alarm_prefix("X")
     assert doctor.SECRET_CACHE_SECONDS == CACHE_SECONDS
@@ -58,7 +55,5 @@ def test_a_bad_configuration_file_is_a_failed_check(tmp_path: Path) -> None:
 
 
 def test_the_metrics_it_reads_are_the_ones_the_guard_publishes_and_graphs() -> None:
-    from infra.components.monitoring import REACTION_METRICS, SERVICE_DIMENSION
-
     assert totals.SERVICE_DIMENSION == SERVICE_DIMENSION
     assert set(REACTION_METRICS) <= set(totals.METRICS)

@@ -37,12 +37,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import boto3
 from botocore.awsrequest import AWSResponse
 
 from infra import outputs
 from training_guard import contract
 from training_guard.config import GuardConfig
+from training_guard_local.emulator import kept_boto3_session
 from training_guard_local.preflight import Aws
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -135,13 +135,6 @@ def template_for(config_json: str) -> dict[str, Any]:
     return template
 
 
-@cache
-def _session() -> boto3.session.Session:
-    """One session for every deployment of the run: its loader keeps the service models it has read (reading
-    them again is most of what making a client costs). Clients are still made inside each moto context."""
-    return boto3.session.Session()
-
-
 def _zip() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -167,7 +160,7 @@ class Deployment:
     def client(self, service: str) -> Any:
         """One client per service (making a client costs more than the calls it makes here)."""
         if service not in self.clients:
-            self.clients[service] = _session().client(service, region_name=self.region)
+            self.clients[service] = kept_boto3_session().client(service, region_name=self.region)
         return self.clients[service]
 
     # --- intrinsic functions ------------------------------------------------------------------------
@@ -406,7 +399,7 @@ class Deployment:
             if service != "cloudformation":
                 return self.client(service)
             if "stand-in" not in self.clients:
-                made = _session().client(service, region_name=self.region)
+                made = kept_boto3_session().client(service, region_name=self.region)
                 made.meta.events.register("before-call.cloudformation.DescribeStacks", self._describe_stacks)
                 self.clients["stand-in"] = made
             return self.clients["stand-in"]

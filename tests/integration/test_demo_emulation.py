@@ -125,7 +125,7 @@ def test_the_seam_is_given_back_when_the_emulation_ends() -> None:
 def test_every_emulation_uses_its_own_kept_boto3_session_and_gives_the_default_one_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    before = boto3.session.Session()  # as if made before moto was imported: without moto's stubber
+    before = boto3.session.Session()  # the caller's own default session
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", before)
     with Emulation(GuardConfig()) as first:
         inside = boto3.DEFAULT_SESSION

@@ -6,7 +6,7 @@ or of the outsider; an event claiming the outsider's account is ignored before a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from tests.helpers import NOW, load_event, rule_status
 from training_guard import contract
-from training_guard.adapters.accounts import MemberAccess, MemberSessions
+from training_guard.adapters.accounts import CredentialedClients, MemberAccess, MemberSessions
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
@@ -44,6 +44,19 @@ CONFIG = GuardConfig.from_dict(
         },
     }
 )
+
+
+class HookedClients(CredentialedClients):
+    """A member's clients (the guard's own kind), each handed to `hook` as it is made: to record or fault its calls."""
+
+    def __init__(self, hook: Callable[[Any], None], **credentials: Any) -> None:
+        super().__init__(**credentials)
+        self._hook = hook
+
+    def client(self, service: str, config: Any = None) -> Any:
+        made = super().client(service, config)
+        self._hook(made)
+        return made
 
 
 class Organization:

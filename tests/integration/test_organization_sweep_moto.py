@@ -92,13 +92,9 @@ class Organization(base.Organization):
             )
             calls.append((account, f"{prefix}:{model.name}"))
 
-        class Recorded(CredentialedClients):
-            def client(self, service: str, config: Any = None) -> Any:
-                made = super().client(service, config)
-                made.meta.events.register("before-parameter-build", record)
-                return made
-
-        return Recorded(**credentials)
+        return base.HookedClients(
+            lambda made: made.meta.events.register("before-parameter-build", record), **credentials
+        )
 
     def sweep(self) -> dict[str, Any]:
         return sweeper_handler.process(self.sweeper, now=NOW, account=HUB, region=REGION, members=self.access)
