@@ -47,7 +47,7 @@ ifdef CONFIG
 CDK_FLAGS += -c config=$(CONFIG)
 endif
 
-.PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit infra serial synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
+.PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit infra synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
 $(UV):
@@ -134,29 +134,24 @@ $(CHECKOV): $(UV) tools/checkov/uv.lock
 	@$(SYNC) --project tools/checkov
 	@touch $@
 
-# lint, types, the CDK tests, the rest of the suite and the serial campaign run side by side (make -j); pytest
-# spreads the rest over every core.
+# lint, types, the CDK tests and the rest of the suite run side by side (make -j); pytest spreads the rest over
+# every core.
 test: install $(CHROMIUM)
-	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit serial
+	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit
 
-# pytest-xdist workers: one per core (the infra and serial processes run beside them, so the cores stay busy while
+# pytest-xdist workers: one per core (the infra process runs beside them, so the cores stay busy while
 # some tests wait on local servers and sleeps; a third worker on 2 cores cost 19 s more CPU for the same wall time).
 # Files stay whole on one worker (--dist loadfile), so a module's fixtures (an emulated deployment, a demo's run)
 # are built once, not once per worker.
 PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
-SERIAL_TESTS := tests/campaign/test_bad_input.py
 unit: install
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/infra --ignore=$(SERIAL_TESTS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/infra
 
 # The CDK tests (synthesized templates, cdk-nag, cfn-lint, checkov) in one process of their own: each process that
 # synthesizes starts the jsii runtime and loads aws-cdk-lib into Node.js (~12 s of CPU with the first synth), once
 # here instead of once per pytest worker.
 infra: install $(CHECKOV)
 	$(VENV)/bin/pytest -p no:xdist tests/infra
-
-# The bad-input campaign reports what its own tests saw, so it runs in one process of its own, beside the rest.
-serial: install
-	$(VENV)/bin/pytest -p no:xdist $(SERIAL_TESTS)
 
 # The app synthesized directly (no CDK CLI, no bundling, no credentials) with the context cdk.json
 # gives the CLI (and CONFIG=file if set), then checkov on the template. --skip-download: no call
