@@ -14,10 +14,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from training_guard.config import ConfigError, GuardConfig
 from training_guard_local.inputs import UsageError, parse_json, read_text
+
+if TYPE_CHECKING:
+    from training_guard_local.demo import Demo
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "load_config", "main"]
 
@@ -283,16 +286,24 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    return demo_of(args.scenario, args.config).run()
+
+
+def demo_of(
+    scenario_name: str | None, config: Path | None = None, *, out: TextIO | None = None, folder: Path | None = None
+) -> Demo:
+    """What `training-guard demo [--scenario S] [--config C]` runs, printing to `out` (stdout by default); `folder`:
+    see `Demo` (the command passes none)."""
     from training_guard_local import scenario as scenarios
     from training_guard_local.demo import Demo
 
-    path = scenarios.resolve(args.scenario)  # a file, or a shipped scenario's name
-    override = load_config(Path(args.config)) if args.config else None
+    path = scenarios.resolve(scenario_name)  # a file, or a shipped scenario's name
+    override = load_config(config) if config else None
     try:
-        scenario = scenarios.load(path, config_override=override, config_source=args.config)
+        scenario = scenarios.load(path, config_override=override, config_source=str(config) if config else None)
     except scenarios.ScenarioError as exc:
         raise UsageError(" ".join(str(exc).split())) from None
-    return Demo(scenario).run()
+    return Demo(scenario, out=out, folder=folder)
 
 
 def _check_metrics(args: argparse.Namespace) -> int:

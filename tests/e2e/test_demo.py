@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_readme import check_demo_block
 from training_guard_local import scenario as scenarios
-from training_guard_local.cli import main
+from training_guard_local.cli import demo_of, main
 from training_guard_local.demo import Demo
 
 pytestmark = pytest.mark.e2e
@@ -41,9 +42,13 @@ class Played:
 def seed() -> Played:
     """The seed scenario, played once for the tests of this module (what `make demo` plays)."""
     out = io.StringIO()
-    demo = Demo(scenarios.load(scenarios.SEED_SCENARIO), out=out)
+    demo = demo_of(None, out=out)  # what `make demo` runs
     code = demo.run()
     return Played(code, out.getvalue(), demo)
+
+
+def test_the_readmes_make_demo_block_is_what_the_demo_printed(seed: Played) -> None:
+    check_demo_block("seed", seed.out)
 
 
 def test_the_seed_scenario_meets_its_expectations(seed: Played) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_readme import check_demo_block
 from training_guard_local import scenario as scenarios
-from training_guard_local.cli import main
+from training_guard_local.cli import demo_of, main
 from training_guard_local.demo import Demo
 
 pytestmark = pytest.mark.e2e
@@ -64,8 +65,12 @@ class Played:
 @pytest.fixture(scope="module")
 def played() -> Played:
     out = io.StringIO()
-    code = Demo(scenarios.load(SCENARIO), out=out).run()
+    code = demo_of("organization", out=out).run()  # what `training-guard demo --scenario organization` runs
     return Played(code, out.getvalue())
+
+
+def test_the_readmes_organization_block_is_what_the_demo_printed(played: Played) -> None:
+    check_demo_block("organization", played.out)
 
 
 def test_the_organization_scenario_meets_its_expectations(played: Played) -> None:

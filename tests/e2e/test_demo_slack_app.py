@@ -24,12 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_readme import check_demo_block
 from tests.e2e.test_report_chromium import find_chromium, read_png, rgb, screenshot
 from training_guard import contract
 from training_guard_local import metric_widget_ext, sagemaker_ext
+from training_guard_local.cli import demo_of
 from training_guard_local.demo import Demo
 from training_guard_local.emulator import ACCOUNT, REGION
-from training_guard_local.scenario import ScenarioError, load, parse, resolve
+from training_guard_local.scenario import ScenarioError, parse, resolve
 from training_guard_local.slack_preview import thread_page
 from training_guard_local.slack_web_api import DEFAULT_CHANNEL, Message
 
@@ -55,9 +57,9 @@ class Run:
 
 
 def run_demo(folder: Path) -> Run:
-    scenario = load(resolve("slack_app"))
     out = io.StringIO()
-    demo = Demo(scenario, out=out, folder=folder)
+    demo = demo_of("slack_app", out=out, folder=folder)  # what `training-guard demo --scenario slack_app` runs
+    scenario = demo.scenario
     code = demo.run()
     names = {key: job.name for key, job in scenario.jobs.items()}
     calls = {name: len(sagemaker_ext.stop_calls(ACCOUNT, REGION, name)) for name in names.values()}
@@ -67,6 +69,10 @@ def run_demo(folder: Path) -> Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return run_demo(tmp_path_factory.mktemp("slack-app-demo"))
+
+
+def test_the_readmes_slack_app_block_is_what_the_demo_printed(run: Run) -> None:
+    check_demo_block("slack_app", run.output)
 
 
 def parent_of(run: Run, key: str) -> Message:

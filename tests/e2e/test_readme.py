@@ -104,21 +104,57 @@ def run(block: Block) -> list[str]:
     return [line.rstrip() for line in output]
 
 
+def check(block: Block, output: list[str]) -> None:
+    first_missing = missing(block.shown, output)
+    assert first_missing is None, (
+        f"README line {block.line}: this shown line is not in the output (in order):\n  {first_missing}\n"
+        "output was:\n" + "\n".join(output[:200])
+    )
+
+
 BLOCKS = checked_blocks(README.read_text(encoding="utf-8"))
+
+# A block that only runs the demo is checked by the e2e module that plays that scenario anyway (a demo costs seconds
+# of CPU): against what `cli.demo_of`, the function behind `training-guard demo`, printed there.
+DEMO_COMMAND = re.compile(r"(?:make demo|\.venv/bin/training-guard demo)(?: --scenario (\w+))?")
+DEMO_CHECKED_IN = {
+    "seed": "tests/e2e/test_demo.py",
+    "organization": "tests/e2e/test_demo_organization.py",
+    "slack_app": "tests/e2e/test_demo_slack_app.py",
+}
+
+
+def demo_scenario(block: Block) -> str | None:
+    """The scenario a block does nothing but play (`make demo`: seed), or None."""
+    found = DEMO_COMMAND.fullmatch(block.commands[0]) if len(block.commands) == 1 else None
+    return (found.group(1) or "seed") if found else None
+
+
+def check_demo_block(scenario: str, printed: str) -> None:
+    """The README's block that plays `scenario` shows lines of what the demo printed."""
+    [block] = [b for b in BLOCKS if demo_scenario(b) == scenario]
+    check(block, [line.rstrip() for line in printed.splitlines()])
 
 
 def test_the_readme_has_checked_blocks() -> None:
     assert len(BLOCKS) >= 1
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"README line {b.line}: {b.commands[-1][:60]}" for b in BLOCKS])
+def test_every_demo_block_is_checked_by_the_module_that_plays_its_scenario() -> None:
+    played = {demo_scenario(b) for b in BLOCKS} - {None}
+    assert played <= DEMO_CHECKED_IN.keys(), f"add a check_demo_block call for {played - DEMO_CHECKED_IN.keys()}"
+    for scenario, module in DEMO_CHECKED_IN.items():
+        assert f'check_demo_block("{scenario}", ' in (ROOT / module).read_text(encoding="utf-8"), module
+
+
+COMMAND_BLOCKS = [b for b in BLOCKS if demo_scenario(b) is None]
+
+
+@pytest.mark.parametrize(
+    "block", COMMAND_BLOCKS, ids=[f"README line {b.line}: {b.commands[-1][:60]}" for b in COMMAND_BLOCKS]
+)
 def test_a_checked_readme_block_shows_what_its_commands_print(block: Block) -> None:
-    output = run(block)
-    first_missing = missing(block.shown, output)
-    assert first_missing is None, (
-        f"README line {block.line}: this shown line is not in the output (in order):\n  {first_missing}\n"
-        "output was:\n" + "\n".join(output[:200])
-    )
+    check(block, run(block))
 
 
 def test_the_matcher_finds_lines_in_order_with_gaps_and_prefixes() -> None:
