@@ -88,6 +88,14 @@ def machine() -> dict[str, str]:
 
 
 # --- 1. cold start -------------------------------------------------------------------------------------
+def kept_bytecode() -> Path:
+    """A bytecode folder (PYTHONPYCACHEPREFIX) kept between runs, outside the checkout as the demo's template cache
+    is: the environment's packages are compiled into it once. Python checks each file against its source's size and
+    time, so a kept one is never stale; an asset bundled into a new temporary folder is compiled again each run."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "training-guard" / "bench-bytecode"
+
+
 def import_ms(statement: str, path: Path, *, pycache: Path | None = None) -> float:
     code = f"import time; t = time.perf_counter(); {statement}; print((time.perf_counter() - t) * 1000)"
     # the asset's folder first on the path, as /var/task is in Lambda; nothing written back (or, with `pycache`,
@@ -496,13 +504,16 @@ ACK_TARGET = 1.3  # issue 14: the acknowledgement's cold import within 1.3x a ba
 ACK_CLICKS = 300
 
 
-def interaction_cold_import(runs: int = IMPORT_RUNS) -> dict[str, Any]:
+def interaction_cold_import(runs: int = IMPORT_RUNS, *, fill: bool = True) -> dict[str, Any]:
     """The interactivity function's cold import beside a bare `import boto3`, each in fresh interpreters.
 
-    Unlike section 1, every module is read from bytecode on both sides (a bytecode cache of this run's own, filled
+    Unlike section 1, every module is read from bytecode on both sides (a bytecode cache of the bench's own, filled
     by one uncounted import of each case): the environment's packages hold bytecode only for the modules some
     earlier run happened to compile, so either side could pay for compiling a module the other reads compiled.
-    The verdict is on the acknowledgement with its first call's imports."""
+    The cache is kept between runs (`kept_bytecode`), so the environment's packages are compiled once per machine,
+    not per run. The verdict is on the acknowledgement with its first call's imports. `fill=False` (the bench's own
+    test, which checks the report and not the figures) skips the uncounted imports: the first case to import a
+    module then pays for compiling it."""
     say(f"[7/9] Slack interactivity: cold import, {runs} fresh interpreters per case, against boto3 ...")
     from infra.bundling import bundle
 
@@ -521,10 +532,11 @@ def interaction_cold_import(runs: int = IMPORT_RUNS) -> dict[str, Any]:
         ),
         "worker: handlers.interactions + first call's imports": worker,
     }
+    pycache = kept_bytecode()
     with tempfile.TemporaryDirectory() as tmp:
-        asset, pycache = Path(tmp) / "asset", Path(tmp) / "pycache"
-        bundle(asset, compiler=sys.executable)
-        for statement in cases.values():  # fills the bytecode cache; not counted
+        asset = Path(tmp) / "asset"
+        bundle(asset, bytecode=False)  # its bytecode goes to `pycache` (under this run's own path)
+        for statement in cases.values() if fill else ():  # fills the bytecode cache; not counted
             import_ms(statement, asset, pycache=pycache)
         samples: dict[str, list[float]] = {k: [] for k in cases}
         for _ in range(runs):  # interleaved, so drift hits every case alike

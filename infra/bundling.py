@@ -10,6 +10,9 @@ Bytecode: Lambda cannot write `__pycache__` into /var/task, so an asset without 
 compiled again at every cold start (about 35 ms for this package and slack_sdk, measured by
 `make bench`). When an interpreter of the runtime's exact minor version is on this machine, the
 asset ships hash-checked bytecode compiled by it; otherwise it ships source only and says so.
+
+No CDK here: `make bench` and its tests bundle without booting jsii. The asset's CDK side (`function_code`, the
+local bundler jsii calls) is in `infra/components/functions.py`.
 """
 
 from __future__ import annotations
@@ -20,10 +23,6 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-
-import jsii
-from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
-from aws_cdk import aws_lambda as lambda_
 
 RUNTIME_PYTHON = "3.13"  # the functions' runtime; bytecode must come from the same minor version
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
@@ -122,23 +121,3 @@ def bundle(output_dir: Path, *, compiler: str | None = None, bytecode: bool = Tr
     for name, version in requirements():
         copy_distribution(name, version, output_dir)
     return bytecode and compile_bytecode(output_dir, compiler or bytecode_compiler())
-
-
-@jsii.implements(ILocalBundling)
-class _LocalBundler:
-    def try_bundle(self, output_dir: str, options: object) -> bool:  # jsii passes both positionally
-        bundle(Path(output_dir))
-        return True
-
-
-def function_code() -> lambda_.Code:
-    return lambda_.Code.from_asset(
-        str(FUNCTIONS_DIR),
-        exclude=["**/__pycache__", "**/*.pyc"],
-        bundling=BundlingOptions(
-            # Required by the API, never pulled: the local bundler always succeeds or raises.
-            image=DockerImage.from_registry(f"public.ecr.aws/sam/build-python{RUNTIME_PYTHON}"),
-            # jsii calls try_bundle(output_dir, options) positionally, unlike the typed stub.
-            local=_LocalBundler(),  # type: ignore[arg-type]
-        ),
-    )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
-from aws_cdk import CfnResource, Duration, RemovalPolicy, Token
+import jsii
+from aws_cdk import BundlingOptions, CfnResource, DockerImage, Duration, ILocalBundling, RemovalPolicy, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -13,7 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.bundling import RUNTIME_PYTHON, function_code
+from infra.bundling import FUNCTIONS_DIR, RUNTIME_PYTHON, bundle
 from infra.components.config_layer import CONFIG_PATH, config_layer
 from training_guard import contract
 from training_guard.config import GuardConfig
@@ -28,6 +30,27 @@ DEFAULT_TIMEOUT = Duration.seconds(30)
 # Lambda's limit on all environment variables of a function, in aggregate.
 # https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
 LAMBDA_ENV_MAX_BYTES = 4096
+
+
+@jsii.implements(ILocalBundling)
+class _LocalBundler:
+    def try_bundle(self, output_dir: str, options: object) -> bool:  # jsii passes both positionally
+        bundle(Path(output_dir))
+        return True
+
+
+def function_code() -> lambda_.Code:
+    """The functions' code: the asset `infra.bundling.bundle` fills, without Docker."""
+    return lambda_.Code.from_asset(
+        str(FUNCTIONS_DIR),
+        exclude=["**/__pycache__", "**/*.pyc"],
+        bundling=BundlingOptions(
+            # Required by the API, never pulled: the local bundler always succeeds or raises.
+            image=DockerImage.from_registry(f"public.ecr.aws/sam/build-python{RUNTIME_PYTHON}"),
+            # jsii calls try_bundle(output_dir, options) positionally, unlike the typed stub.
+            local=_LocalBundler(),  # type: ignore[arg-type]
+        ),
+    )
 
 
 class GuardFunction(Construct):

@@ -15,18 +15,26 @@ import pytest
 from bench import run
 from training_guard import contract
 
-FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS = ROOT / "functions"
 WATCHED = ("training_guard", "slack_sdk", "aws_lambda_powertools")
 
 
 @pytest.fixture(scope="module")
 def cold() -> dict[str, Any]:
-    return run.interaction_cold_import(runs=1)
+    return run.interaction_cold_import(runs=1, fill=False)
 
 
 @pytest.fixture(scope="module")
 def ack() -> dict[str, Any]:
     return run.interaction_ack_latency(clicks=5)
+
+
+def test_bundling_loads_neither_the_cdk_nor_jsii() -> None:
+    """The bench bundles the asset in processes that have no other use for the CDK (booting jsii costs seconds)."""
+    probe = "import sys, infra.bundling; print(sorted({'aws_cdk', 'jsii'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_cold_import_reports_each_case_against_boto3_and_a_verdict(cold: dict[str, Any]) -> None:
