@@ -294,10 +294,15 @@ def test_slack_preview_shows_alarm_events(tmp_path: Path, capsys: pytest.Capture
 # --- long replays: quiet, with progress, into a closed pipe -------------------------------------------------------
 
 
-def many(count: int) -> list[dict[str, Any]]:
+def many(count: int, *, rules: str | None = None) -> list[dict[str, Any]]:
+    """`count` jobs' events: each a finding that stops its job, or with every rule at status `rules` (InProgress:
+    decided with no AWS call, for replays whose length is the point)."""
     out = []
     for i in range(count):
         event = copy.deepcopy(finding())
+        if rules is not None:
+            for status in event["detail"]["DebugRuleEvaluationStatuses"]:
+                status.update(RuleEvaluationStatus=rules, StatusDetails="")
         name = f"job-{i:05d}"
         event["detail"]["TrainingJobName"] = name
         event["detail"]["TrainingJobArn"] = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}"
@@ -323,7 +328,7 @@ def values_per_event_of_the_commonest_metric(
         original(self, name, *args, **kwargs)
 
     monkeypatch.setattr(AmazonCloudWatchEMFProvider, "add_metric", add_metric)
-    simulate(capsys, write(tmp_path, many(4), "four.json"))
+    simulate(capsys, write(tmp_path, many(4, rules="InProgress"), "four.json"))
     return max(added.values()) / 4
 
 
@@ -334,14 +339,14 @@ def test_stderr_stays_quiet_past_powertools_metric_flushes(
     # the replay passes that once
     events = 110
     assert events * values_per_event_of_the_commonest_metric(tmp_path, monkeypatch, capsys) >= MAX_METRICS
-    result = run_cli("simulate", write(tmp_path, many(events)))
+    result = run_cli("simulate", write(tmp_path, many(events, rules="InProgress")))
     assert result.returncode == 0
     assert result.stderr == ""
     assert len(result.stdout.splitlines()) == events
 
 
 def test_a_closed_pipe_ends_the_replay_quietly(tmp_path: Path) -> None:
-    events = write(tmp_path, many(400))
+    events = write(tmp_path, many(400, rules="InProgress"))
     with subprocess.Popen(
         [sys.executable, "-m", "training_guard_local.cli", "simulate", events],
         stdout=subprocess.PIPE,
