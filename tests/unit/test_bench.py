@@ -55,9 +55,8 @@ def test_the_cold_import_reports_each_case_against_boto3_and_a_verdict(cold: dic
     assert cold["ack_ms"] == rows["acknowledgement: handlers.interactions + first call's imports"]["median_ms"]
     assert cold["ack_ratio"] == pytest.approx(cold["ack_ms"] / cold["baseline_ms"], abs=0.01)
     assert cold["verdict"] == ("PASS" if cold["ack_ratio"] <= 1.3 else "OVER")
-    # the acknowledgement imports the handler and more, the worker more again: each row measured what it names
-    assert cold["worker_ms"] > rows["handlers.interactions"]["median_ms"]
-    assert cold["ack_ms"] > rows["handlers.interactions"]["median_ms"]
+    # the figures themselves are not compared: one sample each, taken while the rest of the suite loads the cores
+    assert cold["worker_ms"] == rows["worker: handlers.interactions + first call's imports"]["median_ms"]
 
 
 def test_signed_clicks_are_acknowledged_and_queued_and_timed(ack: dict[str, Any]) -> None:
