@@ -318,10 +318,12 @@ def test_cfn_lint_finds_nothing(synth: Synth) -> None:
 
 
 def test_cfn_lint_finds_a_broken_template(synth: Synth, tmp_path: Path) -> None:
-    broken = copy.deepcopy(synth.json)
-    table_id, _ = synth.one("AWS::DynamoDB::Table")
-    broken["Resources"][table_id]["Properties"]["BillingMode"] = "FREE"
-    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    """The linter the test above relies on finds a defect: the stack's table alone (linting the whole stack again
+    costs seconds), with a billing mode DynamoDB does not have."""
+    table_id, table = synth.one("AWS::DynamoDB::Table")
+    broken = copy.deepcopy(table)
+    broken["Properties"]["BillingMode"] = "FREE"
+    (tmp_path / "broken.json").write_text(json.dumps({"Resources": {table_id: broken}}))
     findings = cfn_lint(tmp_path / "broken.json")
     assert any("'FREE' is not one of ['PAY_PER_REQUEST', 'PROVISIONED']" in f for f in findings), findings
 
