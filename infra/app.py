@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-
-from aws_cdk import App
+from typing import TYPE_CHECKING
 
 from infra import guard_config
 from infra.components.names import STACK_NAME
-from infra.nag import add_checks
-from infra.stack import TrainingGuardStack
 from training_guard.config import ConfigError
+
+if TYPE_CHECKING:
+    from aws_cdk import App
+
+    from infra.stack import TrainingGuardStack
 
 __all__ = ["FEATURE_FLAG_EXCEPTIONS", "STACK_NAME", "build_app", "main"]
 
@@ -39,6 +42,11 @@ DESCRIPTION = "Training Guard: stops SageMaker training jobs on rule findings an
 
 
 def build_app(app: App | None = None, *, checks: bool = True) -> tuple[App, TrainingGuardStack]:
+    from aws_cdk import App
+
+    from infra.nag import add_checks
+    from infra.stack import TrainingGuardStack
+
     app = app or App(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
     config = guard_config.load(app.node)
     if checks:
@@ -54,8 +62,21 @@ def build_app(app: App | None = None, *, checks: bool = True) -> tuple[App, Trai
     return app, stack
 
 
+def check_context_config() -> None:
+    """The configuration in the context the CDK CLI hands the app (CDK_CONTEXT_JSON), checked before the CDK is
+    imported: a mistake is reported in a fraction of a second instead of after booting jsii (seconds). Context the
+    CLI passes another way, or none, is left to `build_app`, which checks it the same way."""
+    try:
+        context = json.loads(os.environ.get("CDK_CONTEXT_JSON") or "null")
+    except ValueError:
+        return
+    if isinstance(context, dict):
+        guard_config.resolve(context.get(guard_config.CONTEXT_KEY), context.get(guard_config.FILE_CONTEXT_KEY))
+
+
 def main() -> int:
     try:
+        check_context_config()
         app, _ = build_app()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

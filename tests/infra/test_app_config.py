@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aws_cdk import App
 
-from infra.app import build_app
-from tests.infra.conftest import Synth
+from infra.app import build_app, check_context_config
+from tests.infra.conftest import Synth, shipped_context
 from training_guard.config import ConfigError, GuardConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +56,20 @@ def test_synth_with_a_bad_config_prints_the_field_and_no_traceback(tmp_path: Pat
     assert "min_training_minutes: must be between 0 and" in result.stderr
     assert "dry_rn: unknown setting (did you mean 'dry_run'?)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_clis_context_is_checked_before_the_cdk_is_loaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What `cdk synth` hands the app in CDK_CONTEXT_JSON: cdk.json's context, with -c config=FILE layered over it."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"dry_run": True}))
+    monkeypatch.setenv("CDK_CONTEXT_JSON", json.dumps({**shipped_context(), "config": str(good)}))
+    check_context_config()  # nothing to say
+    monkeypatch.setenv("CDK_CONTEXT_JSON", json.dumps({"training-guard": {"min_training_minutes": "soon"}}))
+    with pytest.raises(ConfigError, match="min_training_minutes"):
+        check_context_config()
+    for unreadable in ("", "not json", "[1]"):  # left to build_app, which reads the context CDK parsed
+        monkeypatch.setenv("CDK_CONTEXT_JSON", unreadable)
+        check_context_config()
 
 
 def test_an_opt_in_tag_makes_iam_refuse_to_stop_untagged_jobs(tmp_path: Path) -> None:
