@@ -53,8 +53,12 @@ endif
 $(UV):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
 	@echo "==> installing uv $(UV_VERSION) into .uv/"
-	@$(PYTHON) -m venv .uv
-	@.uv/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	@# With a pip of its own (22.3 or newer), Python installs uv into a venv made without pip: seeding the venv with
+	@# pip (ensurepip) took 9 of the 13 s this step took on a 2-core machine. Otherwise, the venv's own pip.
+	@rm -rf .uv
+	@$(PYTHON) -m venv --without-pip .uv && $(PYTHON) -m pip --python .uv/bin/python install --quiet \
+		--disable-pip-version-check uv==$(UV_VERSION) 2>/dev/null \
+	|| { rm -rf .uv && $(PYTHON) -m venv .uv && .uv/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); }
 
 # uv sync is a no-op in milliseconds when the environment already matches the lock, so it runs every time.
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock
