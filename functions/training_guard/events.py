@@ -303,12 +303,17 @@ def _text(value: Any, limit: int = _MAX_TEXT) -> str | None:
     return value[:limit]
 
 
+_MAX_COUNT_DIGITS = 18
+
+
 def _count(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isdigit():
+    # ASCII digits only, and few enough for an int64: str.isdigit() also accepts "²" and fullwidth digits, which
+    # int() refuses, and int() refuses more than 4,300 digits
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= _MAX_COUNT_DIGITS:
         return int(value)
     return None
 

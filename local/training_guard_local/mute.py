@@ -167,7 +167,8 @@ def _check(args: argparse.Namespace) -> _Wanted | None:
     try:
         if args.job is not None:
             check_job(args.job)
-        if args.account is not None and not (len(args.account) == _ACCOUNT_DIGITS and args.account.isdigit()):
+        account = args.account
+        if account is not None and not (len(account) == _ACCOUNT_DIGITS and account.isascii() and account.isdigit()):
             raise UsageError(f"--account {args.account!r}: an AWS account ID is 12 digits")
         if args.action == LIST:
             if args.rule or args.exempt or args.duration or args.until_job_ends:

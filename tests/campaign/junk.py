@@ -3,10 +3,12 @@ broken.
 
 A plain `random.Random(seed)`, not Hypothesis: the campaign wants thousands of inputs, and Hypothesis spends about
 10 ms drawing each recursive JSON value (10 s per thousand on a 2-core machine) against microseconds here. What
-Hypothesis adds, shrinking, matters little for inputs this small: a failing one is printed whole, with its number,
-and the same seed makes the same inputs again. Its edge values are kept: the integers and floats at the limits of
-int64 and IEEE 754 (NaN, infinities, -0.0, the smallest subnormal), empty and whitespace strings, control
-characters, non-ASCII text, strings that look like numbers, booleans, nulls or timestamps.
+Hypothesis adds, shrinking, matters little for inputs this small: a failing one is printed (its first 400
+characters) with its number, and the same seed makes the same inputs again. Its edge values are kept: the integers
+and floats at the limits of int64 and IEEE 754 (NaN, infinities, -0.0, the smallest subnormal), empty and
+whitespace strings, C0 and C1 control characters, non-ASCII text, digits that are not ASCII ("²" passes
+str.isdigit() and fails int()), more digits than int() reads, strings that look like numbers, booleans, nulls or
+timestamps.
 """
 
 from __future__ import annotations
@@ -45,9 +47,38 @@ EDGE_TEXT = (
     "日本語のジョブ",
     "🙂" * 3,
     "\u202e\u200b",
+    "²",  # str.isdigit() says yes, int() says no
+    "\u0661\u0662",  # Arabic-Indic digits
+    "\uff11\uff12",  # fullwidth digits
+    "9" * 5000,  # past int()'s 4,300 digits
+    "\x85",
+    "\u3000",
+)
+# A number where a number was, as a careless producer might write it.
+NUMBER_LOOKALIKES = (
+    "1",
+    "²",
+    "\uff11\uff12",
+    "\u0661\u0662",
+    "9" * 5000,
+    "-1",
+    "+1",
+    " 1",
+    "1.0",
+    "1e3",
+    "0x10",
+    "NaN",
+    "",
+    1.5,
+    -1,
+    2**63,
 )
 # What a random string is made of: printable ASCII mostly, then control characters and a few scripts.
-ALPHABET = [chr(c) for c in range(32, 127)] * 4 + [chr(c) for c in range(0, 32)] + list("éßøΩЖ中文ジョブ🙂\u00a0\u2028")
+ALPHABET = (
+    [chr(c) for c in range(32, 127)] * 4
+    + [chr(c) for c in (*range(0, 32), *range(127, 160))]
+    + list("éßøΩЖ中文ジョブ🙂\u00a0\u2028²³\u0661\u0662\uff13")
+)
 
 
 class Junk:
@@ -88,6 +119,16 @@ class Junk:
 
         return grow(0)
 
+    def lookalike(self, value: Any) -> Any:
+        """What a careless producer might put where `value` was: a number as text (ASCII or not), text for text."""
+        if isinstance(value, bool):
+            return self.rng.choice(("true", "false", 1, 0, None))
+        if isinstance(value, int | float) or (isinstance(value, str) and value.replace(".", "", 1).isdigit()):
+            return self.rng.choice(NUMBER_LOOKALIKES)
+        if isinstance(value, str):
+            return self.rng.choice(EDGE_TEXT)
+        return self.value()
+
     def mutated(self, originals: list[dict[str, Any]]) -> Any:
         """A real payload with one place replaced by junk, deleted, truncated or blown up."""
         value = copy.deepcopy(self.rng.choice(originals))
@@ -95,9 +136,11 @@ class Junk:
         parent = value
         for key in path[:-1]:
             parent = parent[key]
-        action = self.rng.choice(["replace", "delete", "huge", "truncate"])
+        action = self.rng.choice(["replace", "lookalike", "delete", "huge", "truncate"])
         if action == "replace":
             parent[path[-1]] = self.value()
+        elif action == "lookalike":
+            parent[path[-1]] = self.lookalike(parent[path[-1]])
         elif action == "delete" and isinstance(parent, dict):
             del parent[path[-1]]
         elif action == "huge":

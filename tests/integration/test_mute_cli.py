@@ -120,6 +120,7 @@ def test_remove_takes_one_mute_away_and_says_when_there_was_none(
         (["--job", "mnist-1", "--rule", "A", "--for", "45d"], "at most 30 days"),
         (["--job", "mnist-1", "--rule", "*", "--for", "2h"], "name one rule"),
         (["--job", "mnist-1", "--account", "1234", "--exempt", "--for", "2h"], "12 digits"),
+        (["--job", "mnist-1", "--account", "\uff11" * 12, "--exempt", "--for", "2h"], "12 digits"),  # fullwidth
         (["list", "--rule", "A"], "mute list takes only --job"),
         (["remove", "--job", "mnist-1", "--rule", "A", "--for", "2h"], "mute remove takes no duration"),
     ],

@@ -155,3 +155,15 @@ def test_the_start_of_training_is_the_latest_entry_into_the_training_status() ->
     assert job.training_phase_start is not None
     assert job.training_phase_start.isoformat() == "2025-11-30T03:00:00+00:00"
     assert parse_job({"TrainingJobName": "a", "TrainingJobStatus": "InProgress"}).training_phase_start is None
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [(2, 2), ("2", 2), ("\u00b2", None), ("\uff12", None), ("\u0662", None), ("9" * 5000, None), (True, None)],
+)
+def test_an_instance_count_is_read_from_ascii_digits_only(count: Any, expected: int | None) -> None:
+    """str.isdigit() accepts "²" and digits of other scripts, which int() refuses, and int() refuses 5,000 digits:
+    such a count is unknown, not an unhandled error (the bad-input campaign found both)."""
+    event = load_event("vanishing_gradient_issues_found")
+    event["detail"]["ResourceConfig"] = {**event["detail"].get("ResourceConfig", {}), "InstanceCount": count}
+    assert parse_event(event).job.instance_count == expected

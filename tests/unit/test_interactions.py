@@ -305,6 +305,10 @@ def test_a_request_just_inside_the_window_is_accepted() -> None:
         lambda e: e["headers"].pop("x-slack-signature"),
         lambda e: e["headers"].pop("x-slack-request-timestamp"),
         lambda e: e["headers"].update({"x-slack-request-timestamp": "17800000OO"}),
+        # digits str.isdigit() accepts and int() refuses
+        lambda e: e["headers"].update({"x-slack-request-timestamp": "\u00b2"}),
+        lambda e: e["headers"].update({"x-slack-request-timestamp": "\uff11\uff17\uff18"}),
+        lambda e: e["headers"].update({"x-slack-request-timestamp": "1" * 5000}),
     ],
 )
 def test_an_unsigned_request_is_refused(change: Any) -> None:

@@ -119,7 +119,8 @@ class Interactions:
         headers = {str(k).lower(): str(v) for k, v in _mapping(event.get("headers")).items()}
         timestamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
         now = self._clock()
-        if not timestamp or not signature or not timestamp.isdigit():
+        # ASCII digits, as Slack sends (str.isdigit() also accepts "²", which int() refuses)
+        if not timestamp or not signature or not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 18):
             logger.warning("interaction refused: unsigned")
             return response(401, "not signed")
         if abs(now - int(timestamp)) > SIGNATURE_WINDOW_SECONDS:
