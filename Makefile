@@ -56,9 +56,11 @@ $(UV):
 	@# With a pip of its own (22.3 or newer), Python installs uv into a venv made without pip: seeding the venv with
 	@# pip (ensurepip) took 9 of the 13 s this step took on a 2-core machine. Otherwise, the venv's own pip.
 	@rm -rf .uv
-	@$(PYTHON) -m venv --without-pip .uv && $(PYTHON) -m pip --python .uv/bin/python install --quiet \
-		--disable-pip-version-check uv==$(UV_VERSION) 2>/dev/null \
-	|| { rm -rf .uv && $(PYTHON) -m venv .uv && .uv/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); }
+	@if $(PYTHON) -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))' 2>/dev/null; \
+	then $(PYTHON) -m venv --without-pip .uv \
+		&& $(PYTHON) -m pip --python .uv/bin/python install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
+	else $(PYTHON) -m venv .uv && .uv/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
+	fi
 
 # uv sync is a no-op in milliseconds when the environment already matches the lock, so it runs every time.
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock
@@ -143,8 +145,9 @@ $(CHECKOV): $(UV) tools/checkov/uv.lock
 test: install $(CHROMIUM)
 	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit
 
-# pytest-xdist workers: one per core (the infra process runs beside them, so the cores stay busy while
-# some tests wait on local servers and sleeps; a third worker on 2 cores cost 19 s more CPU for the same wall time).
+# pytest-xdist workers: one per core (the infra process runs beside them, so the cores stay busy while some tests
+# wait on local servers and sleeps; a third worker on 2 cores cost 19 s more CPU for the same wall time, measured
+# when the bad-input campaign still ran in a process of its own beside them).
 # Files stay whole on one worker (--dist loadfile), so a module's fixtures (an emulated deployment, a demo's run)
 # are built once, not once per worker.
 PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)

@@ -65,7 +65,11 @@ def build_app(app: App | None = None, *, checks: bool = True) -> tuple[App, Trai
 def check_context_config() -> None:
     """The configuration in the context the CDK CLI hands the app (CDK_CONTEXT_JSON), checked before the CDK is
     imported: a mistake is reported in a fraction of a second instead of after booting jsii (seconds). Context the
-    CLI passes another way, or none, is left to `build_app`, which checks it the same way."""
+    CLI passes another way, or none, is left to `build_app`, which checks it the same way: a context too large for one
+    environment variable is split by the CLI between CDK_CONTEXT_JSON and a file (CONTEXT_OVERFLOW_LOCATION_ENV,
+    aws-cdk's writeContextToEnv), and half of it is not what `App` reads."""
+    if os.environ.get("CONTEXT_OVERFLOW_LOCATION_ENV"):
+        return
     try:
         context = json.loads(os.environ.get("CDK_CONTEXT_JSON") or "null")
     except ValueError:

@@ -44,7 +44,7 @@ from training_guard_local.preflight import (
 EXIT_OK = 0
 EXIT_FAILED = 1
 
-DEFAULT_STACK: Final = "TrainingGuard"  # infra.app.STACK_NAME (not imported: it loads the CDK; a test pins it)
+DEFAULT_STACK: Final = "TrainingGuard"  # infra.app.STACK_NAME (the tools do not import the CDK app; a test pins it)
 DEFAULT_HOURS: Final = 24
 # CloudWatch keeps datapoints of 1-minute periods for 15 days; the doctor counts over at most that.
 # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricData.html)

@@ -399,11 +399,14 @@ def effects(label: str) -> tuple[bool, ...]:
 
 
 def kill_cases(run: Run, scenario: Scenario, *, only: set[tuple[str, str, bool]] | None = None) -> dict[str, list[str]]:
-    """Every call of the scenario's reaction killed before and after it took effect: what went wrong."""
+    """Every call of the scenario's reaction killed before and after it took effect (a read once): what went wrong."""
     reference = reference_of(run, scenario)
     calls = reference.deliveries[0].attempts[0].calls
     failures: dict[str, list[str]] = {}
     points = [(step, effect) for step in range(1, len(calls) + 1) for effect in effects(calls[step - 1])]
+    keys = {(scenario.name, calls[step - 1], effect) for step, effect in points}
+    wanted = {key for key in only or () if key[0] == scenario.name}
+    assert wanted <= keys, f"not a kill point of {scenario.name} (a read is killed once): {wanted - keys}"
     for step, effect in points:
         key = (scenario.name, calls[step - 1], effect)
         if (key not in only) if only is not None else (key in KNOWN_DEFECTS):
@@ -479,8 +482,8 @@ def test_a_duplicate_inside_any_call_waits_retries_and_the_lease_hands_over(run:
         calls = reference.deliveries[0].attempts[0].calls
         for at in range(1, len(calls) + 1):
             # Before the claim (at=1) the duplicate wins and the first attempt finds the transition done.
-            # Later, the first attempt is killed at the duplicate's call (before and after it acted) or
-            # at a later one.
+            # Later, the first attempt is killed at the duplicate's call (before and after it acted; a read
+            # once) or at a later one.
             kills = [Kill(at, effect=False)] + [
                 Kill(step, effect=True)
                 for step in range(at, len(calls) + 1)

@@ -49,9 +49,10 @@ def test_synth_with_a_bad_config_prints_the_field_and_no_traceback(tmp_path: Pat
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"min_training_minutes": -5, "dry_rn": True}))
     env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(bad)}), "CDK_OUTDIR": str(tmp_path / "out")}
-    result = subprocess.run(
-        [sys.executable, "-m", "infra.app"], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
+    # the app, with a line that says whether it loaded the CDK before it refused the configuration
+    app = "import sys, infra.app as a; code = a.main(); print(sorted({'aws_cdk', 'jsii'} & set(sys.modules))); sys.exit(code)"
+    result = subprocess.run([sys.executable, "-c", app], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert result.stdout.strip() == "[]"
     assert result.returncode == 1
     assert "min_training_minutes: must be between 0 and" in result.stderr
     assert "dry_rn: unknown setting (did you mean 'dry_run'?)" in result.stderr
@@ -70,6 +71,10 @@ def test_the_clis_context_is_checked_before_the_cdk_is_loaded(monkeypatch: pytes
     for unreadable in ("", "not json", "[1]"):  # left to build_app, which reads the context CDK parsed
         monkeypatch.setenv("CDK_CONTEXT_JSON", unreadable)
         check_context_config()
+    # a context split between the variable and a file: the half in the variable is not the configuration
+    monkeypatch.setenv("CDK_CONTEXT_JSON", json.dumps({"training-guard": {"min_training_minutes": "soon"}}))
+    monkeypatch.setenv("CONTEXT_OVERFLOW_LOCATION_ENV", str(tmp_path / "rest.json"))
+    check_context_config()
 
 
 def test_an_opt_in_tag_makes_iam_refuse_to_stop_untagged_jobs(tmp_path: Path) -> None:

@@ -319,7 +319,7 @@ def run_cli(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
 def values_per_event_of_the_commonest_metric(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> float:
-    """How many values one of `many`'s events (the stop it decides) adds to the metric the guard adds most to."""
+    """How many values one of the events the long replays use adds to the metric the guard adds most to."""
     added: Counter[str] = Counter()
     original = AmazonCloudWatchEMFProvider.add_metric
 
