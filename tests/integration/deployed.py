@@ -142,6 +142,9 @@ def _zip() -> bytes:
     return buffer.getvalue()
 
 
+_DEPLOYING: dict[tuple[str, str], Any] = {}
+
+
 @dataclass
 class Deployment:
     template: dict[str, Any]
@@ -162,6 +165,14 @@ class Deployment:
         if service not in self.clients:
             self.clients[service] = kept_boto3_session().client(service, region_name=self.region)
         return self.clients[service]
+
+    def _deploying(self, service: str) -> Any:
+        """The clients standing the template up: kept for the process (a deployment makes a dozen, ~10 ms each) and
+        never handed to a test, so no test's event handler is ever registered on one."""
+        key = (service, self.region)
+        if key not in _DEPLOYING:
+            _DEPLOYING[key] = kept_boto3_session().client(service, region_name=self.region)
+        return _DEPLOYING[key]
 
     # --- intrinsic functions ------------------------------------------------------------------------
     def resolve(self, value: Any) -> Any:
@@ -222,7 +233,7 @@ class Deployment:
         for name, parameter in self.template.get("Parameters", {}).items():
             default = str(parameter.get("Default", ""))
             if default.startswith("/aws/service/powertools/"):
-                layer = self.client("lambda").publish_layer_version(
+                layer = self._deploying("lambda").publish_layer_version(
                     LayerName=POWERTOOLS_LAYER_NAME, Content={"ZipFile": _zip()}
                 )
                 self.parameters[name] = layer["LayerVersionArn"]
@@ -232,12 +243,12 @@ class Deployment:
                 raise NotImplementedError(f"deployed.py does not know parameter {name} ({default})")
 
     def _kms_key(self, logical: str, props: dict[str, Any]) -> None:
-        key = self.client("kms").create_key(Description=logical)["KeyMetadata"]
+        key = self._deploying("kms").create_key(Description=logical)["KeyMetadata"]
         self.refs[logical] = key["KeyId"]
         self.attrs[(logical, "Arn")] = key["Arn"]
 
     def _iam_role(self, logical: str, props: dict[str, Any]) -> None:
-        role = self.client("iam").create_role(
+        role = self._deploying("iam").create_role(
             RoleName=self._physical(logical, 64),
             AssumeRolePolicyDocument=json.dumps(self.resolve(props["AssumeRolePolicyDocument"])),
         )["Role"]
@@ -246,13 +257,13 @@ class Deployment:
 
     def _logs_loggroup(self, logical: str, props: dict[str, Any]) -> None:
         name = f"/aws/lambda/{self._physical(logical, 200)}"
-        self.client("logs").create_log_group(logGroupName=name)
+        self._deploying("logs").create_log_group(logGroupName=name)
         self.refs[logical] = name
         self.attrs[(logical, "Arn")] = f"arn:aws:logs:{self.region}:{ACCOUNT}:log-group:{name}:*"
 
     def _dynamodb_table(self, logical: str, props: dict[str, Any]) -> None:
         name = self._physical(logical, 255)
-        table = self.client("dynamodb").create_table(
+        table = self._deploying("dynamodb").create_table(
             TableName=name,
             KeySchema=props["KeySchema"],
             AttributeDefinitions=props["AttributeDefinitions"],
@@ -260,7 +271,7 @@ class Deployment:
         )["TableDescription"]
         ttl = props.get("TimeToLiveSpecification")
         if ttl:
-            self.client("dynamodb").update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+            self._deploying("dynamodb").update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
         self.refs[logical] = name
         self.attrs[(logical, "Arn")] = table["TableArn"]
 
@@ -272,7 +283,7 @@ class Deployment:
             attributes["KmsMasterKeyId"] = str(self.resolve(props["KmsMasterKeyId"]))
         if "RedrivePolicy" in props:
             attributes["RedrivePolicy"] = json.dumps(self.resolve(props["RedrivePolicy"]))
-        sqs = self.client("sqs")
+        sqs = self._deploying("sqs")
         name = self._physical(logical, 80)
         url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -284,23 +295,23 @@ class Deployment:
         if "KmsMasterKeyId" in props:
             attributes["KmsMasterKeyId"] = str(self.resolve(props["KmsMasterKeyId"]))
         name = self._physical(logical, 256)
-        arn = self.client("sns").create_topic(Name=name, Attributes=attributes)["TopicArn"]
+        arn = self._deploying("sns").create_topic(Name=name, Attributes=attributes)["TopicArn"]
         self.refs[logical] = arn
         self.attrs.update({(logical, "TopicArn"): arn, (logical, "TopicName"): name})
 
     def _sns_topicpolicy(self, logical: str, props: dict[str, Any]) -> None:
         policy = json.dumps(self.resolve(props["PolicyDocument"]))
         for topic in self.resolve(props["Topics"]):
-            self.client("sns").set_topic_attributes(TopicArn=topic, AttributeName="Policy", AttributeValue=policy)
+            self._deploying("sns").set_topic_attributes(TopicArn=topic, AttributeName="Policy", AttributeValue=policy)
 
     def _secretsmanager_secret(self, logical: str, props: dict[str, Any]) -> None:
-        secret = self.client("secretsmanager").create_secret(
+        secret = self._deploying("secretsmanager").create_secret(
             Name=props["Name"], SecretString=props["SecretString"], Description=props.get("Description", "")
         )
         self.refs[logical] = secret["ARN"]
 
     def _lambda_layerversion(self, logical: str, props: dict[str, Any]) -> None:
-        layer = self.client("lambda").publish_layer_version(
+        layer = self._deploying("lambda").publish_layer_version(
             LayerName=self._physical(logical, 140), Content={"ZipFile": _zip()}
         )
         self.refs[logical] = layer["LayerVersionArn"]
@@ -310,7 +321,7 @@ class Deployment:
         extra: dict[str, Any] = {}
         if "LoggingConfig" in props:
             extra["LoggingConfig"] = self.resolve(props["LoggingConfig"])
-        function = self.client("lambda").create_function(
+        function = self._deploying("lambda").create_function(
             FunctionName=name,
             Role=self.resolve(props["Role"]),
             Runtime=props["Runtime"],
@@ -328,7 +339,7 @@ class Deployment:
         self.attrs[(logical, "Arn")] = function["FunctionArn"]
 
     def _events_rule(self, logical: str, props: dict[str, Any]) -> None:
-        events = self.client("events")
+        events = self._deploying("events")
         name = self._physical(logical, 64)
         rule: dict[str, Any] = {"Name": name, "State": props.get("State", "ENABLED")}
         if "EventPattern" in props:
@@ -348,7 +359,7 @@ class Deployment:
             attributes["RedrivePolicy"] = json.dumps(self.resolve(props["RedrivePolicy"]))
         if "FilterPolicy" in props:
             attributes["FilterPolicy"] = json.dumps(props["FilterPolicy"])
-        subscription = self.client("sns").subscribe(
+        subscription = self._deploying("sns").subscribe(
             TopicArn=self.resolve(props["TopicArn"]),
             Protocol=props["Protocol"],
             Endpoint=self.resolve(props["Endpoint"]),
@@ -360,7 +371,7 @@ class Deployment:
     def _chatbot_slackchannelconfiguration(self, logical: str, props: dict[str, Any]) -> None:
         # What the service does when the channel configuration is created: it subscribes itself.
         for topic in self.resolve(props["SnsTopicArns"]):
-            self.client("sns").subscribe(TopicArn=topic, Protocol="https", Endpoint=Q_DEVELOPER_ENDPOINT)
+            self._deploying("sns").subscribe(TopicArn=topic, Protocol="https", Endpoint=Q_DEVELOPER_ENDPOINT)
         self.refs[logical] = f"arn:aws:chatbot::{ACCOUNT}:chat-configuration/slack-channel/{props['ConfigurationName']}"
 
     def _cloudwatch_alarm(self, logical: str, props: dict[str, Any]) -> None:
@@ -383,12 +394,14 @@ class Deployment:
             "TreatMissingData",
         )
         alarm = {key: self.resolve(props[key]) for key in keys if key in props}
-        self.client("cloudwatch").put_metric_alarm(**alarm)
+        self._deploying("cloudwatch").put_metric_alarm(**alarm)
         self.refs[logical] = alarm["AlarmName"]
 
     def _cloudwatch_dashboard(self, logical: str, props: dict[str, Any]) -> None:
         name = props.get("DashboardName") or self._physical(logical, 255)
-        self.client("cloudwatch").put_dashboard(DashboardName=name, DashboardBody=self.resolve(props["DashboardBody"]))
+        self._deploying("cloudwatch").put_dashboard(
+            DashboardName=name, DashboardBody=self.resolve(props["DashboardBody"])
+        )
         self.refs[logical] = name
 
     # --- reading back -----------------------------------------------------------------------------------
