@@ -93,8 +93,9 @@ def kept_bytecode() -> Path:
     """A bytecode folder (PYTHONPYCACHEPREFIX) kept between runs, outside the checkout as the demo's template cache
     is: the environment's packages are compiled into it once. Python checks each file against its source's size and
     time, so a kept one is never stale; an asset bundled into a new temporary folder is compiled again each run."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "training-guard" / "bench-bytecode"
+    from training_guard_local.template_cache import project_cache
+
+    return project_cache() / "bench-bytecode"
 
 
 def import_ms(statement: str, path: Path, *, pycache: Path | None = None) -> float:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from training_guard import contract
+from training_guard.text import ascii_int
 
 # Fixed vocabularies (the SageMaker API model). Unknown values are kept as they are: SageMaker
 # adds statuses over time and an unknown one must never crash the guard.
@@ -303,18 +304,13 @@ def _text(value: Any, limit: int = _MAX_TEXT) -> str | None:
     return value[:limit]
 
 
-_MAX_COUNT_DIGITS = 18
-
-
 def _count(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    # ASCII digits only, and few enough for an int64: str.isdigit() also accepts "²" and fullwidth digits, which
-    # int() refuses, and int() refuses more than 4,300 digits
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= _MAX_COUNT_DIGITS:
-        return int(value)
+    if isinstance(value, str):
+        return ascii_int(value)
     return None
 
 

@@ -39,6 +39,7 @@ from training_guard.mutes import (
     parse_duration,
     silence,
 )
+from training_guard.text import ascii_int
 from training_guard_local import doctor
 from training_guard_local.inputs import UsageError
 
@@ -168,7 +169,7 @@ def _check(args: argparse.Namespace) -> _Wanted | None:
         if args.job is not None:
             check_job(args.job)
         account = args.account
-        if account is not None and not (len(account) == _ACCOUNT_DIGITS and account.isascii() and account.isdigit()):
+        if account is not None and (len(account) != _ACCOUNT_DIGITS or ascii_int(account, _ACCOUNT_DIGITS) is None):
             raise UsageError(f"--account {args.account!r}: an AWS account ID is 12 digits")
         if args.action == LIST:
             if args.rule or args.exempt or args.duration or args.until_job_ends:

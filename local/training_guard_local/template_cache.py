@@ -100,8 +100,14 @@ def folder(env: Mapping[str, str] | None = None) -> Path | None:
         return None
     if chosen:
         return Path(chosen)
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "training-guard" / "templates"
+    return project_cache(env) / "templates"
+
+
+def project_cache(env: Mapping[str, str] | None = None) -> Path:
+    """The project's folder of machine caches, outside any checkout (as uv's and mypy's are):
+    `$XDG_CACHE_HOME/training-guard`, else `~/.cache/training-guard`."""
+    env = os.environ if env is None else env
+    return Path(env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "training-guard"
 
 
 def load(where: Path | None, name: str) -> list[Any] | None:

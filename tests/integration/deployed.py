@@ -22,6 +22,7 @@ What moto lacks, and what stands in for it (each said where it is done):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import io
@@ -142,7 +143,11 @@ def _zip() -> bytes:
     return buffer.getvalue()
 
 
-_DEPLOYING: dict[tuple[str, str], Any] = {}
+@functools.cache
+def _kept_client(service: str, region: str) -> Any:
+    """The clients standing a template up: kept for the process (a deployment makes a dozen, ~10 ms each) and never
+    handed to a test, so no test's event handler is ever registered on one."""
+    return kept_boto3_session().client(service, region_name=region)
 
 
 @dataclass
@@ -167,12 +172,7 @@ class Deployment:
         return self.clients[service]
 
     def _deploying(self, service: str) -> Any:
-        """The clients standing the template up: kept for the process (a deployment makes a dozen, ~10 ms each) and
-        never handed to a test, so no test's event handler is ever registered on one."""
-        key = (service, self.region)
-        if key not in _DEPLOYING:
-            _DEPLOYING[key] = kept_boto3_session().client(service, region_name=self.region)
-        return _DEPLOYING[key]
+        return _kept_client(service, self.region)
 
     # --- intrinsic functions ------------------------------------------------------------------------
     def resolve(self, value: Any) -> Any:

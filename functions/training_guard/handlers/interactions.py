@@ -52,6 +52,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from training_guard import clock
 from training_guard.errors import ActionFailed
 from training_guard.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
+from training_guard.text import ascii_int
 
 if TYPE_CHECKING:
     from training_guard.responder import Responder
@@ -119,12 +120,12 @@ class Interactions:
         headers = {str(k).lower(): str(v) for k, v in _mapping(event.get("headers")).items()}
         timestamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
         now = self._clock()
-        # ASCII digits, as Slack sends (str.isdigit() also accepts "²", which int() refuses)
-        if not timestamp or not signature or not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 18):
+        signed_at = ascii_int(timestamp) if timestamp else None  # Unix seconds, in ASCII digits as Slack sends them
+        if signed_at is None or not signature:
             logger.warning("interaction refused: unsigned")
             return response(401, "not signed")
-        if abs(now - int(timestamp)) > SIGNATURE_WINDOW_SECONDS:
-            logger.warning("interaction refused: stale", extra={"age_seconds": int(now - int(timestamp))})
+        if abs(now - signed_at) > SIGNATURE_WINDOW_SECONDS:
+            logger.warning("interaction refused: stale", extra={"age_seconds": int(now - signed_at)})
             return response(401, "stale")
         verifier = SignatureVerifier(self._secret(), clock=_At(now))
         try:
@@ -134,8 +135,8 @@ class Interactions:
         if not valid:
             logger.warning("interaction refused: bad signature")
             return response(401, "bad signature")
-        expires = int(timestamp) + SIGNATURE_WINDOW_SECONDS + REPLAY_MARGIN_SECONDS
-        if not self._replay.first_time(signature, int(timestamp), expires_at=expires):
+        expires = signed_at + SIGNATURE_WINDOW_SECONDS + REPLAY_MARGIN_SECONDS
+        if not self._replay.first_time(signature, signed_at, expires_at=expires):
             logger.warning("interaction refused: replayed")
             return response(409, "replayed")
         try:
