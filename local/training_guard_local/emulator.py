@@ -52,6 +52,7 @@ from moto import mock_aws
 from training_guard import clock, contract
 from training_guard.config import GuardConfig
 from training_guard_local import accounts_ext, cloudwatch_ext, sagemaker_ext
+from training_guard_local.kept_clients import KEPT
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -218,6 +219,21 @@ def kept_boto3_session() -> Any:
     return boto3.session.Session()
 
 
+@contextlib.contextmanager
+def mock_aws_kept_session() -> Iterator[None]:
+    """moto's `mock_aws` with boto3's default session kept for the process (`kept_boto3_session`) instead of one made
+    anew for the mock, which reads every service model again for its first client (~50 ms each). That session keeps
+    the credentials it resolved first: the emulations and the tests give moto's accounts fixed ones."""
+    import boto3
+
+    saved, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, kept_boto3_session()
+    try:
+        with mock_aws(config={"core": {"reset_boto3_session": False}}):
+            yield
+    finally:
+        boto3.DEFAULT_SESSION = saved
+
+
 class Emulation:
     """`with Emulation(config) as aws:` gives an emulated account with the guard's resources."""
 
@@ -361,8 +377,6 @@ class Emulation:
         if (account, region) == (previous.account, previous.region):
             return previous
         region_changed = region != previous.region
-        if previous.region and region_changed:
-            self._stash_function_clients(previous.region)  # while the environment still names its region
         self._set_env(MOTO_ACCOUNT_ENV, account)
         self._set_env("AWS_REGION", region)
         self._set_env("AWS_DEFAULT_REGION", region)
@@ -391,24 +405,23 @@ class Emulation:
             self._restore_function_clients(region)
         return site
 
-    def _stash_function_clients(self, region: str) -> None:
-        """Keep the functions' clients of this region (creating the ones not made yet) for a return to it."""
-        from training_guard.adapters import clients
-
-        self._function_clients[region] = {service: clients.client(service) for service in FUNCTION_SERVICES}
-
     def _restore_function_clients(self, region: str) -> None:
-        """Fill the functions' client cache with this region's kept clients (their cache is keyed by service:
-        each is made through it, with boto3.client answering with the kept one)."""
+        """Fill the functions' client cache with this region's clients, borrowed from the process's kept clients
+        the first time (their cache is keyed by service: each is made through it, with boto3.client answering
+        with the borrowed one)."""
         import boto3
 
         from training_guard.adapters import clients
 
-        kept = self._function_clients.get(region)
-        if not kept:
-            return
-        with mock.patch.object(boto3, "client", lambda service, **_: kept[service]):
-            for service in kept:
+        lent = self._function_clients.get(region)
+        make = clients.client.__wrapped__  # the functions' own way to make a client, without their cache
+        if lent is None:
+            lent = self._function_clients[region] = {
+                service: KEPT.lend(("function", service, region), functools.partial(make, service))
+                for service in FUNCTION_SERVICES
+            }
+        with mock.patch.object(boto3, "client", lambda service, **_: lent[service]):
+            for service in lent:
                 clients.client(service)
 
     def context(self, function_name: str = "training-guard-job-events") -> LambdaContext:
@@ -440,6 +453,8 @@ class Emulation:
         if self._config_dir is not None:
             self._config_dir.cleanup()
             self._config_dir = None
+        for made in [*self._clients.values(), *(c for lent in self._function_clients.values() for c in lent.values())]:
+            KEPT.give_back(made)
         self._clients.clear()
         self._function_clients.clear()
         _reset_handler_caches()
@@ -453,7 +468,9 @@ class Emulation:
         if made is None:
             import boto3
 
-            made = self._clients[key] = boto3.client(service, region_name=self.region)
+            made = self._clients[key] = KEPT.lend(
+                ("emulation", *key), functools.partial(boto3.client, service, region_name=self.region)
+            )
         return made
 
     def _create_resources(self, site: Site) -> None:

@@ -44,6 +44,7 @@ from infra import outputs
 from training_guard import contract
 from training_guard.config import GuardConfig
 from training_guard_local.emulator import kept_boto3_session
+from training_guard_local.kept_clients import KEPT
 from training_guard_local.preflight import Aws
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -168,8 +169,17 @@ class Deployment:
     def client(self, service: str) -> Any:
         """One client per service (making a client costs more than the calls it makes here)."""
         if service not in self.clients:
-            self.clients[service] = kept_boto3_session().client(service, region_name=self.region)
+            self.clients[service] = self._borrow(service)
         return self.clients[service]
+
+    def _borrow(self, service: str) -> Any:
+        """A client of the process's kept ones (kept_clients.KEPT), given back when the deployment is torn down."""
+        session = kept_boto3_session()
+        return KEPT.lend(
+            ("deployment", service, self.region),
+            functools.partial(session.client, service, region_name=self.region),
+            session=session,
+        )
 
     def _deploying(self, service: str) -> Any:
         return _kept_client(service, self.region)
@@ -412,7 +422,7 @@ class Deployment:
             if service != "cloudformation":
                 return self.client(service)
             if "stand-in" not in self.clients:
-                made = kept_boto3_session().client(service, region_name=self.region)
+                made = self._borrow(service)
                 made.meta.events.register("before-call.cloudformation.DescribeStacks", self._describe_stacks)
                 self.clients["stand-in"] = made
             return self.clients["stand-in"]
@@ -466,7 +476,12 @@ def deployed(config: GuardConfig, *, stack: str = STACK) -> Iterator[Deployment]
 
     template = template_for(config.to_json())
     with mock_aws():
-        yield Deployment(template, config, stack=stack).deploy()
+        deployment = Deployment(template, config, stack=stack)
+        try:
+            yield deployment.deploy()
+        finally:
+            for made in deployment.clients.values():
+                KEPT.give_back(made)
 
 
 @dataclass

@@ -12,7 +12,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from tests.helpers import NOW, load_event, rule_status
 from training_guard import contract
@@ -25,6 +24,7 @@ from training_guard.config import GuardConfig
 from training_guard.handlers import alarm_events, job_events
 from training_guard.responder import Responder
 from training_guard_local import sagemaker_ext
+from training_guard_local.emulator import mock_aws_kept_session
 
 REGION = "eu-west-1"
 HUB = "123456789012"  # moto's own account: the hub's credentials
@@ -147,7 +147,7 @@ def mocked_accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("MOTO_ACCOUNT_ID", raising=False)
-    with mock_aws():
+    with mock_aws_kept_session():
         sagemaker_ext.install()
         yield
 

@@ -455,3 +455,19 @@ def test_a_members_clients_carry_its_credentials_and_region_without_a_boto3_sess
     assert (credentials.access_key, credentials.secret_key, credentials.token) == ("ASIA1", "secret", "token")
     assert made.meta.region_name == "eu-west-1"
     assert made.meta.config.retries == RETRY_CONFIG.retries
+
+
+@pytest.mark.parametrize(("region", "partition"), [("eu-west-1", "aws"), ("cn-north-1", "aws-cn")])
+def test_the_member_roles_are_in_the_partition_of_the_hubs_region(
+    monkeypatch: pytest.MonkeyPatch, region: str, partition: str
+) -> None:
+    from training_guard.adapters import accounts as adapter
+    from training_guard.handlers import wiring
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", region)
+    wiring.reset()
+    try:
+        sessions = adapter.member_access(ORG).sessions
+        assert sessions.role_arn(MEMBER_A).startswith(f"arn:{partition}:iam::{MEMBER_A}:role/")
+    finally:
+        wiring.reset()

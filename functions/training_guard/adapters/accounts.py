@@ -169,8 +169,7 @@ def member_access(organization: OrganizationConfig) -> MemberAccess:
     held = _MEMBER_ACCESS.get(key)
     if held is None:
         sts = client("sts")
-        region = sts.meta.region_name or organization.region
-        partition = boto3.session.Session().get_partition_for_region(region)
+        partition = sts.meta.partition  # the partition of its region (botocore read it making the client)
         held = _MEMBER_ACCESS[key] = MemberAccess(MemberSessions(organization, sts=sts, partition=partition))
     return held
 

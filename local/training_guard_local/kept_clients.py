@@ -1,0 +1,100 @@
+"""boto3 clients kept for the process and lent to one emulation at a time, as good as new each time.
+
+Making a botocore client costs ~20 ms of CPU (its event handlers copied from the session's, a class with a method
+per operation, the endpoint resolver): the test suite made about 1,300 of them for its emulations alone, a fifth of
+its CPU. An emulation borrows its clients (its own and the functions') from here and gives them back when it ends;
+the next one gets them back as they were made:
+
+- the event handlers a test or a fault campaign registered on a client (`client.meta.events.register...`) are gone:
+  the client's emitter gets back the handlers it had when it was made;
+- the standard retry mode's retry quota is full again (a campaign of throttles drains it; a new client's is full).
+
+What a client is made with is part of its key: the service, the region, the session and the `AWS_*` environment at
+the time (credentials, profile, retry mode). A client whose key is lent already (an emulation inside another) is
+made anew and kept beside it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Hashable
+from typing import Any
+
+# What botocore reads from the environment when it makes a client (credentials, profile, retry mode, endpoints), but
+# the region, which is part of the key on its own.
+_NOT_KEYED = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION"})
+
+
+def environment_key() -> frozenset[tuple[str, str]]:
+    return frozenset((k, v) for k, v in os.environ.items() if k.startswith("AWS_") and k not in _NOT_KEYED)
+
+
+class _Kept:
+    """One client and what it was when made."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        # botocore: client.meta.events is an EventAliaser over the client's HierarchicalEmitter (botocore/hooks.py),
+        # whose __copy__ copies its handler trie and unique ids, not the handlers themselves.
+        self._emitter = client.meta.events._emitter
+        self._made = copy.copy(self._emitter)
+        # botocore gives the emitter a new lookup cache on every register and unregister: while it has this one,
+        # its handlers are the ones it was made with (or was given back by as_made).
+        self._clean = self._emitter._lookup_cache
+
+    def as_made(self) -> Any:
+        emitter = self._emitter
+        if emitter._lookup_cache is not self._clean:
+            made = copy.copy(self._made)
+            made._lookup_cache = self._clean = {}  # the shallow copy shares it; rebuilt on the next emit
+            emitter.__dict__.update(made.__dict__)
+        for entry in emitter._unique_id_handlers.values():
+            _refill_retry_quota(getattr(entry["handler"], "__self__", None))
+        return self.client
+
+
+def _refill_retry_quota(handler_owner: Any) -> None:
+    """The standard retry mode's RetryHandler (botocore/retries/standard.py, registered with the unique id
+    `retry-config-<service>`) holds a RetryQuotaChecker whose RetryQuota a retried call drains."""
+    checker = getattr(handler_owner, "_retry_quota", None)
+    quota = getattr(checker, "_quota", None)
+    if checker is not None and quota is not None and hasattr(quota, "_max_capacity"):
+        quota._available_capacity = quota._max_capacity
+        checker._last_amount_acquired = None
+
+
+class KeptClients:
+    def __init__(self) -> None:
+        self._free: dict[Hashable, list[_Kept]] = {}
+        self._lent: dict[int, tuple[Hashable, _Kept]] = {}
+        self.made = 0  # clients made (not lent again), for the tests
+
+    def lend(self, key: Hashable, make: Callable[[], Any], *, session: Any = None) -> Any:
+        """A client for `key` (with the session and `AWS_*` environment added to it), as made; `make` makes one
+        with `session`, or boto3's default session if None."""
+        import boto3
+
+        if session is None:
+            if boto3.DEFAULT_SESSION is None:
+                boto3.setup_default_session()  # what boto3.client would do in `make`, before the key names it
+            session = boto3.DEFAULT_SESSION
+        full = (key, session, environment_key())
+        free = self._free.get(full)
+        if free:
+            kept = free.pop()
+            client = kept.as_made()
+        else:
+            self.made += 1
+            client = make()
+            kept = _Kept(client)
+        self._lent[id(client)] = (full, kept)
+        return client
+
+    def give_back(self, client: Any) -> None:
+        full, kept = self._lent.pop(id(client))
+        self._free.setdefault(full, []).append(kept)
+
+
+# The process's clients, shared by every emulation in it.
+KEPT = KeptClients()
