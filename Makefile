@@ -28,8 +28,10 @@ UV := .uv/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 SYNC := $(UV) sync --locked --quiet
-# mypy's cache of the (large, typed) aws-cdk-lib and boto3 packages outlives a clone, like the package caches.
-export MYPY_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/training-guard/mypy
+# What outlives a clone, like the package caches (the tests' template cache is there too).
+TG_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/training-guard
+# mypy's cache of the (large, typed) aws-cdk-lib and boto3 packages.
+export MYPY_CACHE_DIR ?= $(TG_CACHE)/mypy
 
 # Python writes the bytecode of what it imports (the project's and .venv's __pycache__/, ignored by git), even where
 # the environment sets PYTHONDONTWRITEBYTECODE (container images often do): without it, every process of a test run
@@ -132,12 +134,20 @@ mutation: $(VENV)/.installed
 	$(PY) -m bench.mutation $(if $(MODULES),--modules "$(MODULES)")
 	@$(SYNC) --extra dev
 
-# checkov pins dependencies that clash with ours: it lives in its own environment, locked in tools/checkov/.
+# checkov pins dependencies that clash with ours: it lives in its own environment, locked in tools/checkov/. That
+# environment holds nothing of the project (a virtual project: the lock's packages only), so it is kept outside the
+# clone, one per lock and Python, like the package caches, and tools/checkov/.venv links to it: a fresh clone finds
+# it made and its bytecode written (checkov imports the checks of every framework it knows: compiling them took
+# ~15 s of CPU in each new environment).
 CHECKOV := tools/checkov/.venv/bin/checkov
+CHECKOV_ENV = $(TG_CACHE)/checkov-$(shell { cat tools/checkov/uv.lock; $(PYTHON) -VV; } | sha256sum | cut -c1-16)
 SCAN_OUT := cdk.out/scan
 $(CHECKOV): $(UV) tools/checkov/uv.lock
 	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
-	@$(SYNC) --project tools/checkov
+	@UV_PROJECT_ENVIRONMENT="$(CHECKOV_ENV)" $(SYNC) --project tools/checkov
+	@# a checkout made before the environment moved out has a directory here
+	@if [ ! -L tools/checkov/.venv ]; then rm -rf tools/checkov/.venv; fi
+	@ln -sfn "$(CHECKOV_ENV)" tools/checkov/.venv
 	@touch $@
 
 # lint, types, the CDK tests and the rest of the suite run side by side (make -j); pytest spreads the rest over
