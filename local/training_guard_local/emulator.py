@@ -208,21 +208,6 @@ class _Discard(io.TextIOBase):
         return len(text)
 
 
-def _keep_motos_action_lookup() -> None:
-    """moto lists a response class's methods (`inspect.getmembers`) on every request to find the action's handler
-    (`BaseResponse.call_action` through `moto.core.responses.method_names_from_class`): the same list every time, about
-    0.1 ms of the ~4 ms an AWS call takes on moto. Kept per class: moto's classes do not change while the
-    process runs."""
-    from moto.core import responses
-
-    lookup = vars(responses).get("method_names_from_class")  # imported there from moto.core.utils
-    if lookup is not None and not hasattr(lookup, "cache_info"):
-        vars(responses)["method_names_from_class"] = functools.cache(lookup)
-
-
-_keep_motos_action_lookup()
-
-
 @functools.cache
 def kept_boto3_session() -> Any:
     """One boto3 session for the process (boto3's default session inside every emulation): made after moto was

@@ -47,15 +47,3 @@ def test_each_region_of_an_emulation_has_the_functions_clients_of_that_region() 
         assert not {id(c) for c in here.values()} & {id(c) for c in there.values()}
         aws.use(aws.account, "us-east-1")
         assert {service: clients.client(service) for service in FUNCTION_SERVICES} == here
-
-
-def test_motos_action_lookup_is_kept_per_class_and_answers_as_moto_does() -> None:
-    from moto.core import responses, utils
-    from moto.dynamodb.responses import DynamoHandler
-
-    kept = vars(responses)["method_names_from_class"]
-    assert kept(DynamoHandler) == utils.method_names_from_class(DynamoHandler)
-    before = kept.cache_info().hits
-    with Emulation(GuardConfig()) as aws:
-        aws.client("dynamodb").list_tables()
-    assert kept.cache_info().hits > before
