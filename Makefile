@@ -140,7 +140,8 @@ mutation: $(VENV)/.installed
 # it made and its bytecode written (checkov imports the checks of every framework it knows: compiling them took
 # ~15 s of CPU in each new environment).
 CHECKOV := tools/checkov/.venv/bin/checkov
-CHECKOV_ENV = $(TG_CACHE)/checkov-$(shell { cat tools/checkov/uv.lock; $(PYTHON) -VV; } | sha256sum | cut -c1-16)
+CHECKOV_ENV = $(TG_CACHE)/checkov-$(shell $(PYTHON) -c 'import hashlib, sys; \
+	print(hashlib.sha256(open("tools/checkov/uv.lock", "rb").read() + sys.version.encode()).hexdigest()[:16])')
 SCAN_OUT := cdk.out/scan
 $(CHECKOV): $(UV) tools/checkov/uv.lock
 	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
