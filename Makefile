@@ -145,7 +145,12 @@ CHECKOV_ENV = $(TG_CACHE)/checkov-$(shell $(PYTHON) -c 'import hashlib, sys; \
 SCAN_OUT := cdk.out/scan
 $(CHECKOV): $(UV) tools/checkov/uv.lock
 	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
-	@UV_PROJECT_ENVIRONMENT="$(CHECKOV_ENV)" $(SYNC) --project tools/checkov
+	@# uv locks a project environment's creation by the project's path, so two clones making the same new environment
+	@# would not wait for each other: the sync runs under a lock of the environment's own.
+	@mkdir -p "$(TG_CACHE)"
+	@UV_PROJECT_ENVIRONMENT="$(CHECKOV_ENV)" $(PYTHON) -c 'import fcntl, subprocess, sys; \
+		held = open(sys.argv[1], "a"); fcntl.flock(held, fcntl.LOCK_EX); sys.exit(subprocess.call(sys.argv[2:]))' \
+		"$(CHECKOV_ENV).lock" $(SYNC) --project tools/checkov
 	@# a checkout made before the environment moved out has a directory here
 	@if [ ! -L tools/checkov/.venv ]; then rm -rf tools/checkov/.venv; fi
 	@ln -sfn "$(CHECKOV_ENV)" tools/checkov/.venv

@@ -10,8 +10,8 @@ them back when it ends; the next one gets them back as they were made:
 - the standard retry mode's retry quota is full again (a campaign of throttles drains it; a new client's is full).
 
 What a client is made with is part of its key: the service, the region, the session and the `AWS_*` environment at
-the time (credentials, profile, retry mode). A client whose key is lent already (an emulation inside another) is
-made anew and kept beside it.
+the time (profile, retry mode, endpoints; a session resolves its credentials once and keeps them). A client whose key
+is lent already (an emulation inside another) is made anew and kept beside it.
 """
 
 from __future__ import annotations
@@ -38,20 +38,24 @@ class _Kept:
         # botocore: client.meta.events is an EventAliaser over the client's HierarchicalEmitter (botocore/hooks.py),
         # whose __copy__ copies its handler trie and unique ids, not the handlers themselves.
         self._emitter = client.meta.events._emitter
-        self._made = copy.copy(self._emitter)
-        # botocore gives the emitter a new lookup cache on every register and unregister: while it has this one,
-        # its handlers are the ones it was made with (or was given back by as_made).
-        self._clean = self._emitter._lookup_cache
+        self._made = _unshared(copy.copy(self._emitter))
 
     def as_made(self) -> Any:
-        emitter = self._emitter
-        if emitter._lookup_cache is not self._clean:
-            made = copy.copy(self._made)
-            made._lookup_cache = self._clean = {}  # the shallow copy shares it; rebuilt on the next emit
-            emitter.__dict__.update(made.__dict__)
-        for entry in emitter._unique_id_handlers.values():
+        """The client, its emitter given back the handlers it was made with. Always copied (about 1.6 ms, against 10
+        to 20 ms to make a client): an unregister whose event name misses drops the unique id and keeps the lookup
+        cache, so no cheaper sign tells an emitter that changed from one that did not."""
+        self._emitter.__dict__.update(_unshared(copy.copy(self._made)).__dict__)
+        for entry in self._emitter._unique_id_handlers.values():
             _refill_retry_quota(getattr(entry["handler"], "__self__", None))
         return self.client
+
+
+def _unshared(emitter: Any) -> Any:
+    """A copy of a HierarchicalEmitter shares its lookup cache (rebuilt on the next emit) and each unique id's entry
+    (whose count a counted registration changes in place) with the original: these are its own."""
+    emitter._lookup_cache = {}
+    emitter._unique_id_handlers = {key: dict(entry) for key, entry in emitter._unique_id_handlers.items()}
+    return emitter
 
 
 def _refill_retry_quota(handler_owner: Any) -> None:

@@ -105,3 +105,29 @@ def test_other_credentials_in_the_environment_make_another_client(monkeypatch: p
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     assert kept.lend("sagemaker", make) is first
+
+
+def test_an_unregister_that_misses_its_event_still_loses_nothing_for_the_next_borrower() -> None:
+    """botocore drops the unique id first, then finds no such event and keeps its lookup cache."""
+    kept = KeptClients()
+    client = kept.lend("sagemaker", make)
+    client.meta.events.unregister("no-such-event", unique_id="retry-config-sagemaker")
+    assert "retry-config-sagemaker" not in client.meta.events._emitter._unique_id_handlers
+    kept.give_back(client)
+    again = kept.lend("sagemaker", make)
+    assert quota(again)._quota.available_capacity == 500  # the retry handler is back, its quota full
+
+
+def test_a_counted_registration_does_not_change_what_the_next_borrower_gets() -> None:
+    kept = KeptClients()
+    client = kept.lend("sagemaker", make)
+    said: list[str] = []
+    hook = lambda said, **_: said.append("counted")  # noqa: E731
+    for _ in range(2):
+        client.meta.events.register(f"{EVENT}.sagemaker", hook, unique_id="counted", unique_id_uses_count=True)
+    kept.give_back(client)
+    again = kept.lend("sagemaker", make)
+    assert heard(again) == []
+    again.meta.events.register(f"{EVENT}.sagemaker", hook, unique_id="counted", unique_id_uses_count=True)
+    again.meta.events.unregister(f"{EVENT}.sagemaker", hook, unique_id="counted", unique_id_uses_count=True)
+    assert heard(again) == said == []
