@@ -266,9 +266,8 @@ class Emulation:
         self.slack_min_interval = slack_min_interval
         self.quiet = quiet
         self.handler_logs = handler_logs
-        # boto3's default session is the emulation's own (kept_boto3_session) while it runs, not one moto makes anew
-        self._mock = mock_aws(config={"core": {"reset_boto3_session": False}})
-        self._saved_session: Any = None
+        # moto, with boto3's default session the process's own (kept_boto3_session) while it runs
+        self._mocked = contextlib.ExitStack()
         self._saved_env: dict[str, str | None] = {}
         self._config_dir: tempfile.TemporaryDirectory[str] | None = None
         self._sites: dict[tuple[str, str], Site] = {}
@@ -330,10 +329,7 @@ class Emulation:
         for key, value in env.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
-        self._mock.start()
-        import boto3
-
-        self._saved_session, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, kept_boto3_session()
+        self._mocked.enter_context(mock_aws_kept_session())
         if self.price_list is not None:
             with handler_output_to_stderr():
                 from training_guard.handlers import wiring
@@ -438,10 +434,7 @@ class Emulation:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._extensions.close()
-        self._mock.stop()
-        import boto3
-
-        boto3.DEFAULT_SESSION = self._saved_session
+        self._mocked.close()
         if self._pricing_patch is not None:
             self._pricing_patch.stop()
             self._pricing_patch = None

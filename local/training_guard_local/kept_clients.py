@@ -74,16 +74,14 @@ class KeptClients:
         self._lent: dict[int, tuple[Hashable, _Kept]] = {}
         self.made = 0  # clients made (not lent again), for the tests
 
-    def lend(self, key: Hashable, make: Callable[[], Any], *, session: Any = None) -> Any:
-        """A client for `key` (with the session and `AWS_*` environment added to it), as made; `make` makes one
-        with `session`, or boto3's default session if None."""
+    def lend(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """A client for `key` (with boto3's default session and the `AWS_*` environment added to it), as made;
+        `make` makes one with that session."""
         import boto3
 
-        if session is None:
-            if boto3.DEFAULT_SESSION is None:
-                boto3.setup_default_session()  # what boto3.client would do in `make`, before the key names it
-            session = boto3.DEFAULT_SESSION
-        full = (key, session, environment_key())
+        if boto3.DEFAULT_SESSION is None:
+            boto3.setup_default_session()  # what boto3.client would do in `make`, before the key names it
+        full = (key, boto3.DEFAULT_SESSION, environment_key())
         free = self._free.get(full)
         if free:
             kept = free.pop()

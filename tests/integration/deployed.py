@@ -43,7 +43,7 @@ from botocore.awsrequest import AWSResponse
 from infra import outputs
 from training_guard import contract
 from training_guard.config import GuardConfig
-from training_guard_local.emulator import kept_boto3_session
+from training_guard_local.emulator import kept_boto3_session, mock_aws_kept_session
 from training_guard_local.kept_clients import KEPT
 from training_guard_local.preflight import Aws
 
@@ -174,11 +174,10 @@ class Deployment:
 
     def _borrow(self, service: str) -> Any:
         """A client of the process's kept ones (kept_clients.KEPT), given back when the deployment is torn down."""
-        session = kept_boto3_session()
+        import boto3
+
         return KEPT.lend(
-            ("deployment", service, self.region),
-            functools.partial(session.client, service, region_name=self.region),
-            session=session,
+            ("deployment", service, self.region), functools.partial(boto3.client, service, region_name=self.region)
         )
 
     def _deploying(self, service: str) -> Any:
@@ -472,10 +471,8 @@ def _response(status: int) -> AWSResponse:
 @contextmanager
 def deployed(config: GuardConfig, *, stack: str = STACK) -> Iterator[Deployment]:
     """`with deployed(config) as stack:` the synthesized template stood up on a fresh moto account."""
-    from moto import mock_aws
-
     template = template_for(config.to_json())
-    with mock_aws():
+    with mock_aws_kept_session():
         deployment = Deployment(template, config, stack=stack)
         try:
             yield deployment.deploy()

@@ -60,7 +60,7 @@ def test_a_client_given_back_is_lent_again_without_the_handlers_registered_on_it
     assert heard(again) == ["anew"]
 
 
-def test_a_client_with_an_unchanged_emitter_keeps_its_handlers_and_answers() -> None:
+def test_a_client_lent_again_keeps_the_handlers_it_was_made_with() -> None:
     kept = KeptClients()
     client = kept.lend("sagemaker", make)
     before = list(client.meta.events._emitter._handlers.prefix_search("needs-retry.sagemaker.ListTrainingJobs"))
