@@ -51,7 +51,7 @@ from moto import mock_aws
 
 from training_guard import clock, contract
 from training_guard.config import GuardConfig
-from training_guard_local import accounts_ext, cloudwatch_ext, sagemaker_ext
+from training_guard_local import accounts_ext, cloudwatch_ext, moto_speed, sagemaker_ext
 from training_guard_local.kept_clients import KEPT
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -226,6 +226,7 @@ def mock_aws_kept_session() -> Iterator[None]:
     the credentials it resolved first: the emulations and the tests give moto's accounts fixed ones."""
     import boto3
 
+    moto_speed.install()
     saved, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, kept_boto3_session()
     try:
         with mock_aws(config={"core": {"reset_boto3_session": False}}):

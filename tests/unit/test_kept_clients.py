@@ -131,3 +131,21 @@ def test_a_counted_registration_does_not_change_what_the_next_borrower_gets() ->
     again.meta.events.register(f"{EVENT}.sagemaker", hook, unique_id="counted", unique_id_uses_count=True)
     again.meta.events.unregister(f"{EVENT}.sagemaker", hook, unique_id="counted", unique_id_uses_count=True)
     assert heard(again) == said == []
+
+
+def test_an_emitter_nothing_changed_is_lent_as_it_is_and_a_later_change_is_still_undone() -> None:
+    kept = KeptClients()
+    client = kept.lend("sagemaker", make)
+    handlers = client.meta.events._emitter._handlers
+    heard(client)  # an emit fills the lookup cache: not a change
+    kept.give_back(client)
+    again = kept.lend("sagemaker", make)
+    assert again.meta.events._emitter._handlers is handlers  # not copied back: nothing changed it
+    again.meta.events.register(f"{EVENT}.sagemaker", lambda said, **_: said.append("second loan"))
+    assert heard(again) == ["second loan"]
+    kept.give_back(again)
+    third = kept.lend("sagemaker", make)
+    assert heard(third) == []
+    assert third.meta.events._emitter._handlers is not handlers
+    kept.give_back(third)
+    assert kept.lend("sagemaker", make).meta.events._emitter._handlers is third.meta.events._emitter._handlers

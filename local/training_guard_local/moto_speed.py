@@ -1,0 +1,82 @@
+"""Three of moto's costs that an emulation pays over and over and that change nothing it answers, removed.
+
+Measured with py-spy over the unit tests in one process (they start about a thousand mocks and make a few hundred KMS
+keys), together about a seventh of their time:
+
+- **Starting a mock** (`mock_aws`) registered a new `responses` callback for each of moto's 183 URL patterns and each
+  of seven HTTP methods (1,281 objects, ~5 ms). They are made once here and registered again on each start: the
+  registry they go into is still made anew each time (`reset_responses_mock`), and a callback holds no state of a
+  mock's (its pattern, its method and moto's dispatch function; the calls it records are only those made through
+  `requests`, which nothing here uses: boto3 is served by moto's botocore hook).
+- **Each call** looked its action up in the list of every function of the response class (`inspect.getmembers`,
+  ~0.4 ms): `action in method_names_from_class(cls)` is the same question as "is `cls.<action>` a function", which is
+  what this asks, by name, at the time of the call (so a method added later, as `metric_widget_ext` adds one, is
+  found).
+- **Each KMS key** got an RSA-2048 private key at creation (~100 ms of CPU), which only Sign, Verify and GetPublicKey
+  read: the key is made when one of them first reads it, the same key moto would have made.
+
+`install()` is idempotent and process-wide; what it replaces answers exactly as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from typing import Any
+
+
+@functools.cache
+def install() -> None:
+    models: Any = importlib.import_module("moto.core.models")
+    responses: Any = importlib.import_module("moto.core.responses")
+    kms_models: Any = importlib.import_module("moto.kms.models")
+    models.CallbackResponse = _kept_callback(models.CallbackResponse)
+    responses.method_names_from_class = _FunctionNames
+    kms_models.generate_private_key = _lazy_private_key(kms_models.generate_private_key)
+
+
+def _kept_callback(make: Any) -> Any:
+    kept: dict[tuple[Any, ...], Any] = {}
+
+    def callback_response(*, method: str, url: Any, callback: Any) -> Any:
+        key = (method, getattr(url, "pattern", url), getattr(url, "flags", None), callback)  # url: str or re.Pattern
+        if key not in kept:
+            kept[key] = make(method=method, url=url, callback=callback)
+        return kept[key]
+
+    return callback_response
+
+
+class _FunctionNames:
+    """What `method_names_from_class(cls)` is used for (`action in ...`), answered for one name."""
+
+    __slots__ = ("_cls",)
+
+    def __init__(self, cls: Any) -> None:
+        self._cls = cls
+
+    def __contains__(self, name: object) -> bool:
+        # inspect.getmembers(cls, inspect.isfunction) lists the names whose getattr(cls, name) is a function
+        return isinstance(name, str) and inspect.isfunction(getattr(self._cls, name, None))
+
+
+class _LazyPrivateKey:
+    """moto's private key of a KMS key, made when first used."""
+
+    def __init__(self, make: Any, key_spec: str) -> None:
+        self._make = make
+        self._key_spec = key_spec
+        self._key: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._key is None:
+            self._key = self._make(self._key_spec)
+        return getattr(self._key, name)
+
+
+def _lazy_private_key(make: Any) -> Any:
+    def generate_private_key(key_spec: str) -> Any:
+        return _LazyPrivateKey(make, key_spec)
+
+    return generate_private_key

@@ -1,0 +1,93 @@
+"""moto_speed's replacements answer as moto's own do (the costs they remove: the module's docstring)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from moto.backends import get_backend
+from moto.core import utils as moto_utils
+from moto.core.models import responses_mock
+from moto.core.responses import BaseResponse
+
+from training_guard_local import moto_speed
+from training_guard_local.emulator import mock_aws_kept_session
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def response_classes() -> list[type]:
+    """The response class of every service the guard and its emulation use, and their bases."""
+    found: set[type] = set()
+    for service in ("sagemaker", "dynamodb", "sns", "sqs", "cloudwatch", "events", "kms", "secretsmanager", "iam"):
+        get_backend(service)  # imports the service's models
+        module = importlib.import_module(f"moto.{service}.responses")
+        found |= {c for _, c in inspect.getmembers(module, inspect.isclass) if issubclass(c, BaseResponse)}
+    return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+def test_an_actions_method_is_found_exactly_when_moto_would_find_it() -> None:
+    moto_speed.install()
+    for cls in response_classes():
+        listed = moto_utils.method_names_from_class(cls)
+        names = moto_speed._FunctionNames(cls)
+        assert all(name in names for name in listed), cls
+        attributes = [n for n in dir(cls) if n not in listed]
+        assert not any(name in names for name in [*attributes, "no_such_action", ""]), cls
+
+
+def test_a_method_added_to_a_response_class_later_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.cloudwatch.responses import CloudWatchResponse
+
+    names = moto_speed._FunctionNames(CloudWatchResponse)
+    assert "get_metric_widget_image" not in names
+    monkeypatch.setattr(CloudWatchResponse, "get_metric_widget_image", lambda self: None, raising=False)
+    assert "get_metric_widget_image" in names
+
+
+def test_each_mock_registers_the_same_callbacks_and_they_still_serve_requests() -> None:
+    registered = []
+    for _ in range(2):
+        with mock_aws_kept_session():
+            registered.append(responses_mock.registered())
+            # a call through `requests` to an AWS address is served by moto, in either mock
+            answer = requests.post(
+                "https://sts.amazonaws.com/", data={"Action": "GetCallerIdentity", "Version": "2011-06-15"}, timeout=5
+            )
+            assert answer.status_code == 200
+            assert "<Account>123456789012</Account>" in answer.text
+    first, second = registered
+    assert len(first) == len(second) > 1000
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert not responses_mock.registered() or responses_mock._patcher is None  # no mock left started
+
+
+def test_a_kms_key_gets_its_private_key_when_first_used_and_signs_as_before() -> None:
+    with mock_aws_kept_session():
+        kms = boto3.client("kms", region_name="us-east-1")
+        symmetric = kms.create_key()["KeyMetadata"]["KeyId"]
+        backend: Any = get_backend("kms")["123456789012"]["us-east-1"]
+        assert backend.keys[symmetric].private_key._key is None  # nothing made for a key that never signs
+        for spec, algorithm in (("RSA_2048", "RSASSA_PSS_SHA_256"), ("ECC_NIST_P256", "ECDSA_SHA_256")):
+            key = kms.create_key(KeySpec=spec, KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+            signature = kms.sign(KeyId=key, Message=b"stopped", SigningAlgorithm=algorithm)["Signature"]
+            assert kms.verify(KeyId=key, Message=b"stopped", Signature=signature, SigningAlgorithm=algorithm)[
+                "SignatureValid"
+            ]
+            assert kms.get_public_key(KeyId=key)["PublicKey"]
+        # encryption with the symmetric key never needed the private key
+        blob = kms.encrypt(KeyId=symmetric, Plaintext=json.dumps({"a": 1}).encode())["CiphertextBlob"]
+        assert kms.decrypt(CiphertextBlob=blob)["Plaintext"] == b'{"a": 1}'
+        assert backend.keys[symmetric].private_key._key is None
