@@ -3,7 +3,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aws_cdk import App
@@ -37,6 +37,9 @@ def expected_rows(rows: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]
     return [(sid, unordered(actions), unordered(resources)) for sid, actions, resources in rows]
 
 
+SynthT = TypeVar("SynthT", bound="Synth")
+
+
 @functools.cache
 def _cfn_lint_rules() -> Any:
     """cfn-lint's rules, loaded once per process (about 1.5 s each time `lint_file` loads them again). W3005 (a
@@ -60,6 +63,8 @@ def shipped_context() -> dict[str, Any]:
 
 
 class Synth:
+    """The app synthesized in-process with the context cdk.json gives the CLI and `context` over it."""
+
     def __init__(self, outdir: Path, context: dict[str, Any] | None = None) -> None:
         # Bundling is exercised by its own tests; here the asset is the source folder as it is.
         full = {**shipped_context(), "aws:cdk:bundling-stacks": [], **(context or {})}
@@ -98,6 +103,32 @@ class Synth:
     def report(self) -> dict[str, Any]:
         report: dict[str, Any] = json.loads((self.outdir / "validation-report.json").read_text())
         return report
+
+
+_SYNTHESIZED: dict[tuple[type, str], Synth] = {}
+
+
+def synthesized(kind: type[SynthT], document: dict[str, Any], outdir: Path) -> SynthT:
+    """The app synthesized (by `kind`, Synth or a subclass taking an outdir and the document) with the configuration
+    file `document`, once per process: the tests of several modules read the same configuration's templates, and
+    each synthesis costs about a second. Nothing changes a Synth once made (its tests read it). `outdir`: where a
+    synthesis that is not made yet goes."""
+    key = (kind, json.dumps(document, sort_keys=True))
+    if key not in _SYNTHESIZED:
+        _SYNTHESIZED[key] = kind(outdir, document)
+    made = _SYNTHESIZED[key]
+    assert isinstance(made, kind)
+    return made
+
+
+class ConfigSynth(Synth):
+    """The app synthesized with the configuration file `document` (written beside the cloud assembly)."""
+
+    def __init__(self, outdir: Path, document: dict[str, Any]) -> None:
+        outdir.mkdir(parents=True, exist_ok=True)
+        config_file = outdir / "guard.json"
+        config_file.write_text(json.dumps(document))
+        super().__init__(outdir / "cdk.out", {"config": str(config_file)})
 
 
 @pytest.fixture(scope="session")

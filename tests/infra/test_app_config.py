@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import App
 
 from infra.app import build_app, check_context_config
-from tests.infra.conftest import Synth, shipped_context
+from tests.infra.conftest import ConfigSynth, Synth, shipped_context, synthesized
 from training_guard.config import ConfigError, GuardConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,9 +78,7 @@ def test_the_clis_context_is_checked_before_the_cdk_is_loaded(monkeypatch: pytes
 
 
 def test_an_opt_in_tag_makes_iam_refuse_to_stop_untagged_jobs(tmp_path: Path) -> None:
-    config_file = tmp_path / "guarded.json"
-    config_file.write_text(json.dumps({"stop_requires_tag": "training-guard:guarded"}))
-    synth = Synth(tmp_path / "out", {"config": str(config_file)})
+    synth = synthesized(ConfigSynth, {"stop_requires_tag": "training-guard:guarded"}, tmp_path)  # test_stop_opt_in's
     for path in ("JobEventsHandler", "AlarmEvents", "Sweeper"):
         _, policy = synth.one("AWS::IAM::Policy", path)
         statements = policy["Properties"]["PolicyDocument"]["Statement"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra.components import chat
-from tests.infra.conftest import Synth, expected_rows, statement_rows
+from tests.infra.conftest import ConfigSynth, Synth, expected_rows, statement_rows, synthesized
 from training_guard import contract
 
 
@@ -196,9 +196,8 @@ def test_q_developer_channel_is_subscribed_with_read_only_guardrails(routed: Syn
 
 
 def test_without_slack_webhooks_there_is_no_chat_path(tmp_path: Path) -> None:
-    config = tmp_path / "guard.json"
-    config.write_text(json.dumps({"slack": None}))  # null: the built-in default, no webhook (cdk.json names one)
-    plain = Synth(tmp_path / "out", {"config": str(config)})
+    # null: the built-in default, no webhook (cdk.json names one); test_outputs reads the same templates
+    plain = synthesized(ConfigSynth, {"slack": None}, tmp_path)
     assert plain.resources("AWS::Lambda::EventSourceMapping") == {}
     assert plain.resources("AWS::SecretsManager::Secret") == {}
 

@@ -17,7 +17,7 @@ from infra.organization import hub as hub_module
 from infra.organization import stackset
 from infra.organization.names import ACTING_FUNCTIONS, MEMBER_STACK_NAME, STACK_SET_NAME, hub_role_name
 from infra.stack import TrainingGuardStack
-from tests.infra.conftest import Synth, cfn_lint, expected_rows, shipped_context, statement_rows, unordered
+from tests.infra.conftest import Synth, cfn_lint, expected_rows, shipped_context, statement_rows, synthesized, unordered
 from training_guard import contract
 from training_guard.config import GuardConfig
 
@@ -73,7 +73,7 @@ def example(**organization: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def org(tmp_path_factory: pytest.TempPathFactory) -> OrgSynth:
-    return OrgSynth(tmp_path_factory.mktemp("org"), example())
+    return synthesized(OrgSynth, example(), tmp_path_factory.mktemp("org"))
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from infra.organization import hub as hub_module
 from infra.organization.names import ACTING_FUNCTIONS, CLICK_WORKER, acting_functions, hub_role_name
 from tests.infra import test_organization_limits as limits
-from tests.infra.conftest import cfn_lint
+from tests.infra.conftest import cfn_lint, synthesized
 from tests.infra.test_organization import HUB, MEMBERS, REGION, OrgSynth, arn, example
 from training_guard.config import MAX_MEMBER_ACCOUNTS, ConfigError, GuardConfig
 
@@ -45,7 +45,7 @@ def org_app(tmp_path_factory: pytest.TempPathFactory) -> OrgSynth:
 
 @pytest.fixture(scope="module")
 def org_webhook(tmp_path_factory: pytest.TempPathFactory) -> OrgSynth:
-    return OrgSynth(tmp_path_factory.mktemp("org-webhook"), example())
+    return synthesized(OrgSynth, example(), tmp_path_factory.mktemp("org-webhook"))  # test_organization's `org`
 
 
 def worker_role(synth: OrgSynth) -> tuple[str, dict[str, Any]]:

@@ -15,7 +15,7 @@ from aws_cdk import App
 
 from infra import outputs
 from infra.app import build_app
-from tests.infra.conftest import Synth
+from tests.infra.conftest import ConfigSynth, Synth, synthesized
 from training_guard.config import ConfigError
 
 CONDITIONAL = {  # only with Slack configured, or with a subscription that has a dead-letter queue
@@ -142,9 +142,7 @@ def test_the_email_subscriptions_dead_letters_are_watched_without_slack_too(emai
 
 
 def test_without_any_subscription_dead_letters_there_is_no_output_for_them(tmp_path: Path) -> None:
-    config = tmp_path / "plain.json"
-    config.write_text(json.dumps({"slack": None}))
-    plain = Synth(tmp_path / "out", {"config": str(config)})
+    plain = synthesized(ConfigSynth, {"slack": None}, tmp_path)  # test_chat's
     assert set(values(plain)) == declared_keys() - CONDITIONAL - APP_MODE
 
 

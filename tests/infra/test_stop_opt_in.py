@@ -9,14 +9,12 @@ and compares it with the policy's decision.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from tests.helpers import NOW
-from tests.infra.conftest import Synth
+from tests.infra.conftest import ConfigSynth, synthesized
 from training_guard.config import GuardConfig
 from training_guard.events import DEBUGGER, Finding, TrainingJob
 from training_guard.policy import Plan, decide
@@ -38,10 +36,7 @@ def iam_allows(condition: dict[str, dict[str, str]], tags: dict[str, str]) -> bo
 
 @pytest.fixture(scope="module")
 def stop_condition(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
-    out = tmp_path_factory.mktemp("opt-in")
-    config_file = out / "guarded.json"
-    config_file.write_text(json.dumps({"stop_requires_tag": TAG}))
-    synth = Synth(Path(out / "cdk.out"), {"config": str(config_file)})
+    synth = synthesized(ConfigSynth, {"stop_requires_tag": TAG}, tmp_path_factory.mktemp("opt-in"))
     _, policy = synth.one("AWS::IAM::Policy", "JobEventsHandler")
     [stop] = [
         s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "StopOptedInTrainingJobs"

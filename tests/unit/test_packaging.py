@@ -4,6 +4,7 @@ from `[tool.setuptools] packages` (it imports from the folders), a built wheel w
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import tomllib
 from pathlib import Path
@@ -36,7 +37,8 @@ def _aws_cdk_modules_checked() -> set[str]:
     }
 
 
-def _aws_cdk_modules_imported() -> set[str]:
+@functools.cache
+def _aws_cdk_modules_imported() -> frozenset[str]:
     """Every aws_cdk module the code imports, whatever the form (`import aws_cdk.x`, `from aws_cdk import x`,
     parenthesized, `from aws_cdk.x import Y`); found without importing aws_cdk (that would start jsii)."""
     spec = importlib.util.find_spec("aws_cdk")
@@ -46,7 +48,10 @@ def _aws_cdk_modules_imported() -> set[str]:
     found: set[str] = set()
     for folder in ("functions", "infra", "local", "tests", "bench"):
         for path in (ROOT / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = path.read_text(encoding="utf-8")
+            if "aws_cdk" not in text:  # no import of it, whatever the form (the parse is what costs)
+                continue
+            for node in ast.walk(ast.parse(text)):
                 if isinstance(node, ast.Import):
                     found.update(a.name for a in node.names if a.name.split(".")[0] == "aws_cdk")
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -57,7 +62,7 @@ def _aws_cdk_modules_imported() -> set[str]:
                     found.update(
                         f"{node.module}.{a.name}" for a in node.names if package.joinpath(*parts[1:], a.name).is_dir()
                     )
-    return found
+    return frozenset(found)
 
 
 def test_mypy_checks_every_aws_cdk_module_the_code_imports() -> None:
