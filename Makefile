@@ -21,8 +21,10 @@ CDK := node_modules/.bin/cdk
 CDK_RUN := $(PY) -m training_guard_local.cdk_run
 
 # uv makes the environments from the committed locks (uv.lock, tools/checkov/uv.lock): exact versions, seconds
-# with a warm cache. It is installed at an exact version into a private .uv/ with the machine's own Python, so a
-# fresh machine needs only Python 3.11+, Node.js and the package registries. uv never downloads a Python here.
+# with a warm cache. It is installed at an exact version with the machine's own Python into an environment kept with
+# the caches (one per uv version and Python, made once per machine, like the package caches: pip took 3 s of each fresh
+# clone's set-up) that .uv links to, so a fresh machine needs only Python 3.11+, Node.js and the package registries.
+# uv never downloads a Python here.
 UV_VERSION := 0.13.9
 UV := .uv/bin/uv
 export UV_PYTHON_DOWNLOADS := never
@@ -52,16 +54,29 @@ endif
 .PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit infra synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
+UV_ENV = $(TG_CACHE)/uv-$(UV_VERSION)-$(shell $(PYTHON) -c 'import hashlib, sys; \
+	print(hashlib.sha256(sys.executable.encode() + sys.version.encode()).hexdigest()[:16])')
+# (a shell test on $$env: uv is there, at the pinned version)
+UV_MADE = { [ -x "$$env/bin/uv" ] && [ "$$("$$env/bin/uv" --version | cut -d' ' -f2)" = "$(UV_VERSION)" ]; }
 $(UV):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
-	@echo "==> installing uv $(UV_VERSION) into .uv/"
-	@# With a pip of its own (22.3 or newer), Python installs uv into a venv made without pip: seeding the venv with
-	@# pip (ensurepip) took 9 of the 13 s this step took on a 2-core machine. Otherwise, the venv's own pip.
-	@rm -rf .uv
-	@if $(PYTHON) -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))' 2>/dev/null; \
-	then $(PYTHON) -m venv --without-pip .uv \
-		&& $(PYTHON) -m pip --python .uv/bin/python install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
-	else $(PYTHON) -m venv .uv && .uv/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
+	@# two clones making the same environment at once: the second waits, then finds it made
+	@env="$(UV_ENV)"; if ! $(UV_MADE); then mkdir -p "$(TG_CACHE)" && $(PYTHON) -c 'import fcntl, subprocess, sys; \
+		held = open(sys.argv[1], "a"); fcntl.flock(held, fcntl.LOCK_EX); sys.exit(subprocess.call(sys.argv[2:]))' \
+		"$$env.lock" $(MAKE) --no-print-directory UV_ENV="$$env" uv-env; fi \
+	&& rm -rf .uv && ln -sfn "$$env" .uv
+
+# With a pip of its own (22.3 or newer), Python installs uv into a venv made without pip: seeding the venv with
+# pip (ensurepip) took 9 of the 13 s this step took on a 2-core machine. Otherwise, the venv's own pip.
+.PHONY: uv-env
+uv-env:
+	@env="$(UV_ENV)"; if $(UV_MADE); then exit 0; fi; \
+	echo "==> installing uv $(UV_VERSION) into $(UV_ENV)"; \
+	rm -rf "$(UV_ENV)"; \
+	if $(PYTHON) -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))' 2>/dev/null; \
+	then $(PYTHON) -m venv --without-pip "$(UV_ENV)" \
+		&& $(PYTHON) -m pip --python "$(UV_ENV)/bin/python" install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
+	else $(PYTHON) -m venv "$(UV_ENV)" && "$(UV_ENV)/bin/python" -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
 	fi
 
 # uv sync is a no-op in milliseconds when the environment already matches the lock, so it runs every time.
@@ -156,9 +171,9 @@ $(CHECKOV): $(UV) tools/checkov/uv.lock
 	@ln -sfn "$(CHECKOV_ENV)" tools/checkov/.venv
 	@touch $@
 
-# lint, types, the CDK tests and the rest of the suite run side by side (make -j); pytest spreads the rest over
-# every core.
-test: install $(CHROMIUM)
+# lint, types, the CDK tests and the rest of the suite run side by side (make -j), each as soon as what it needs is
+# installed (the environments and the CDK CLI install side by side too); pytest spreads the rest over every core.
+test: $(CHROMIUM)
 	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit
 
 # pytest-xdist workers: one per core (the infra process runs beside them, so the cores stay busy while some tests
