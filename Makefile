@@ -180,10 +180,12 @@ test: $(CHROMIUM)
 # wait on local servers and sleeps; a third worker on 2 cores cost 19 s more CPU for the same wall time, measured
 # when the bad-input campaign still ran in a process of its own beside them).
 # Files stay whole on one worker (--dist loadfile), so a module's fixtures (an emulated deployment, a demo's run)
-# are built once, not once per worker.
+# are built once, not once per worker. They are handed out in the order they are collected (--no-loadscope-reorder:
+# xdist's default hands out the files with the most tests first, which put the few-test, many-second fault campaigns
+# last and left one worker finishing them alone; tests/campaign/ is collected first).
 PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 unit: install
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/infra
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/infra
 
 # The CDK tests (synthesized templates, cdk-nag, cfn-lint, checkov) in one process of their own: each process that
 # synthesizes starts the jsii runtime and loads aws-cdk-lib into Node.js (~12 s of CPU with the first synth), once
