@@ -95,3 +95,46 @@ def test_a_kms_key_gets_its_private_key_when_first_used_and_signs_as_before() ->
         blob = kms.encrypt(KeyId=symmetric, Plaintext=json.dumps({"a": 1}).encode())["CiphertextBlob"]
         assert kms.decrypt(CiphertextBlob=blob)["Plaintext"] == b'{"a": 1}'
         assert backend.keys[symmetric].private_key._key is None
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "attribute_not_exists(pk) OR (#s = :done AND lease_until < :now)",
+        "#s IN (:a, :b) AND size(tags) > :n",
+        "NOT begins_with(job.title, :p) AND attempts BETWEEN :lo AND :hi",
+        "a.b[1].c <> :v",
+    ],
+)
+def test_a_condition_is_lexed_into_the_nodes_the_lexer_makes_each_time_anew(
+    expression: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    moto_speed.install()
+    names = {"#s": "state"}
+    values = {k: {"S": "x"} for k in (":done", ":now", ":a", ":b", ":n", ":p", ":lo", ":hi", ":v")}
+    lexer = ConditionExpressionParser(expression, names, values)
+    fresh = []
+    remaining = expression
+    while remaining:  # the lexer's own loop, by hand (moto/dynamodb/comparisons.py)
+        node, remaining = lexer._lex_one_node(remaining)
+        if node.nonterminal != lexer.Nonterminal.WHITESPACE:
+            fresh.append(node)
+    first, second = (
+        list(ConditionExpressionParser(expression, names, values)._lex_condition_expression()) for _ in "ab"
+    )
+    assert first == second == fresh
+    assert all(a.children is not b.children for a, b in zip(first, second, strict=True))
+    # the second time the tokens were kept: the lexer is not run again
+    monkeypatch.setattr(ConditionExpressionParser, "_lex_one_node", lambda self, remaining: pytest.fail("lexed again"))
+    assert list(ConditionExpressionParser(expression, names, values)._lex_condition_expression()) == fresh
+
+
+def test_an_expression_the_lexer_refuses_is_refused_every_time() -> None:
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    moto_speed.install()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="Cannot parse condition"):
+            ConditionExpressionParser("a = :v ;", {}, {":v": {"S": "x"}})._lex_condition_expression()
