@@ -54,30 +54,14 @@ endif
 .PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit infra synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
+# One environment per uv version and Python. tools/install_uv.py makes it under a lock (two clones at once: the second
+# waits, then finds it made); a venv made without pip is filled by this Python's pip when it is 22.3 or newer.
 UV_ENV = $(TG_CACHE)/uv-$(UV_VERSION)-$(shell $(PYTHON) -c 'import hashlib, sys; \
 	print(hashlib.sha256(sys.executable.encode() + sys.version.encode()).hexdigest()[:16])')
-# (a shell test on $$env: uv is there, at the pinned version)
-UV_MADE = { [ -x "$$env/bin/uv" ] && [ "$$("$$env/bin/uv" --version | cut -d' ' -f2)" = "$(UV_VERSION)" ]; }
 $(UV):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
-	@# two clones making the same environment at once: the second waits, then finds it made
-	@env="$(UV_ENV)"; if ! $(UV_MADE); then mkdir -p "$(TG_CACHE)" && $(PYTHON) -c 'import fcntl, subprocess, sys; \
-		held = open(sys.argv[1], "a"); fcntl.flock(held, fcntl.LOCK_EX); sys.exit(subprocess.call(sys.argv[2:]))' \
-		"$$env.lock" $(MAKE) --no-print-directory UV_ENV="$$env" uv-env; fi \
-	&& rm -rf .uv && ln -sfn "$$env" .uv
-
-# With a pip of its own (22.3 or newer), Python installs uv into a venv made without pip: seeding the venv with
-# pip (ensurepip) took 9 of the 13 s this step took on a 2-core machine. Otherwise, the venv's own pip.
-.PHONY: uv-env
-uv-env:
-	@env="$(UV_ENV)"; if $(UV_MADE); then exit 0; fi; \
-	echo "==> installing uv $(UV_VERSION) into $(UV_ENV)"; \
-	rm -rf "$(UV_ENV)"; \
-	if $(PYTHON) -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))' 2>/dev/null; \
-	then $(PYTHON) -m venv --without-pip "$(UV_ENV)" \
-		&& $(PYTHON) -m pip --python "$(UV_ENV)/bin/python" install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
-	else $(PYTHON) -m venv "$(UV_ENV)" && "$(UV_ENV)/bin/python" -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
-	fi
+	@$(PYTHON) tools/install_uv.py "$(UV_ENV)" $(UV_VERSION)
+	@rm -rf .uv && ln -sfn "$(UV_ENV)" .uv
 
 # uv sync is a no-op in milliseconds when the environment already matches the lock, so it runs every time.
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock
@@ -102,8 +86,8 @@ $(CHROMIUM):
 	@$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check functions infra local tests bench
-	$(VENV)/bin/ruff format --check functions infra local tests bench
+	$(VENV)/bin/ruff check functions infra local tests bench tools
+	$(VENV)/bin/ruff format --check functions infra local tests bench tools
 	$(PY) -m training_guard_local.config_docs --check
 
 # Regenerate the README's configuration table and configs/schema.json from the declarations in config.py.

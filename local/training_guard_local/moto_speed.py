@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import threading
 from collections import deque
 from typing import Any
 
@@ -48,9 +49,12 @@ def _kept_callback(make: Any) -> Any:
 
     def callback_response(*, method: str, url: Any, callback: Any) -> Any:
         key = (method, getattr(url, "pattern", url), getattr(url, "flags", None), callback)  # url: str or re.Pattern
-        if key not in kept:
-            kept[key] = make(method=method, url=url, callback=callback)
-        return kept[key]
+        response = kept.get(key)
+        if response is None:
+            response = kept[key] = make(method=method, url=url, callback=callback)
+        else:
+            response.calls.reset()  # as new: what it recorded in an earlier mock is not this one's
+        return response
 
     return callback_response
 
@@ -69,17 +73,29 @@ class _FunctionNames:
 
 
 class _LazyPrivateKey:
-    """moto's private key of a KMS key, made when first used."""
+    """moto's private key of a KMS key, made when first used (once, under a lock: moto's server mode serves threads).
+
+    Python's special methods are looked up on the class, so only ordinary attributes reach `__getattr__`: a dunder
+    asked of the instance (copy and pickle ask for `__reduce_ex__`, `__deepcopy__`, `__setstate__` on an instance
+    made without `__init__`) and this class's own fields are refused there, never answered by making a key."""
+
+    _lock = threading.Lock()
+    _key: Any = None
 
     def __init__(self, make: Any, key_spec: str) -> None:
         self._make = make
         self._key_spec = key_spec
-        self._key: Any = None
 
     def __getattr__(self, name: str) -> Any:
-        if self._key is None:
-            self._key = self._make(self._key_spec)
-        return getattr(self._key, name)
+        if name.startswith("__") or name in ("_make", "_key_spec"):
+            raise AttributeError(name)
+        return getattr(self._made(), name)
+
+    def _made(self) -> Any:
+        with self._lock:
+            if self._key is None:
+                self._key = self._make(self._key_spec)
+            return self._key
 
 
 def _lazy_private_key(make: Any) -> Any:

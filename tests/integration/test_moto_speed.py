@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -95,6 +99,38 @@ def test_a_kms_key_gets_its_private_key_when_first_used_and_signs_as_before() ->
         blob = kms.encrypt(KeyId=symmetric, Plaintext=json.dumps({"a": 1}).encode())["CiphertextBlob"]
         assert kms.decrypt(CiphertextBlob=blob)["Plaintext"] == b'{"a": 1}'
         assert backend.keys[symmetric].private_key._key is None
+
+
+def test_a_lazy_private_key_copies_and_is_made_once_among_threads() -> None:
+    made: list[str] = []
+
+    def make(spec: str) -> Any:
+        made.append(spec)
+        time.sleep(0.01)  # a window for a second thread to make one too, were the lock missing
+        return SimpleNamespace(key_size=2048, spec=spec)
+
+    key: Any = moto_speed._LazyPrivateKey(make, "RSA_2048")
+    for copied in (copy.copy(key), copy.deepcopy(key)):  # an instance made without __init__ asks for dunders
+        assert copied.key_size == 2048
+    assert made == ["RSA_2048", "RSA_2048"]  # each copy made its own, the original none yet
+    assert key._key is None
+    with pytest.raises(AttributeError):
+        key.__deepcopy__  # noqa: B018 (a dunder is refused, never answered by making a key)
+    with ThreadPoolExecutor(4) as pool:
+        sizes = list(pool.map(lambda _: key.key_size, range(8)))
+    assert sizes == [2048] * 8
+    assert made == ["RSA_2048"] * 3
+
+
+def test_a_kept_callback_records_only_its_own_mocks_calls() -> None:
+    with mock_aws_kept_session():
+        requests.post(
+            "https://sts.amazonaws.com/", data={"Action": "GetCallerIdentity", "Version": "2011-06-15"}, timeout=5
+        )
+        called = [r for r in responses_mock.registered() if r.call_count]
+        assert called
+    with mock_aws_kept_session():
+        assert all(r.call_count == 0 for r in called)  # the same objects, registered again as new
 
 
 @pytest.mark.parametrize(

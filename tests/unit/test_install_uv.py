@@ -1,0 +1,89 @@
+"""tools/install_uv.py: uv made once per machine, at the pinned version, one clone at a time."""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("install_uv", ROOT / "tools" / "install_uv.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+install_uv = load()
+
+
+def fake_uv(env: Path, version: str) -> None:
+    (env / "bin").mkdir(parents=True, exist_ok=True)
+    uv = env / "bin" / "uv"
+    uv.write_text(f"#!/bin/sh\necho 'uv {version} (fake)'\n")
+    uv.chmod(0o755)
+
+
+def test_uv_counts_as_installed_only_at_the_pinned_version(tmp_path: Path) -> None:
+    env = tmp_path / "uv-env"
+    assert not install_uv.installed(env, "0.13.9")
+    fake_uv(env, "0.13.9")
+    assert install_uv.installed(env, "0.13.9")
+    assert not install_uv.installed(env, "0.13.10")
+    assert not install_uv.installed(env, "0.13")
+
+
+def test_a_second_clone_waits_for_the_first_and_then_finds_uv_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = tmp_path / "cache" / "uv-env"
+    made: list[Path] = []
+
+    def install(env: Path, version: str) -> None:
+        made.append(env)
+        fake_uv(env, version)
+
+    monkeypatch.setattr(install_uv, "install", install)
+    env.parent.mkdir(parents=True)
+    with open(f"{env}.lock", "a") as first:  # the first clone, installing
+        fcntl.flock(first, fcntl.LOCK_EX)
+        second = threading.Thread(target=install_uv.main, args=([str(env), "0.13.9"],))
+        second.start()
+        time.sleep(0.2)
+        assert second.is_alive()  # waiting on the lock
+        assert not made
+        fake_uv(env, "0.13.9")  # the first one's uv
+    second.join(timeout=5)
+    assert not second.is_alive()
+    assert made == []  # found made under the lock: not installed again
+    assert install_uv.main([str(env), "0.13.9"]) == 0
+
+
+def test_another_version_is_installed_over_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = tmp_path / "uv-env"
+    fake_uv(env, "0.13.8")
+    made: list[str] = []
+    monkeypatch.setattr(install_uv, "install", lambda env, version: made.append(version))
+    assert install_uv.main([str(env), "0.13.9"]) == 0
+    assert made == ["0.13.9"]
+
+
+def test_a_failed_install_says_so_and_exits_non_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail(env: Path, version: str) -> None:
+        raise install_uv.subprocess.CalledProcessError(1, ["pip"])
+
+    monkeypatch.setattr(install_uv, "install", fail)
+    assert install_uv.main([str(tmp_path / "uv-env"), "0.13.9"]) == 1
+    assert "installing uv 0.13.9 failed (exit 1)" in capsys.readouterr().err
+    assert install_uv.main([]) == 2
