@@ -1,0 +1,122 @@
+"""tools/venv_bytecode.py: a new clone's .venv starts with the bytecode an earlier run compiled, and it is used."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("venv_bytecode", ROOT / "tools" / "venv_bytecode.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+venv_bytecode = load()
+SOURCE = "def answer():\n    return 42\n"
+
+
+def make_venv(root: Path, source_file: Path) -> Path:
+    """A venv-shaped directory whose package's source is a hard link to `source_file`, as uv links from its cache."""
+    package = root / "lib" / "python3.11" / "site-packages" / "pkg"
+    package.mkdir(parents=True)
+    os.link(source_file, package / "mod.py")
+    (package / "__init__.py").write_text("")
+    return root
+
+
+def import_in(venv: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`pkg.mod` imported from `venv` by a new Python, which reports where its code says it came from."""
+    site = venv_bytecode.site_packages(venv)
+    program = "import pkg.mod as m; print(m.answer(), m.answer.__code__.co_filename)"
+    return subprocess.run(
+        [sys.executable, *flags, "-c", program],
+        env={**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+@pytest.fixture
+def cached_source(tmp_path: Path) -> Path:
+    source = tmp_path / "uv-cache-mod.py"
+    source.write_text(SOURCE)
+    return source
+
+
+def test_a_second_venv_gets_the_first_ones_bytecode_and_python_uses_it(tmp_path: Path, cached_source: Path) -> None:
+    first = make_venv(tmp_path / "clone-a" / ".venv", cached_source)
+    store = tmp_path / "store"
+    assert "42" in import_in(first).stdout  # compiles and writes the bytecode
+    assert venv_bytecode.save(first, store) == 2  # pkg/__init__ and pkg/mod
+    assert venv_bytecode.save(first, store) == 0  # already kept
+
+    second = make_venv(tmp_path / "clone-b" / ".venv", cached_source)
+    assert venv_bytecode.restore(second, store) == 2
+    compiled = venv_bytecode.site_packages(second) / "pkg" / "__pycache__" / f"mod.{sys.implementation.cache_tag}.pyc"
+    assert compiled.exists()
+    kept = os.stat(compiled)
+    ran = import_in(second, "-v")  # -v names each module loaded from a .pyc ("matches" the source)
+    assert f"matches {venv_bytecode.site_packages(second) / 'pkg' / 'mod.py'}" in ran.stderr
+    assert ran.stdout.split() == ["42", str(venv_bytecode.site_packages(second) / "pkg" / "mod.py")]  # its own path
+    assert os.stat(compiled).st_ino == kept.st_ino  # used as it was, not written again
+
+
+def test_a_stale_kept_file_is_compiled_again_and_the_store_keeps_the_new_one(
+    tmp_path: Path, cached_source: Path
+) -> None:
+    first = make_venv(tmp_path / "a" / ".venv", cached_source)
+    store = tmp_path / "store"
+    import_in(first)
+    venv_bytecode.save(first, store)
+
+    changed = tmp_path / "changed-mod.py"
+    changed.write_text(SOURCE.replace("42", "43") + "# longer\n")
+    second = make_venv(tmp_path / "b" / ".venv", changed)
+    assert venv_bytecode.restore(second, store) == 2
+    assert import_in(second).stdout.startswith("43")  # the kept .pyc of "42" is not used
+    assert venv_bytecode.save(second, store) == 1  # the new mod's bytecode replaces the stale one
+    third = make_venv(tmp_path / "c" / ".venv", changed)
+    venv_bytecode.restore(third, store)
+    assert "matches" in import_in(third, "-v").stderr
+
+
+def test_packages_the_venv_lacks_and_files_it_has_are_left_alone(tmp_path: Path, cached_source: Path) -> None:
+    store = tmp_path / "store"
+    (store / "gone" / "__pycache__").mkdir(parents=True)
+    (store / "gone" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"kept")
+    (store / "pkg" / "__pycache__").mkdir(parents=True)
+    (store / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"kept")
+    (store / "pkg" / "__pycache__" / "mod.cpython-311.pyc.12345").write_bytes(b"half")  # a rename's temporary
+    venv = make_venv(tmp_path / ".venv", cached_source)
+    (venv_bytecode.site_packages(venv) / "pkg" / "__pycache__").mkdir()
+    own = venv_bytecode.site_packages(venv) / "pkg" / "__pycache__" / "mod.cpython-311.pyc"
+    own.write_bytes(b"own")
+    assert venv_bytecode.restore(venv, store) == 0
+    assert own.read_bytes() == b"own"
+    assert not (venv_bytecode.site_packages(venv) / "gone").exists()
+
+
+def test_a_store_that_cannot_be_written_costs_the_run_nothing(
+    tmp_path: Path, cached_source: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv = make_venv(tmp_path / ".venv", cached_source)
+    import_in(venv)
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert venv_bytecode.main(["save", str(venv), str(blocked / "store")]) == 0
+    assert "compiled as it is imported instead" in capsys.readouterr().err
+    assert venv_bytecode.main(["restore", str(venv), str(tmp_path / "none")]) == 0
+    assert venv_bytecode.main(["keep", str(venv), str(tmp_path)]) == 2
