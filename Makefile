@@ -58,13 +58,16 @@ endif
 # waits, then finds it made); a venv made without pip is filled by this Python's pip when it is 22.3 or newer.
 UV_ENV = $(TG_CACHE)/uv-$(UV_VERSION)-$(shell $(PYTHON) -c 'import hashlib, sys; \
 	print(hashlib.sha256(sys.executable.encode() + sys.version.encode()).hexdigest()[:16])')
-$(UV):
+# The target is the marker install_uv.py writes last, named after the version: a new UV_VERSION is installed (and .uv
+# linked to it) in a checkout that has the old one.
+UV_PIN := .uv/.uv-$(UV_VERSION)-installed
+$(UV_PIN):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Training Guard needs Python 3.11 or newer (set PYTHON=python3.x)")'
 	@$(PYTHON) tools/install_uv.py "$(UV_ENV)" $(UV_VERSION)
 	@rm -rf .uv && ln -sfn "$(UV_ENV)" .uv
 
-# uv sync is a no-op in milliseconds when the environment already matches the lock, so it runs every time.
-$(VENV)/.installed: $(UV) pyproject.toml uv.lock
+# .venv is synced when the lock, the project or uv changed since the last sync.
+$(VENV)/.installed: $(UV_PIN) pyproject.toml uv.lock
 	@echo "==> syncing $(VENV) with uv.lock"
 	@$(SYNC) --extra dev
 	@$(call VENV_BYTECODE,restore)
@@ -149,7 +152,7 @@ CHECKOV := tools/checkov/.venv/bin/checkov
 CHECKOV_ENV = $(TG_CACHE)/checkov-$(shell $(PYTHON) -c 'import hashlib, sys; \
 	print(hashlib.sha256(open("tools/checkov/uv.lock", "rb").read() + sys.version.encode()).hexdigest()[:16])')
 SCAN_OUT := cdk.out/scan
-$(CHECKOV): $(UV) tools/checkov/uv.lock
+$(CHECKOV): $(UV_PIN) tools/checkov/uv.lock
 	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
 	@# uv locks a project environment's creation by the project's path, so two clones making the same new environment
 	@# would not wait for each other: the sync runs under a lock of the environment's own.
@@ -164,9 +167,11 @@ $(CHECKOV): $(UV) tools/checkov/uv.lock
 
 # lint, types, the CDK tests and the rest of the suite run side by side (make -j), each as soon as what it needs is
 # installed (the environments and the CDK CLI install side by side too); pytest spreads the rest over every core.
+# (make runs a line that names $(MAKE) under -n, -q and -t too: the save is left out of those)
 test: $(CHROMIUM)
 	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit; status=$$?; \
-		$(call VENV_BYTECODE,save); exit $$status
+		$(if $(findstring n,$(firstword -$(MAKEFLAGS)))$(findstring q,$(firstword -$(MAKEFLAGS)))$(findstring \
+		t,$(firstword -$(MAKEFLAGS))),,$(call VENV_BYTECODE,save);) exit $$status
 
 # pytest-xdist workers: one per core (the infra process runs beside them, so the cores stay busy while some tests
 # wait on local servers and sleeps; a third worker on 2 cores cost 19 s more CPU for the same wall time, measured

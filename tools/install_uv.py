@@ -3,29 +3,35 @@
     python tools/install_uv.py ENV VERSION
 
 The environment is made once per machine (its path names the uv version and the Python): two clones making it at
-once take a lock, and the second finds it made. Standard library only: this runs before any environment exists.
+once take a lock, and the second finds it made. A marker written last (`.uv-VERSION-installed`) says it is whole: an
+install cut short (killed, disk full) is made again by the next run, and the Makefile's uv target is that marker, so
+a new UV_VERSION installs the new uv in a checkout that has the old one.
+Standard library only: this runs before any environment exists.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.metadata
+import os
+import re
 import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 
+def marker(env: Path, version: str) -> Path:
+    """Written last by `install`: the environment's uv is whole, at `version` (the Makefile's prerequisite)."""
+    return env / f".uv-{version}-installed"
+
+
 def installed(env: Path, version: str) -> bool:
-    """uv is in the environment, at the pinned version."""
-    uv = env / "bin" / "uv"
-    if not uv.exists():
-        return False
-    shown = subprocess.run(  # noqa: S603 - the environment's own uv
-        [str(uv), "--version"], capture_output=True, text=True, check=False
-    ).stdout.split()
-    return shown[1:2] == [version]
+    """uv is in the environment, whole (an install cut short leaves no marker), at the pinned version."""
+    return marker(env, version).exists() and os.access(env / "bin" / "uv", os.X_OK)
 
 
 def pip_installs_elsewhere() -> bool:
@@ -34,7 +40,8 @@ def pip_installs_elsewhere() -> bool:
         version = importlib.metadata.version("pip")
     except importlib.metadata.PackageNotFoundError:
         return False
-    return tuple(int(part) for part in version.split(".")[:2]) >= (22, 3)
+    numbers = re.match(r"(\d+)\.(\d+)", version)  # "24.1b1" is 24.1
+    return numbers is not None and (int(numbers[1]), int(numbers[2])) >= (22, 3)
 
 
 def install(env: Path, version: str) -> None:
@@ -44,12 +51,29 @@ def install(env: Path, version: str) -> None:
     if pip_installs_elsewhere():
         # a venv made without pip, filled by this Python's pip: seeding the venv with pip (ensurepip) took 9 of the
         # 13 s this step took on a 2-core machine
-        venv.create(env, with_pip=False)
+        venv.create(env, with_pip=False, symlinks=True)
         command = [sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), *quiet]
     else:
-        venv.create(env, with_pip=True)
+        venv.create(env, with_pip=True, symlinks=True)
         command = [str(env / "bin" / "python"), "-m", "pip", *quiet]
     subprocess.run(command, check=True)  # noqa: S603 - pip, from this Python or the new environment
+    shown = subprocess.run(  # noqa: S603 - the environment's own uv
+        [str(env / "bin" / "uv"), "--version"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    if shown[1:2] != [version]:
+        raise RuntimeError(f"{env / 'bin' / 'uv'} says it is {' '.join(shown)}, not uv {version}")
+    marker(env, version).touch()
+
+
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+    """An exclusive lock on `path` (released when it closes); on a file system without locks, none."""
+    with open(path, "a") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX)
+        except OSError as refused:
+            print(f"no lock on {path} ({refused}): going on without it", file=sys.stderr)
+        yield
 
 
 def main(argv: list[str]) -> int:
@@ -60,16 +84,12 @@ def main(argv: list[str]) -> int:
     if installed(env, version):
         return 0
     env.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{env}.lock", "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+    with locked(f"{env}.lock"):
         if not installed(env, version):
             try:
                 install(env, version)
-            except subprocess.CalledProcessError as failed:
-                print(
-                    f"installing uv {version} failed (exit {failed.returncode}): see pip's output above",
-                    file=sys.stderr,
-                )
+            except (OSError, subprocess.CalledProcessError, RuntimeError) as failed:
+                print(f"installing uv {version} into {env} failed: {failed}", file=sys.stderr)
                 return 1
     return 0
 

@@ -10,73 +10,112 @@ mirror of site-packages' __pycache__ directories.
 
 A kept file can never be wrong, only stale: Python checks each .pyc against its source's modification time and size
 (which uv's links share with its cache) and compiles the source again when they differ, and it names the code after the
-file it loaded it for (importlib's `_fix_co_filename`), not the clone that compiled it. Files are hard links, both ways:
-Python replaces a .pyc by renaming a new file over it and never writes into one, and a save links a new file in under
-a temporary name and renames it over the old, so two clones saving at once each leave a whole file.
+file it loaded it for (importlib's `_fix_co_filename`), not the clone that compiled it. Files are hard links, both ways
+(copies when the store is on another file system): Python replaces a .pyc by renaming a new file over it and never
+writes into one, and so does this (a link or copy made under a new name of its own, renamed over the old), so two
+clones saving at once each leave a whole file and no clone's file is ever changed in place. Errors cost the run time,
+never its result: a file that cannot be kept or restored is compiled when imported, as without a store.
 Standard library only: a restore runs before the tests' environment is used.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 
-def site_packages(venv: Path) -> Path:
+def site_packages(venv: Path) -> Path | None:
     found = sorted(venv.glob("lib/python3*/site-packages"))
-    if len(found) != 1:
-        raise SystemExit(f"{venv}: expected one lib/python3*/site-packages, found {len(found)}")
-    return found[0]
+    return found[0] if len(found) == 1 else None  # none: no environment (yet), nothing to keep
 
 
 def kept_files(root: Path) -> Iterator[Path]:
-    """Every .pyc in a __pycache__ directory under `root`, relative to it (a rename's temporary files excluded)."""
+    """Every .pyc in a __pycache__ directory under `root`, relative to it: not a rename's temporary files, nor the
+    bytecode of the finder uv writes for the editable project (its source names the clone's own folders)."""
     for directory, _, files in os.walk(root):
         if os.path.basename(directory) == "__pycache__":
             for name in files:
-                if name.endswith(".pyc"):
+                if name.endswith(".pyc") and not name.startswith("__editable__"):
                     yield Path(directory, name).relative_to(root)
 
 
+def same(a: Path, b: Path) -> bool:
+    """The same file, or (a copy, across file systems) the same bytecode of the same source: a .pyc's 16-byte header
+    holds its source's modification time and size."""
+    if os.path.samefile(a, b):
+        return True
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as one, open(b, "rb") as other:
+        return one.read(16) == other.read(16)
+
+
 def link(source: Path, target: Path) -> None:
-    """`target` becomes `source`'s file, replaced whole (a link under a temporary name, renamed over it)."""
-    temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    """`target` becomes `source`'s file, replaced whole: a hard link (or, across file systems, a copy) made under a
+    name of its own that nothing else can hold, then renamed over it. Nothing is ever written into an existing file:
+    a .pyc may be linked from other clones."""
+    temporary = target.with_name(f"{target.name}.{secrets.token_hex(8)}.tmp")
+    made = False  # a name already taken raises FileExistsError below: another's file is never touched
     try:
-        os.link(source, temporary)
-    except OSError:  # another file system: a copy
-        shutil.copy2(source, temporary)
-    os.replace(temporary, target)
+        try:
+            os.link(source, temporary)
+            made = True
+        except OSError as refused:
+            if refused.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                raise
+            with open(temporary, "xb") as written:  # "x": a new file, never another's
+                made = True
+                with open(source, "rb") as read:
+                    shutil.copyfileobj(read, written)
+            shutil.copystat(source, temporary)
+        os.replace(temporary, target)
+        made = False
+    finally:
+        if made:  # ours, and not renamed: a copy cut short
+            temporary.unlink(missing_ok=True)
 
 
 def restore(venv: Path, store: Path) -> int:
     """Links each kept .pyc whose package is in the environment and which it does not have yet."""
     site = site_packages(venv)
-    restored = 0
-    if not store.is_dir():
+    if site is None or not store.is_dir():
         return 0
+    restored = 0
     for relative in kept_files(store):
         target = site / relative
         if not target.parent.parent.is_dir() or target.exists():  # a package this environment lacks, or has compiled
             continue
-        target.parent.mkdir(exist_ok=True)
-        link(store / relative, target)
+        try:
+            target.parent.mkdir(exist_ok=True)
+            link(store / relative, target)
+        except OSError as failed:
+            print(f"venv_bytecode restore: {failed} (compiled when imported)", file=sys.stderr)
+            continue
         restored += 1
     return restored
 
 
 def save(venv: Path, store: Path) -> int:
-    """Links each .pyc of the environment that the store lacks or holds another file for."""
+    """Links each .pyc of the environment that the store lacks or holds other bytecode for."""
     site = site_packages(venv)
+    if site is None:
+        return 0
     saved = 0
     for relative in kept_files(site):
         kept = store / relative
-        if kept.exists() and os.path.samefile(kept, site / relative):
+        try:
+            if kept.exists() and same(kept, site / relative):
+                continue
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            link(site / relative, kept)
+        except OSError as failed:  # a file gone while walking, a folder another user made
+            print(f"venv_bytecode save: {failed} (not kept)", file=sys.stderr)
             continue
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        link(site / relative, kept)
         saved += 1
     return saved
 

@@ -23,6 +23,7 @@ keys), together about a seventh of their time:
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import inspect
@@ -73,23 +74,29 @@ class _FunctionNames:
 
 
 class _LazyPrivateKey:
-    """moto's private key of a KMS key, made when first used (once, under a lock: moto's server mode serves threads).
+    """moto's private key of a KMS key, made when first used (once: moto's server mode serves threads).
 
-    Python's special methods are looked up on the class, so only ordinary attributes reach `__getattr__`: a dunder
-    asked of the instance (copy and pickle ask for `__reduce_ex__`, `__deepcopy__`, `__setstate__` on an instance
-    made without `__init__`) and this class's own fields are refused there, never answered by making a key."""
+    A copy is a copy of the key, made first, as copying moto's own key object would give. Python's special methods
+    are looked up on the class, so only ordinary attributes reach `__getattr__`: a dunder asked of the instance and
+    this class's own fields are refused there, never answered by making a key."""
 
-    _lock = threading.Lock()
     _key: Any = None
 
     def __init__(self, make: Any, key_spec: str) -> None:
         self._make = make
         self._key_spec = key_spec
+        self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_make", "_key_spec"):
+        if name.startswith("__") or name in ("_make", "_key_spec", "_lock"):
             raise AttributeError(name)
         return getattr(self._made(), name)
+
+    def __copy__(self) -> Any:
+        return copy.copy(self._made())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy.deepcopy(self._made(), memo)
 
     def _made(self) -> Any:
         with self._lock:

@@ -101,7 +101,7 @@ def test_a_kms_key_gets_its_private_key_when_first_used_and_signs_as_before() ->
         assert backend.keys[symmetric].private_key._key is None
 
 
-def test_a_lazy_private_key_copies_and_is_made_once_among_threads() -> None:
+def test_a_lazy_private_key_is_made_once_among_threads_and_copies_as_moto_s_key_does() -> None:
     made: list[str] = []
 
     def make(spec: str) -> Any:
@@ -110,16 +110,31 @@ def test_a_lazy_private_key_copies_and_is_made_once_among_threads() -> None:
         return SimpleNamespace(key_size=2048, spec=spec)
 
     key: Any = moto_speed._LazyPrivateKey(make, "RSA_2048")
-    for copied in (copy.copy(key), copy.deepcopy(key)):  # an instance made without __init__ asks for dunders
-        assert copied.key_size == 2048
-    assert made == ["RSA_2048", "RSA_2048"]  # each copy made its own, the original none yet
     assert key._key is None
     with pytest.raises(AttributeError):
-        key.__deepcopy__  # noqa: B018 (a dunder is refused, never answered by making a key)
+        key.__reduce_cls__  # noqa: B018 (a dunder is refused, never answered by making a key)
+    assert made == []
     with ThreadPoolExecutor(4) as pool:
         sizes = list(pool.map(lambda _: key.key_size, range(8)))
     assert sizes == [2048] * 8
-    assert made == ["RSA_2048"] * 3
+    assert made == ["RSA_2048"]
+    for copied in (copy.copy(key), copy.deepcopy(key)):  # copies of the one key, as of moto's own
+        assert copied.key_size == 2048
+        assert copied is not key._key
+    assert made == ["RSA_2048"]
+    fresh: Any = moto_speed._LazyPrivateKey(make, "ECC_NIST_P256")
+    assert copy.deepcopy(fresh).spec == "ECC_NIST_P256"  # a copy of one not used yet makes the key first
+    assert fresh._key is not None
+
+
+def test_a_kms_key_copies_with_its_private_key() -> None:
+    with mock_aws_kept_session():
+        kms = boto3.client("kms", region_name="us-east-1")
+        key_id = kms.create_key(KeySpec="RSA_2048", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+        key: Any = get_backend("kms")["123456789012"]["us-east-1"].keys[key_id]
+        copied: Any = copy.deepcopy(key)
+        # moto's key wraps the cryptography key (`.private_key`): a copy holds the same numbers
+        assert copied.private_key.private_key.private_numbers() == key.private_key.private_key.private_numbers()
 
 
 def test_a_kept_callback_records_only_its_own_mocks_calls() -> None:

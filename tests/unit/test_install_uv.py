@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -26,20 +27,57 @@ def load() -> ModuleType:
 install_uv = load()
 
 
-def fake_uv(env: Path, version: str) -> None:
+def fake_uv(env: Path, version: str, *, whole: bool = True) -> None:
     (env / "bin").mkdir(parents=True, exist_ok=True)
     uv = env / "bin" / "uv"
     uv.write_text(f"#!/bin/sh\necho 'uv {version} (fake)'\n")
     uv.chmod(0o755)
+    if whole:
+        install_uv.marker(env, version).touch()
 
 
-def test_uv_counts_as_installed_only_at_the_pinned_version(tmp_path: Path) -> None:
+def test_uv_counts_as_installed_only_whole_and_at_the_pinned_version(tmp_path: Path) -> None:
     env = tmp_path / "uv-env"
+    assert not install_uv.installed(env, "0.13.9")
+    fake_uv(env, "0.13.9", whole=False)  # an install cut short: no marker
     assert not install_uv.installed(env, "0.13.9")
     fake_uv(env, "0.13.9")
     assert install_uv.installed(env, "0.13.9")
     assert not install_uv.installed(env, "0.13.10")
-    assert not install_uv.installed(env, "0.13")
+    (env / "bin" / "uv").chmod(0o644)  # written, not yet made executable
+    assert not install_uv.installed(env, "0.13.9")
+
+
+def test_install_writes_its_marker_last_and_only_for_the_version_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = tmp_path / "uv-env"
+    said = {"version": "0.13.9"}
+
+    def run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        if command[-1] == "--version":
+            return subprocess.CompletedProcess(command, 0, stdout=f"uv {said['version']} (x86_64-unknown-linux-gnu)\n")
+        assert not install_uv.marker(env, "0.13.9").exists()  # pip runs before the marker exists
+        fake_uv(env, said["version"], whole=False)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(install_uv.venv, "create", lambda path, **_: Path(path).mkdir(parents=True))
+    monkeypatch.setattr(install_uv.subprocess, "run", run)
+    install_uv.install(env, "0.13.9")
+    assert install_uv.installed(env, "0.13.9")
+
+    said["version"] = "0.13.8"  # pip installed something else
+    with pytest.raises(RuntimeError, match=r"says it is uv 0\.13\.8"):
+        install_uv.install(env, "0.13.9")
+    assert not install_uv.installed(env, "0.13.9")
+
+
+@pytest.mark.parametrize(("pip", "elsewhere"), [("22.2.2", False), ("22.3", True), ("24.1b1", True), ("dev", False)])
+def test_pips_own_version_decides_how_uv_is_installed(
+    monkeypatch: pytest.MonkeyPatch, pip: str, elsewhere: bool
+) -> None:
+    monkeypatch.setattr(install_uv.importlib.metadata, "version", lambda _: pip)
+    assert install_uv.pip_installs_elsewhere() is elsewhere
 
 
 def test_a_second_clone_waits_for_the_first_and_then_finds_uv_made(
@@ -85,5 +123,5 @@ def test_a_failed_install_says_so_and_exits_non_zero(
 
     monkeypatch.setattr(install_uv, "install", fail)
     assert install_uv.main([str(tmp_path / "uv-env"), "0.13.9"]) == 1
-    assert "installing uv 0.13.9 failed (exit 1)" in capsys.readouterr().err
+    assert "installing uv 0.13.9 into" in capsys.readouterr().err
     assert install_uv.main([]) == 2

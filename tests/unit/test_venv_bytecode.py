@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import subprocess
@@ -82,12 +83,17 @@ def test_a_stale_kept_file_is_compiled_again_and_the_store_keeps_the_new_one(
     import_in(first)
     venv_bytecode.save(first, store)
 
+    firsts = venv_bytecode.site_packages(first) / "pkg" / "__pycache__" / f"mod.{sys.implementation.cache_tag}.pyc"
+    before = (os.stat(firsts).st_ino, firsts.read_bytes())
+
     changed = tmp_path / "changed-mod.py"
     changed.write_text(SOURCE.replace("42", "43") + "# longer\n")
     second = make_venv(tmp_path / "b" / ".venv", changed)
     assert venv_bytecode.restore(second, store) == 2
     assert import_in(second).stdout.startswith("43")  # the kept .pyc of "42" is not used
     assert venv_bytecode.save(second, store) == 1  # the new mod's bytecode replaces the stale one
+    assert (os.stat(firsts).st_ino, firsts.read_bytes()) == before  # the first clone's file is never written into
+    assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
     third = make_venv(tmp_path / "c" / ".venv", changed)
     venv_bytecode.restore(third, store)
     assert "matches" in import_in(third, "-v").stderr
@@ -117,6 +123,54 @@ def test_a_store_that_cannot_be_written_costs_the_run_nothing(
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     assert venv_bytecode.main(["save", str(venv), str(blocked / "store")]) == 0
-    assert "compiled as it is imported instead" in capsys.readouterr().err
+    assert "(not kept)" in capsys.readouterr().err
     assert venv_bytecode.main(["restore", str(venv), str(tmp_path / "none")]) == 0
     assert venv_bytecode.main(["keep", str(venv), str(tmp_path)]) == 2
+
+
+def test_a_store_on_another_file_system_is_copied_to_once(
+    tmp_path: Path, cached_source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv = make_venv(tmp_path / ".venv", cached_source)
+    import_in(venv)
+    store = tmp_path / "store"
+
+    def cross_device(source: object, target: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(venv_bytecode.os, "link", cross_device)
+    assert venv_bytecode.save(venv, store) == 2
+    kept = store / "pkg" / "__pycache__" / f"mod.{sys.implementation.cache_tag}.pyc"
+    compiled = venv_bytecode.site_packages(venv) / "pkg" / "__pycache__" / kept.name
+    assert kept.read_bytes() == compiled.read_bytes()
+    assert os.stat(kept).st_ino != os.stat(compiled).st_ino  # a copy
+    assert venv_bytecode.save(venv, store) == 0  # the same bytecode of the same source: not copied again
+    monkeypatch.undo()
+    again = make_venv(tmp_path / "again" / ".venv", cached_source)
+    assert venv_bytecode.restore(again, store) == 2
+    assert "matches" in import_in(again, "-v").stderr
+
+
+def test_a_temporary_name_another_process_holds_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source, target = tmp_path / "new.pyc", tmp_path / "m.pyc"
+    source.write_bytes(b"new")
+    target.write_bytes(b"old")
+    taken = tmp_path / "m.pyc.0000.tmp"
+    os.link(tmp_path / "m.pyc", taken)  # e.g. another clone's file, linked under that name
+    monkeypatch.setattr(venv_bytecode.secrets, "token_hex", lambda _: "0000")
+    with pytest.raises(FileExistsError):
+        venv_bytecode.link(source, target)
+    assert taken.read_bytes() == b"old"
+    assert target.read_bytes() == b"old"
+
+
+def test_the_editable_projects_finder_and_a_missing_venv_are_not_kept(tmp_path: Path, cached_source: Path) -> None:
+    venv = make_venv(tmp_path / ".venv", cached_source)
+    site = venv_bytecode.site_packages(venv)
+    (site / "__pycache__").mkdir()
+    (site / "__pycache__" / "__editable___training_guard_0_1_0_finder.cpython-311.pyc").write_bytes(b"clone's path")
+    store = tmp_path / "store"
+    assert venv_bytecode.save(venv, store) == 0
+    assert not (store / "__pycache__").exists()
+    assert venv_bytecode.save(tmp_path / "no-venv", store) == 0
+    assert venv_bytecode.restore(tmp_path / "no-venv", store) == 0
