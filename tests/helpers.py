@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from training_guard.events import TrainingJob
@@ -63,3 +65,13 @@ def running_job(name: str, trained: timedelta, **changes: Any) -> TrainingJob:
         training_phase_start=start,
     )
     return replace(job, **changes)
+
+
+def load_tool(name: str) -> ModuleType:
+    """A script of tools/ (standard library only, run by the Makefile by path, not a package) as a module."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "tools" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

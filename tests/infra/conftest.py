@@ -124,9 +124,11 @@ def synthesized(kind: type[SynthT], document: dict[str, Any], outdir: Path) -> S
 class ConfigSynth(Synth):
     """The app synthesized with the configuration file `document` (written beside the cloud assembly)."""
 
+    file_name = "guard.json"
+
     def __init__(self, outdir: Path, document: dict[str, Any]) -> None:
         outdir.mkdir(parents=True, exist_ok=True)
-        config_file = outdir / "guard.json"
+        config_file = outdir / self.file_name
         config_file.write_text(json.dumps(document))
         super().__init__(outdir / "cdk.out", {"config": str(config_file)})
 

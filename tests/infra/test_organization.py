@@ -17,7 +17,15 @@ from infra.organization import hub as hub_module
 from infra.organization import stackset
 from infra.organization.names import ACTING_FUNCTIONS, MEMBER_STACK_NAME, STACK_SET_NAME, hub_role_name
 from infra.stack import TrainingGuardStack
-from tests.infra.conftest import Synth, cfn_lint, expected_rows, shipped_context, statement_rows, synthesized, unordered
+from tests.infra.conftest import (
+    ConfigSynth,
+    cfn_lint,
+    expected_rows,
+    shipped_context,
+    statement_rows,
+    synthesized,
+    unordered,
+)
 from training_guard import contract
 from training_guard.config import GuardConfig
 
@@ -45,14 +53,13 @@ def here(service: str, resource: str) -> dict[str, Any]:
     }
 
 
-class OrgSynth(Synth):
+class OrgSynth(ConfigSynth):
     """The app synthesized with an organization configuration: the hub (`json`) and the member template."""
 
+    file_name = "organization.json"
+
     def __init__(self, outdir: Path, document: dict[str, Any]) -> None:
-        outdir.mkdir(parents=True, exist_ok=True)
-        config_file = outdir / "organization.json"
-        config_file.write_text(json.dumps(document))
-        super().__init__(outdir / "cdk.out", {"config": str(config_file)})
+        super().__init__(outdir, document)
         self.member: dict[str, Any] = json.loads((self.outdir / f"{MEMBER_STACK_NAME}.template.json").read_text())
 
     def member_resources(self, kind: str) -> dict[str, dict[str, Any]]:

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import subprocess
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import load_tool
 
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("install_uv", ROOT / "tools" / "install_uv.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-install_uv = load()
+install_uv = load_tool("install_uv")
 
 
 def fake_uv(env: Path, version: str, *, whole: bool = True) -> None:

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import errno
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import load_tool
 
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("venv_bytecode", ROOT / "tools" / "venv_bytecode.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-venv_bytecode = load()
+venv_bytecode = load_tool("venv_bytecode")
 SOURCE = "def answer():\n    return 42\n"
 
 
