@@ -2,6 +2,7 @@
 
     python tools/venv_bytecode.py restore VENV STORE    after uv sync: the kept bytecode, linked into VENV
     python tools/venv_bytecode.py save VENV STORE       after a run: what the run compiled, linked into STORE
+                                                        (and the other stores unused for 30 days removed)
 
 A new clone's .venv has the packages' sources (uv links them from its cache) and none of their bytecode: each process
 of its first test run compiled what it imported (boto3, moto, aws-cdk-lib...; two pytest workers compiled the same
@@ -25,6 +26,7 @@ import os
 import secrets
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,6 +87,7 @@ def restore(venv: Path, store: Path) -> int:
     site = site_packages(venv)
     if site is None or not store.is_dir():
         return 0
+    used(store)
     restored = 0
     for relative in kept_files(store):
         target = site / relative
@@ -105,6 +108,9 @@ def save(venv: Path, store: Path) -> int:
     site = site_packages(venv)
     if site is None:
         return 0
+    store.mkdir(parents=True, exist_ok=True)
+    used(store)
+    prune(store)
     saved = 0
     for relative in kept_files(site):
         kept = store / relative
@@ -118,6 +124,30 @@ def save(venv: Path, store: Path) -> int:
             continue
         saved += 1
     return saved
+
+
+USED = ".used"  # touched by each restore and save
+UNUSED_DAYS = 30
+
+
+def used(store: Path) -> None:
+    (store / USED).touch()
+
+
+def prune(store: Path, *, now: float | None = None) -> list[Path]:
+    """Removes the other stores beside `store` (one per uv.lock that was) unused for UNUSED_DAYS: once the clones
+    that shared one are gone, it is the only copy of its files (~75 MB)."""
+    prefix = store.name.rsplit("-", 1)[0] + "-"
+    oldest = (time.time() if now is None else now) - UNUSED_DAYS * 86400
+    removed = []
+    for other in store.parent.glob(f"{prefix}*"):
+        if other == store or not other.is_dir():
+            continue
+        marker = other / USED
+        if (marker if marker.exists() else other).stat().st_mtime < oldest:
+            shutil.rmtree(other, ignore_errors=True)
+            removed.append(other)
+    return removed
 
 
 def main(argv: list[str]) -> int:

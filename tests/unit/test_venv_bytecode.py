@@ -6,6 +6,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_a_store_that_cannot_be_written_costs_the_run_nothing(
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     assert venv_bytecode.main(["save", str(venv), str(blocked / "store")]) == 0
-    assert "(not kept)" in capsys.readouterr().err
+    assert "venv_bytecode save: " in capsys.readouterr().err
     assert venv_bytecode.main(["restore", str(venv), str(tmp_path / "none")]) == 0
     assert venv_bytecode.main(["keep", str(venv), str(tmp_path)]) == 2
 
@@ -162,3 +163,20 @@ def test_the_editable_projects_finder_and_a_missing_venv_are_not_kept(tmp_path: 
     assert not (store / "__pycache__").exists()
     assert venv_bytecode.save(tmp_path / "no-venv", store) == 0
     assert venv_bytecode.restore(tmp_path / "no-venv", store) == 0
+
+
+def test_a_save_removes_the_other_stores_unused_for_thirty_days(tmp_path: Path, cached_source: Path) -> None:
+    cache = tmp_path / "cache"
+    now = time.time()
+    ages = {"bytecode-old": 40, "bytecode-recent": 10, "bytecode-never-marked": 45, "checkov-abc": 90}
+    for name, days in ages.items():
+        (cache / name).mkdir(parents=True)
+        if name != "bytecode-never-marked":
+            (cache / name / ".used").touch()
+            os.utime(cache / name / ".used", (now - days * 86400,) * 2)
+        os.utime(cache / name, (now - days * 86400,) * 2)
+    venv = make_venv(tmp_path / ".venv", cached_source)
+    venv_bytecode.save(venv, cache / "bytecode-current")
+    assert sorted(p.name for p in cache.iterdir()) == ["bytecode-current", "bytecode-recent", "checkov-abc"]
+    venv_bytecode.restore(venv, cache / "bytecode-recent")  # a restore marks its store used
+    assert not venv_bytecode.prune(cache / "bytecode-current", now=now + 25 * 86400)
