@@ -51,3 +51,24 @@ def test_the_slack_acknowledgement_and_its_builders_load_no_configuration_and_no
         [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout) == []
+
+
+def test_the_demo_and_the_local_tools_start_no_jsii_until_they_synthesize() -> None:
+    # Importing aws_cdk starts Node.js and loads the construct library into it (~5 s of CPU): the demo reuses a kept
+    # template (template_cache.py) and the tools read the stack's outputs by name, so none of them may import it first.
+    modules = [
+        "infra.organization.names",
+        "infra.outputs",
+        "training_guard_local.cli",
+        "training_guard_local.demo",
+        "training_guard_local.doctor",
+        "training_guard_local.notify_test",
+        "training_guard_local.report",
+        "training_guard_local.mute",
+    ]
+    code = (
+        f"import json, sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
+        "print(json.dumps([m for m in ('aws_cdk', 'jsii') if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
