@@ -6,6 +6,7 @@ import copy
 import importlib
 import inspect
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -189,3 +190,33 @@ def test_an_expression_the_lexer_refuses_is_refused_every_time() -> None:
     for _ in range(2):
         with pytest.raises(ValueError, match="Cannot parse condition"):
             ConditionExpressionParser("a = :v ;", {}, {":v": {"S": "x"}})._lex_condition_expression()
+
+
+def test_requests_carry_sigv4s_headers_and_scope_and_moto_still_tells_accounts_apart() -> None:
+    seen: list[dict[str, str]] = []
+
+    def headers(request: Any, **_: Any) -> None:
+        seen.append({k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()})
+
+    with mock_aws_kept_session():
+        sts = boto3.client("sts", region_name="eu-west-1")
+        sts.meta.events.register("before-send", headers)
+        assert sts.get_caller_identity()["Account"] == "123456789012"
+        authorization = seen[-1]["Authorization"]
+        assert re.match(
+            r"AWS4-HMAC-SHA256 Credential=\w+/\d{8}/eu-west-1/sts/aws4_request, SignedHeaders=", authorization
+        )
+        assert "X-Amz-Date" in seen[-1]
+        # moto picks the account from the access key: a role's credentials act in the role's account
+        role = "arn:aws:iam::111122223333:role/member"
+        credentials = sts.assume_role(RoleArn=role, RoleSessionName="speed")["Credentials"]
+        member = boto3.client(
+            "sts",
+            region_name="eu-west-1",
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+        )
+        member.meta.events.register("before-send", headers)
+        assert member.get_caller_identity()["Account"] == "111122223333"
+        assert seen[-1]["X-Amz-Security-Token"] == credentials["SessionToken"]
