@@ -2,7 +2,8 @@
 
     python tools/venv_bytecode.py restore VENV STORE    after uv sync: the kept bytecode, linked into VENV
     python tools/venv_bytecode.py save VENV STORE       after a run: what the run compiled, linked into STORE
-                                                        (and the other stores unused for 30 days removed)
+                                                        (and other bytecode-<hash> stores unused for 30 days
+                                                        removed)
 
 A new clone's .venv has the packages' sources (uv links them from its cache) and none of their bytecode: each process
 of its first test run compiled what it imported (boto3, moto, aws-cdk-lib...; two pytest workers compiled the same
@@ -21,8 +22,10 @@ Standard library only: a restore runs before the tests' environment is used.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -128,23 +131,32 @@ def save(venv: Path, store: Path) -> int:
 
 USED = ".used"  # touched by each restore and save
 UNUSED_DAYS = 30
+STORE_NAME = re.compile(r"bytecode-[0-9a-f]{16}")  # the Makefile's: bytecode-<hash of uv.lock and Python>
 
 
 def used(store: Path) -> None:
-    (store / USED).touch()
+    """Marks the store used, if it can (a store another user made is read, never marked)."""
+    with contextlib.suppress(OSError):
+        (store / USED).touch()
 
 
 def prune(store: Path, *, now: float | None = None) -> list[Path]:
-    """Removes the other stores beside `store` (one per uv.lock that was) unused for UNUSED_DAYS: once the clones
-    that shared one are gone, it is the only copy of its files (~75 MB)."""
-    prefix = store.name.rsplit("-", 1)[0] + "-"
+    """Removes the other stores beside `store` unused for UNUSED_DAYS (one per uv.lock and Python that was): once the
+    clones that shared one are gone, it holds the only copy of its files (~75 MB). Only stores named as the Makefile
+    names them, beside a store so named, are ever removed; a store that was never marked is judged by its folder."""
+    if not STORE_NAME.fullmatch(store.name):
+        return []
     oldest = (time.time() if now is None else now) - UNUSED_DAYS * 86400
     removed = []
-    for other in store.parent.glob(f"{prefix}*"):
-        if other == store or not other.is_dir():
+    for other in store.parent.iterdir():
+        if other == store or not STORE_NAME.fullmatch(other.name) or other.is_symlink() or not other.is_dir():
             continue
         marker = other / USED
-        if (marker if marker.exists() else other).stat().st_mtime < oldest:
+        try:
+            last_used = (marker if marker.exists() else other).stat().st_mtime
+        except OSError:
+            continue
+        if last_used < oldest:
             shutil.rmtree(other, ignore_errors=True)
             removed.append(other)
     return removed

@@ -2,7 +2,7 @@
 
 docs/organization.md has the picture and both roll-out paths. The package itself imports nothing of the CDK, so that
 `infra.organization.names` (pure) is read without starting jsii: the demo's organization scenario names the member
-stack from it, and importing aws_cdk there booted Node.js and the construct library (~5 s of CPU) that its kept
+stack from it, and importing aws_cdk there booted Node.js and the construct library (~2 s of CPU) that its kept
 template (local/training_guard_local/template_cache.py) saves.
 """
 

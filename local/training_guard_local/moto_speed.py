@@ -15,12 +15,14 @@ keys), together about a seventh of their time:
 - **Each DynamoDB condition** (the guard's claims and updates are conditional) was lexed anew, one regular expression
   match after another over the whole text (~5% of a fault campaign's time): the tokens of each expression text are
   kept, and each parse gets new nodes made from them, as the lexer would have made them.
-- **Each request** was signed (SigV4: a canonical request, a string to sign, five HMACs; ~0.2 ms), which moto never
-  checks: the requests carry SigV4's headers and credential scope, which moto reads, with a signature of zeros.
+- **Each request** was signed (SigV4: a canonical request, a string to sign, five HMACs; ~0.1 ms), which moto never
+  checks: while a mock is on, requests carry SigV4's headers and credential scope, which moto reads, with a signature
+  of zeros (outside one they are signed in full).
 - **Each KMS key** got an RSA-2048 private key at creation (~100 ms of CPU), which only Sign, Verify and GetPublicKey
   read: the key is made when one of them first reads it, the same key moto would have made.
 
-`install()` is idempotent and process-wide; what it replaces answers exactly as before.
+`install()` is idempotent and process-wide; what it replaces answers exactly as before (the signature: while moto's
+mock is on).
 """
 
 from __future__ import annotations
@@ -51,20 +53,23 @@ def install() -> None:
 
 @functools.cache
 def _scoped_v4(sigv4: type) -> type:
-    """botocore's SigV4 signer, its headers as before and its signature not computed (~0.2 ms a call: a canonical
-    request, a string to sign and five HMACs). moto reads the Authorization header's credential scope (the access key
-    picks the account, `BaseResponse.get_access_key`) and checks no signature: only its IAM authorization mode
-    (`set_initial_no_auth_action_count`) would, and nothing here turns it on."""
+    """botocore's SigV4 signer, its headers as before and, while a mock is on, its signature not computed (~0.1 ms a
+    call: a canonical request, a string to sign and five HMACs). moto reads the Authorization header's credential
+    scope (the access key picks the account, `BaseResponse.get_access_key`) and checks no signature: only its IAM
+    authorization mode (`set_initial_no_auth_action_count`) would, and nothing here turns it on. Outside a mock (moto's
+    botocore hook off), requests are signed in full: a process that emulated and then calls AWS is not refused."""
+    models: Any = importlib.import_module("moto.core.models")
+    stubber = models.botocore_stubber
 
     class ScopedV4(sigv4):  # type: ignore[misc]
         def canonical_request(self, request: Any) -> str:
-            return ""
+            return "" if stubber.enabled else str(super().canonical_request(request))
 
         def string_to_sign(self, request: Any, canonical_request: str) -> str:
-            return ""
+            return "" if stubber.enabled else str(super().string_to_sign(request, canonical_request))
 
         def signature(self, string_to_sign: str, request: Any) -> str:
-            return "0" * 64
+            return "0" * 64 if stubber.enabled else str(super().signature(string_to_sign, request))
 
     return ScopedV4
 

@@ -220,3 +220,25 @@ def test_requests_carry_sigv4s_headers_and_scope_and_moto_still_tells_accounts_a
         member.meta.events.register("before-send", headers)
         assert member.get_caller_identity()["Account"] == "111122223333"
         assert seen[-1]["X-Amz-Security-Token"] == credentials["SessionToken"]
+
+
+def test_outside_a_mock_requests_are_signed_in_full() -> None:
+    moto_speed.install()
+    client = boto3.client(
+        "sts", region_name="eu-west-1", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret"
+    )
+    signed: list[str] = []
+
+    class Sent(Exception):
+        pass
+
+    def capture(request: Any, **_: Any) -> None:  # signed by now; nothing leaves the process
+        signed.append(request.headers["Authorization"].decode())
+        raise Sent
+
+    client.meta.events.register("before-send", capture)
+    with pytest.raises(Sent):
+        client.get_caller_identity()
+    signature = signed[-1].rsplit("Signature=", 1)[1]
+    assert re.fullmatch(r"[0-9a-f]{64}", signature)
+    assert signature != "0" * 64

@@ -54,7 +54,7 @@ def test_the_slack_acknowledgement_and_its_builders_load_no_configuration_and_no
 
 
 def test_the_demo_and_the_local_tools_start_no_jsii_until_they_synthesize() -> None:
-    # Importing aws_cdk starts Node.js and loads the construct library into it (~5 s of CPU): the demo reuses a kept
+    # Importing aws_cdk starts Node.js and loads the construct library into it (~2 s of CPU): the demo reuses a kept
     # template (template_cache.py) and the tools read the stack's outputs by name, so none of them may import it first.
     modules = [
         "infra.organization.names",

@@ -113,6 +113,11 @@ def test_a_store_that_cannot_be_written_costs_the_run_nothing(
     blocked.write_text("not a directory")
     assert venv_bytecode.main(["save", str(venv), str(blocked / "store")]) == 0
     assert "venv_bytecode save: " in capsys.readouterr().err
+    store = tmp_path / "store"
+    (store / "pkg").mkdir(parents=True)
+    (store / "pkg" / "__pycache__").write_text("a file where the folder goes")  # one file cannot be kept
+    assert venv_bytecode.save(venv, store) == 0
+    assert "(not kept)" in capsys.readouterr().err
     assert venv_bytecode.main(["restore", str(venv), str(tmp_path / "none")]) == 0
     assert venv_bytecode.main(["keep", str(venv), str(tmp_path)]) == 2
 
@@ -168,15 +173,38 @@ def test_the_editable_projects_finder_and_a_missing_venv_are_not_kept(tmp_path: 
 def test_a_save_removes_the_other_stores_unused_for_thirty_days(tmp_path: Path, cached_source: Path) -> None:
     cache = tmp_path / "cache"
     now = time.time()
-    ages = {"bytecode-old": 40, "bytecode-recent": 10, "bytecode-never-marked": 45, "checkov-abc": 90}
+    current, old, recent, unmarked = (f"bytecode-{n:016x}" for n in range(4))
+    ages = {current: 40, old: 40, recent: 10, unmarked: 45, "checkov-abc": 90, "bytecode-mine": 90, "templates": 90}
     for name, days in ages.items():
         (cache / name).mkdir(parents=True)
-        if name != "bytecode-never-marked":
+        if name != unmarked:
             (cache / name / ".used").touch()
             os.utime(cache / name / ".used", (now - days * 86400,) * 2)
         os.utime(cache / name, (now - days * 86400,) * 2)
     venv = make_venv(tmp_path / ".venv", cached_source)
-    venv_bytecode.save(venv, cache / "bytecode-current")
-    assert sorted(p.name for p in cache.iterdir()) == ["bytecode-current", "bytecode-recent", "checkov-abc"]
-    venv_bytecode.restore(venv, cache / "bytecode-recent")  # a restore marks its store used
-    assert not venv_bytecode.prune(cache / "bytecode-current", now=now + 25 * 86400)
+    venv_bytecode.save(venv, cache / current)
+    # the saved-to store is marked used and kept; of the others, only stores named as the Makefile names them go
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [current, recent, "checkov-abc", "bytecode-mine", "templates"]
+    )
+    assert (cache / current / ".used").stat().st_mtime > now - 60
+    venv_bytecode.restore(venv, cache / recent)  # a restore marks its store used
+    assert not venv_bytecode.prune(cache / current, now=now + 25 * 86400)
+    assert not venv_bytecode.prune(cache / "bytecode-mine", now=now + 90 * 86400)  # not a store the Makefile names
+
+
+def test_a_store_that_cannot_be_marked_used_is_still_restored(
+    tmp_path: Path, cached_source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = make_venv(tmp_path / "a" / ".venv", cached_source)
+    store = tmp_path / f"bytecode-{0:016x}"
+    import_in(first)
+    venv_bytecode.save(first, store)
+
+    def refused(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))  # another user's store (root is never refused)
+
+    monkeypatch.setattr(Path, "touch", refused)
+    second = make_venv(tmp_path / "b" / ".venv", cached_source)
+    assert venv_bytecode.restore(second, store) == 2
+    assert "matches" in import_in(second, "-v").stderr
