@@ -54,6 +54,10 @@ endif
 .PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit infra synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
 	mutation clean scan
 
+# The key of what is made from a lock file and kept with the caches: 16 hex digits of the lock and the Python version.
+LOCK_KEY = $(shell $(PYTHON) -c 'import hashlib, sys; \
+	print(hashlib.sha256(open(sys.argv[1], "rb").read() + sys.version.encode()).hexdigest()[:16])' $(1))
+
 # One environment per uv version and Python. tools/install_uv.py makes it under a lock (two clones at once: the second
 # waits, then finds it made); a venv made without pip is filled by this Python's pip when it is 22.3 or newer.
 UV_ENV = $(TG_CACHE)/uv-$(UV_VERSION)-$(shell $(PYTHON) -c 'import hashlib, sys; \
@@ -75,8 +79,7 @@ $(VENV)/.installed: $(UV_PIN) pyproject.toml uv.lock
 
 # The bytecode of .venv's packages outlives the clone (tools/venv_bytecode.py: a new clone's first test run compiled
 # ~17 s of CPU of it), one store per uv.lock and Python; make test and make demo save what they compiled.
-VENV_BYTECODE = $(PYTHON) tools/venv_bytecode.py $(1) $(VENV) "$(TG_CACHE)/bytecode-$(shell $(PYTHON) -c 'import hashlib, sys; \
-	print(hashlib.sha256(open("uv.lock", "rb").read() + sys.version.encode()).hexdigest()[:16])')"
+VENV_BYTECODE = $(PYTHON) tools/venv_bytecode.py $(1) $(VENV) "$(TG_CACHE)/bytecode-$(call LOCK_KEY,uv.lock)"
 
 node_modules/.installed: package.json package-lock.json
 	@echo "==> installing the pinned AWS CDK CLI"
@@ -149,8 +152,7 @@ mutation: $(VENV)/.installed
 # it made and its bytecode written (checkov imports the checks of every framework it knows: compiling them took
 # ~15 s of CPU in each new environment).
 CHECKOV := tools/checkov/.venv/bin/checkov
-CHECKOV_ENV = $(TG_CACHE)/checkov-$(shell $(PYTHON) -c 'import hashlib, sys; \
-	print(hashlib.sha256(open("tools/checkov/uv.lock", "rb").read() + sys.version.encode()).hexdigest()[:16])')
+CHECKOV_ENV = $(TG_CACHE)/checkov-$(call LOCK_KEY,tools/checkov/uv.lock)
 SCAN_OUT := cdk.out/scan
 $(CHECKOV): $(UV_PIN) tools/checkov/uv.lock
 	@echo "==> syncing the checkov environment with tools/checkov/uv.lock"
@@ -168,10 +170,10 @@ $(CHECKOV): $(UV_PIN) tools/checkov/uv.lock
 # lint, types, the CDK tests and the rest of the suite run side by side (make -j), each as soon as what it needs is
 # installed (the environments and the CDK CLI install side by side too); pytest spreads the rest over every core.
 # (make runs a line that names $(MAKE) under -n, -q and -t too: the save is left out of those)
+NOT_RUNNING = $(strip $(foreach flag,n q t,$(findstring $(flag),$(firstword -$(MAKEFLAGS)))))
 test: $(CHROMIUM)
 	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck infra unit; status=$$?; \
-		$(if $(findstring n,$(firstword -$(MAKEFLAGS)))$(findstring q,$(firstword -$(MAKEFLAGS)))$(findstring \
-		t,$(firstword -$(MAKEFLAGS))),,$(call VENV_BYTECODE,save);) exit $$status
+		$(if $(NOT_RUNNING),,$(call VENV_BYTECODE,save);) exit $$status
 
 # pytest-xdist workers: one per core (the infra process runs beside them, so the cores stay busy while some tests
 # wait on local servers and sleeps; a third worker on 2 cores cost 19 s more CPU for the same wall time, measured

@@ -1,4 +1,4 @@
-"""Installs uv at an exact version into an environment kept with the caches (the Makefile's $(UV) target).
+"""Installs uv at an exact version into an environment kept with the caches (the Makefile's $(UV_PIN) target).
 
     python tools/install_uv.py ENV VERSION
 

@@ -33,6 +33,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+USED = ".used"  # touched by each restore and save
+UNUSED_DAYS = 30
+STORE_NAME = re.compile(r"bytecode-[0-9a-f]{16}")  # the Makefile's: bytecode-<hash of uv.lock and Python>
+
 
 def site_packages(venv: Path) -> Path | None:
     found = sorted(venv.glob("lib/python3*/site-packages"))
@@ -127,11 +131,6 @@ def save(venv: Path, store: Path) -> int:
             continue
         saved += 1
     return saved
-
-
-USED = ".used"  # touched by each restore and save
-UNUSED_DAYS = 30
-STORE_NAME = re.compile(r"bytecode-[0-9a-f]{16}")  # the Makefile's: bytecode-<hash of uv.lock and Python>
 
 
 def used(store: Path) -> None:
