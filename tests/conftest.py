@@ -1,4 +1,5 @@
-"""Suite-wide: the fault campaign's figures, printed at the end of every run.
+"""Suite-wide: the fault campaign's figures, printed at the end of every run; no test module leaves the process's
+environment changed.
 
 Under pytest-xdist (`make test` runs the suite on every core) each worker measures its own tests; a worker
 hands its figures to the controller when it finishes (`workeroutput`), and the controller prints them all.
@@ -7,11 +8,36 @@ hands its figures to the controller when it finishes (`workeroutput`), and the c
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 CAMPAIGN: dict[str, dict[str, Any]] = {}
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own, per phase
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environment_kept() -> Iterator[None]:
+    """A module's tests and fixtures leave `os.environ` as they found it. Tests share a process (and an xdist worker
+    runs whichever files it is given), so a variable left behind changes later tests by the order they run in: moto
+    serves every request in the account MOTO_ACCOUNT_ID names, whatever the credentials say. Checked after the
+    module's own fixtures are torn down (this one is set up first, so it ends last)."""
+    before = _environment()
+    yield
+    after = _environment()
+    if after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        for key in changed:  # the next module starts clean: one failure, not a cascade
+            if key in before:
+                os.environ[key] = before[key]
+            else:
+                del os.environ[key]
+        pytest.fail(f"the module left the environment changed: {', '.join(changed)}", pytrace=False)
 
 
 @pytest.fixture

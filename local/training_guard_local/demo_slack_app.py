@@ -126,7 +126,7 @@ class AppSlack:
                 base.function_name, invoked_function_arn=base.invoked_function_arn, timeout_ms=seconds * 1000
             )
 
-        self._stack.enter_context(mock.patch.object(aws, "context", context))
+        aws.enter_context(mock.patch.object(aws, "context", context))
         secrets_manager = aws.client("secretsmanager")
         bot = secrets_manager.create_secret(Name="training-guard/slack-app-bot-token", SecretString=self.api.token)
         signing = secrets_manager.create_secret(
@@ -141,8 +141,9 @@ class AppSlack:
             contract.ENV_CLICK_QUEUE_URL: self.queue_url,
             contract.ENV_SLACK_ALLOWED_USERS: ",".join(self.config.slack.app.allowed_users),
         }
-        # Restored when the demo ends (inside the emulation's own environment, which it restores after).
-        self._stack.enter_context(mock.patch.dict(os.environ, environment))
+        # Undone when the emulation ends, before it restores its own environment: patch.dict restores the environment
+        # it found, the emulation's, so undone after the emulation it would leave moto's account and keys set.
+        aws.enter_context(mock.patch.dict(os.environ, environment))
         from training_guard.handlers import wiring
 
         wiring.reset()  # the functions' settings read the environment once: read it again

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from unittest import mock
 
 from moto import mock_aws
@@ -64,6 +64,7 @@ EVENTS_DEAD_LETTERS = "training-guard-events-dead-letters"
 CHAT_DEAD_LETTERS = "training-guard-chat-dead-letters"
 CHAT_MAX_RECEIVES = 5  # as the stack's redrive policy
 FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-events"
+T = TypeVar("T")
 MOTO_ACCOUNT_ENV = "MOTO_ACCOUNT_ID"  # the account moto serves requests in (its multi-account docs)
 # Every service the functions make a client for (training_guard.adapters.clients.client), kept per region.
 FUNCTION_SERVICES = ("sqs", "dynamodb", "sagemaker", "sns", "cloudwatch", "secretsmanager")
@@ -426,6 +427,12 @@ class Emulation:
         return LambdaContext(
             function_name=function_name, invoked_function_arn=function_arn(function_name, self.account, self.region)
         )
+
+    def enter_context(self, manager: contextlib.AbstractContextManager[T]) -> T:
+        """Enter `manager` for the rest of the emulation: it is exited first when the emulation ends, before moto's
+        mock and the environment are restored (a `mock.patch.dict(os.environ, ...)` entered here snapshots the
+        emulation's environment, so it must be undone while that environment still stands)."""
+        return self._extensions.enter_context(manager)
 
     def _set_env(self, key: str, value: str) -> None:
         self._saved_env.setdefault(key, os.environ.get(key))
