@@ -113,7 +113,7 @@ demo: install
 	@$(VENV)/bin/training-guard demo $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(CONFIG),--config $(CONFIG)); \
 		status=$$?; $(call VENV_BYTECODE,save); exit $$status
 
-# Prints the figures; docs/benchmarks.md is rewritten only by `make bench-report`.
+# Prints the figures; docs/benchmarks.md and the README's headline table are rewritten only by `make bench-report`.
 bench: install
 	$(PY) -m bench.run
 
@@ -209,7 +209,11 @@ PLAN := $(VENV)/bin/training-guard plan $(if $(CONFIG),--config $(CONFIG))
 
 synth: install
 	$(CDK_RUN) synth $(CDK_FLAGS) --quiet
-	@echo "template: cdk.out/TrainingGuard.template.json"
+	@# the templates of this synth (cdk.out keeps older ones): the stack's, or with an organization the hub's and the
+	@# member stack's (the CLI then names the folder itself)
+	@$(PY) -c 'import json; artifacts = json.load(open("cdk.out/manifest.json"))["artifacts"].values(); \
+		print("\n".join("template: cdk.out/" + a["properties"]["templateFile"] for a in artifacts \
+		if a.get("type") == "aws:cloudformation:stack"))'
 	@echo
 	@$(PLAN)
 

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "functions"), str(ROOT / "local")]
 
 REPORT = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
 IMPORT_RUNS = 15
 HANDLERS = ("job_events", "alarm_events", "sweeper", "slack_notifier")
 # What handlers/wiring.py imports inside the builder each function calls on its first invocation.
@@ -142,23 +143,61 @@ def cold_start() -> list[dict[str, Any]]:
 # --- 2 and 3. calls per reaction and warm latency ------------------------------------------------------
 @contextmanager
 def counting(aws: Any) -> Iterator[Counter[str]]:
-    """Counts every AWS call the guard's own clients make (botocore before-call events)."""
+    """Counts every AWS call the guard's own clients make (botocore before-parameter-build events, which see the
+    call's own parameters), each named as the time campaign names its steps."""
+    from tests.campaign.lambda_model import step_label
     from training_guard.adapters import clients
 
     counts: Counter[str] = Counter()
 
-    def count(model: Any, **_: Any) -> None:
-        counts[f"{model.service_model.service_name}:{model.name}"] += 1
+    def count(model: Any, params: Any, **_: Any) -> None:  # named for what it does: `dynamodb:PutItem claim`
+        counts[f"{model.service_model.service_name}:{step_label(model.name, params)}"] += 1
 
     services = ("sagemaker", "dynamodb", "sns", "secretsmanager", "sqs", "cloudwatch")
     for service in services:
-        clients.client(service).meta.events.register("before-call", count, unique_id=f"bench-count-{service}")
+        clients.client(service).meta.events.register(
+            "before-parameter-build", count, unique_id=f"bench-count-{service}"
+        )
     try:
         yield counts
     finally:
         for service in services:
-            clients.client(service).meta.events.unregister("before-call", unique_id=f"bench-count-{service}")
+            clients.client(service).meta.events.unregister("before-parameter-build", unique_id=f"bench-count-{service}")
     del aws
+
+
+MUTES, CLAIM, COMPLETE, PUBLISH, PRICE = (
+    "dynamodb:GetItem mutes",
+    "dynamodb:PutItem claim",
+    "dynamodb:UpdateItem complete",
+    "sns:Publish",
+    "dynamodb:GetItem price",
+)
+# What the design makes a stop call, each once (tests/unit/test_bench.py holds the bench to it).
+STOP_CALLS = (
+    MUTES,
+    CLAIM,
+    "dynamodb:PutItem stop record",
+    "sagemaker:StopTrainingJob",
+    "dynamodb:UpdateItem confirm stop",
+    "sagemaker:AddTags",
+    PRICE,
+    "dynamodb:UpdateItem record spend",
+    PUBLISH,
+    COMPLETE,
+)
+BEFORE_STOP = tuple(c.removeprefix("dynamodb:") for c in STOP_CALLS[: STOP_CALLS.index("sagemaker:StopTrainingJob")])
+STOP_WHY = (
+    "the job's mutes (a snooze or an exemption changes the decision), the conditional claim (exactly once), the stop "
+    "record before the stop (one stop per job; a retry knows the guard did it), StopTrainingJob, the stop confirmed, "
+    "AddTags (attribution), the instance's list price (the state table's cache; a warm container's memory), what the "
+    "stop saved, Publish, mark done"
+)
+
+
+def _difference(measured: Counter[str], design: Counter[str]) -> dict[str, int]:
+    """Calls made more (+) or fewer (-) times than the design says; empty when the reaction is as designed."""
+    return {call: measured[call] - design[call] for call in sorted(measured | design) if measured[call] != design[call]}
 
 
 def calls_per_reaction() -> list[dict[str, Any]]:
@@ -178,38 +217,40 @@ def calls_per_reaction() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with SlackListener() as slack, Emulation(config, webhook_urls={"default": slack.url("default")}) as aws:
 
-        def measure(label: str, action: Callable[[], Any], minimum: int, why: str) -> None:
+        def measure(label: str, action: Callable[[], Any], design: tuple[str, ...], why: str) -> None:
             with counting(aws) as counts:
                 action()
             rows.append(
                 {
                     "reaction": label,
                     "calls": sum(counts.values()),
-                    "minimum": minimum,
+                    "design": len(design),
                     "detail": dict(counts),
+                    "unexpected": _difference(counts, Counter(design)),
                     "why": why,
                 }
             )
 
         completed = with_detail(load_event("aws_sample_completed"), TrainingJobName="bench-completed")
         aws.put_job(completed["detail"])
-        measure(
-            "event that needs nothing (Completed)",
-            lambda: aws.deliver(completed),
-            0,
-            "no decision, no per-job alarm tag",
-        )
+        measure("event that needs nothing (Completed)", lambda: aws.deliver(completed), (), "no decision, no call")
         finding = load_event("vanishing_gradient_issues_found")
+        measure("stop (IssuesFound on a stop rule)", lambda: aws.deliver(finding), STOP_CALLS, STOP_WHY)
         measure(
-            "stop (IssuesFound on a stop rule)",
+            "duplicate of that event",
             lambda: aws.deliver(finding),
-            6,
-            "claim, stop intent, StopTrainingJob, AddTags, Publish, mark done (see below)",
+            (MUTES, CLAIM),
+            "the job's mutes, then the conditional claim fails",
         )
-        measure("duplicate of that event", lambda: aws.deliver(finding), 1, "the conditional claim fails")
         error = with_detail(load_event("rule_error"), TrainingJobName="bench-rule-error")
         aws.put_job(error["detail"])
-        measure("rule error (notify)", lambda: aws.deliver(error), 3, "claim, Publish, mark done")
+        measure(
+            "rule error (notify)",
+            lambda: aws.deliver(error),
+            (MUTES, CLAIM, "dynamodb:UpdateItem fold", PUBLISH, COMPLETE),
+            "mutes, claim, a conditional fold into a stop of the guard's (one story per job: none here, so it "
+            "fails), Publish, mark done",
+        )
         job = with_detail(
             load_event("in_progress_no_rule_lists"), TrainingJobName="bench-metric", DebugRuleEvaluationStatuses=[]
         )
@@ -218,8 +259,9 @@ def calls_per_reaction() -> list[dict[str, Any]]:
         measure(
             "metric-guard alarm (stop)",
             lambda: aws.deliver_alarm(fired),
-            8,
-            "DescribeTrainingJob and ListTags (the alarm carries neither state nor tags), then a stop",
+            ("sagemaker:DescribeTrainingJob", "sagemaker:ListTags", *(c for c in STOP_CALLS if c != PRICE)),
+            "DescribeTrainingJob and ListTags (the alarm carries neither state nor tags), then a stop; the price "
+            "is the warm container's, read by the stop above",
         )
         aws.pump_chat()  # warm: the secret is read once and cached
         aws.notifications()
@@ -229,7 +271,7 @@ def calls_per_reaction() -> list[dict[str, Any]]:
         measure(
             "Slack delivery of one notification (warm)",
             aws.pump_chat,
-            2,
+            (CLAIM, COMPLETE),
             "claim and mark done for the channel (the secret is cached; SQS polling is the event source's)",
         )
     return rows
@@ -783,21 +825,16 @@ def findings(
             if over
             else "Every handler is within the target."
         ),
-        "- **Calls per reaction** are at the design's minimum. A stop needs: a conditional claim of the transition "
-        "(exactly once), a stop-intent record before the stop (so two rules cannot stop one job twice and a retry "
-        "knows the guard did it), StopTrainingJob, AddTags (attribution), Publish, and marking the transition done "
-        "after the publish (nothing half-done is ever marked done). A notification-only transition needs 3; a "
-        "duplicate 1; an event that needs nothing 0. Merging the claim and the intent into one TransactWriteItems "
-        "saves a call but costs twice the write units and a two-phase commit; it measured slower on the emulation, "
-        "so it was tried and reverted.",
+        calls_finding(calls),
         f"- **Warm latency.** The reaction (event in to StopTrainingJob issued) is {latency['to_stop_ratio']}x the "
-        f"minimal stopper: the two DynamoDB writes above come first. Target {TARGETS['warm latency']}x: "
+        f"minimal stopper: {len(BEFORE_STOP)} DynamoDB calls come first ({', '.join(BEFORE_STOP)}). "
+        f"Target {TARGETS['warm latency']}x: "
         + (
             "met."
             if latency["to_stop_ratio"] <= TARGETS["warm latency"]
-            else "missed on the emulation, where moto answers StopTrainingJob as fast as a DynamoDB write; against "
-            "AWS, where the SageMaker control-plane call dominates, the two writes are a small share. Dropping them "
-            "would drop exactly-once and attribution."
+            else "missed on the emulation, where moto answers StopTrainingJob as fast as a DynamoDB call; against "
+            "AWS, where the SageMaker control-plane call dominates, they are a small share. Dropping them would "
+            "drop mutes, exactly-once and attribution."
         )
         + " The whole handler (attribution, notification, record after the stop) is not on the reaction path.",
         f"- **Scale.** {throughput['events']:,} shuffled events with duplicates for {throughput['jobs']:,} jobs: "
@@ -807,8 +844,88 @@ def findings(
         f"- **Size.** {size['zipped_mb']} MB zipped with bytecode, under the {TARGETS['asset zipped MB']} MB target; "
         "slack_sdk is most of it.",
     ]
-    del calls
     return out
+
+
+HEADLINE_START = "<!-- headline: written by make bench-report from docs/benchmarks.md; do not edit -->"
+HEADLINE_END = "<!-- end of headline -->"
+
+
+def headline(
+    *,
+    cold: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    latency: dict[str, Any],
+    throughput: dict[str, Any],
+    size: dict[str, Any],
+    money: list[dict[str, Any]],
+) -> list[str]:
+    """The report's figures a reader looks for first: the README shows this table as the report wrote it."""
+    ratio = {r["module"]: r["ratio"] for r in cold}
+    first = [ratio[f"handlers.{h} + first call's imports"] for h in HANDLERS]
+    calls_of = {r["reaction"]: r for r in calls}
+    shown = [
+        calls_of[r]
+        for r in (
+            "stop (IssuesFound on a stop rule)",
+            "rule error (notify)",
+            "duplicate of that event",
+            "event that needs nothing (Completed)",
+        )
+    ]
+    as_designed = "as designed" if not any(r["unexpected"] for r in calls) else "differ from the design: see the report"
+
+    def verdict(value: float, target: float) -> str:
+        return "met" if value <= target else "missed, see the report"
+
+    worst = max(first[:3])
+    jobs = " / ".join(f"{r['jobs/month']:,}" for r in money)
+    totals = " / ".join(f"${r['total $']:.2f}" for r in money)
+    return [
+        "| what | figure | target |",
+        "| --- | --- | --- |",
+        "| cold start, job-events / alarm-events / sweeper (import time with what the first invocation imports, vs a "
+        f"bare `import boto3`) | {' / '.join(f'{v}x' for v in first[:3])} | {TARGETS['cold start']}x "
+        f"({verdict(worst, TARGETS['cold start'])}; runs on a 2-core machine vary by about ±0.1x) |",
+        f"| cold start, Slack notifier (carries slack_sdk; not on the stop path) | {first[3]}x | "
+        f"{TARGETS['cold start']}x ({verdict(first[3], TARGETS['cold start'])}) |",
+        "| AWS calls for a stop / a notification / a duplicate / an event that needs nothing | "
+        f"{' / '.join(str(r['calls']) for r in shown)} | the design's ({' / '.join(str(r['design']) for r in shown)}): "
+        f"{as_designed} |",
+        "| reaction (event in to `StopTrainingJob` issued) vs a bare stopper, on moto | "
+        f"{latency['to_stop_ratio']}x | {TARGETS['warm latency']}x "
+        f"({verdict(latency['to_stop_ratio'], TARGETS['warm latency'])}) |",
+        f"| {throughput['events']:,} events for {throughput['jobs']:,} jobs, duplicates and shuffling included | "
+        f"{throughput['events_per_second']} events/s, {throughput['peak_rss_mb']} MB, "
+        f"{throughput['wrong_decisions']} wrong decisions | 0 wrong decisions |",
+        f"| Lambda asset (all functions), zipped | {size['zipped_mb']} MB | < {TARGETS['asset zipped MB']} MB |",
+        f"| monthly cost, {jobs} jobs | {totals} | (mostly fixed: metrics, dashboard, alarms, key) |",
+    ]
+
+
+def readme_with_headline(readme: str, table: list[str]) -> str:
+    """The README with its headline block replaced by `table`."""
+    start, end = readme.index(HEADLINE_START) + len(HEADLINE_START), readme.index(HEADLINE_END)
+    return readme[:start] + "\n" + "\n".join(table) + "\n" + readme[end:]
+
+
+def headline_of(text: str) -> list[str]:
+    """The table between the headline markers (of the README or of the report)."""
+    start, end = text.index(HEADLINE_START) + len(HEADLINE_START), text.index(HEADLINE_END)
+    return text[start:end].strip().splitlines()
+
+
+def calls_finding(calls: list[dict[str, Any]]) -> str:
+    off = [f"{r['reaction']} {r['unexpected']}" for r in calls if r["unexpected"]]
+    if off:
+        return (
+            "- **Calls per reaction differ from the design** (+ more, - fewer than designed): " + "; ".join(off) + "."
+        )
+    return (
+        "- **Calls per reaction** are exactly the design's, call by call (the table's why). Merging the claim and the "
+        "stop record into one TransactWriteItems saves a call but costs twice the write units and a two-phase commit; "
+        "it measured slower on the emulation, so it was tried and reverted."
+    )
 
 
 # --- mutation testing: read back from docs/mutation.md (`make mutation` takes minutes; bench does not rerun it) ----
@@ -864,6 +981,12 @@ def main(argv: list[str] | None = None) -> int:
         f"Written by `make bench-report` on {facts['date']}: {facts['machine']}; Python {facts['python']}; {facts['packages']}.",
         "Times are medians of repeated runs, each given as a ratio against a baseline measured in the same run.",
         "",
+        "## Headline (the README shows this table)",
+        "",
+        HEADLINE_START,
+        *headline(cold=cold, calls=calls, latency=latency, throughput=throughput, size=size, money=money),
+        HEADLINE_END,
+        "",
         "## Cold start (import time of each handler module, fresh interpreter)",
         "",
         f"Baseline: a bare `import boto3`, what the simplest stop-on-IssuesFound Lambda imports. Target: at most {TARGETS['cold start']}x.",
@@ -872,7 +995,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "## AWS calls per reaction",
         "",
-        *table(calls, ["reaction", "calls", "minimum", "why"]),
+        *table(calls, ["reaction", "calls", "design", "why"]),
         "",
         "Counted with botocore `before-call` hooks on the guard's own clients: "
         + "; ".join(f"{r['reaction']}: {r['detail']}" for r in calls),
@@ -939,7 +1062,8 @@ def main(argv: list[str] | None = None) -> int:
     if write:
         REPORT.parent.mkdir(exist_ok=True)
         REPORT.write_text(text, encoding="utf-8")
-        say(f"written to {REPORT.relative_to(ROOT)}")
+        README.write_text(readme_with_headline(README.read_text(encoding="utf-8"), headline_of(text)), encoding="utf-8")
+        say(f"written to {REPORT.relative_to(ROOT)}, and its headline to {README.relative_to(ROOT)}")
     else:
         say(f"(not written: `make bench-report` writes it to {REPORT.relative_to(ROOT)})")
     return 0

@@ -75,3 +75,12 @@ def load_tool(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def readme_campaign_row(campaign: str) -> str:
+    """The figures the README's fault-campaign table shows for the campaign whose name starts with `campaign`: the
+    campaign's test holds the README to what it measured."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {campaign}")]
+    assert len(rows) == 1, f"README: one fault-campaign row starting with {campaign!r}, found {len(rows)}"
+    return rows[0].rsplit(" | ", 1)[1].removesuffix(" |")

@@ -8,7 +8,7 @@ start-up.
 Each setting is declared once, as a dataclass field made by `setting()`: its type (the
 annotation), default, bounds, choices, pattern and one-line meaning. The strict reader below is
 derived from those declarations, and so are the README's configuration table and
-`configs/schema.json` (`python -m training_guard_local.config_docs --write`, which lives outside
+`configs/schema.json` (`make config-docs`; the generator lives outside
 the Lambda package). Checks that span several fields are explicit validators next to their class.
 
 It is written with frozen dataclasses and a small strict reader rather than pydantic: pydantic

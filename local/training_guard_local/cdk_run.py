@@ -42,6 +42,21 @@ HINTS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
 )
 
 
+def quiet_node_banner() -> None:
+    """Before jsii starts in this process: jsii prints a multi-line end-of-life banner (as Python bytes, on stderr) for
+    an old Node.js unless told its version. The commands that start it say what the Node.js version means in their own
+    words (preflight's nodejs check, the README's requirements); the Makefile exports the same variable."""
+    if "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION" in os.environ:
+        return
+    try:
+        version = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout  # noqa: S607
+    except OSError:
+        return
+    major = version.strip().lstrip("v").split(".")[0]
+    if major.isdigit():
+        os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = major
+
+
 def hints_for(lines: Iterable[str]) -> list[str]:
     """The hints whose message appears in the output, each once, in the order of HINTS."""
     text = "".join(lines)

@@ -158,7 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="a GuardConfig JSON file (default: built-in defaults)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="the per-account file layered over cdk.json, as make deploy CONFIG=FILE reads it (default: cdk.json's "
+        "configuration; outside the project folder, the built-in defaults)",
+    )
     parser.add_argument(
         "--now",
         metavar="TIME",
@@ -183,6 +188,33 @@ def load_config(path: Path | None) -> GuardConfig:
         raise UsageError(" ".join(str(exc).split())) from None
 
 
+def deployed_config(path: Path | None) -> GuardConfig:
+    """The configuration a deploy from this folder would use: cdk.json's `training-guard` context with the file layered
+    over it (infra/guard_config.py: objects merge, other values replace, null removes), as `make deploy CONFIG=FILE`
+    and `training-guard plan --config FILE` read it. Outside the project folder (no cdk.json): the file alone, or the
+    built-in defaults."""
+    cdk_json = Path("cdk.json")
+    if not cdk_json.is_file():
+        return load_config(path)
+    from infra import guard_config
+
+    base = parse_json(read_text(cdk_json, "cdk.json"), cdk_json, "cdk.json")
+    context = base.get("context") if isinstance(base, dict) else None
+    below = context.get(guard_config.CONTEXT_KEY) if isinstance(context, dict) else None
+    below = {} if below is None else below
+    if path is None:
+        data, source = below, guard_config.BASE_SOURCE
+    else:
+        data = parse_json(read_text(path, "config"), path, "config")
+        source = f"{path} (layered over {guard_config.BASE_SOURCE})"
+        if isinstance(data, dict) and isinstance(below, dict):
+            data = guard_config.layer(below, data)
+    try:
+        return GuardConfig.from_dict(data, source=source)
+    except ConfigError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
+
+
 def _replay_options(args: argparse.Namespace) -> dict[str, Any]:
     from training_guard_local import replay
 
@@ -202,7 +234,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from training_guard_local.emulator import Emulation
 
     options = _replay_options(args)
-    config = load_config(args.config)
+    config = deployed_config(args.config)
     events = replay.load_events(args.events)
     progress = replay.Progress(len(events))
     with Emulation(config, handler_logs=False) as aws:
@@ -229,7 +261,7 @@ def _slack_preview(args: argparse.Namespace) -> int:
     options = _replay_options(args)
     if args.html:
         check_writable(args.html, "HTML page")
-    config = load_config(args.config)
+    config = deployed_config(args.config)
     if not config.slack.enabled:
         config = replace(config, slack=SlackConfig(webhooks={"default": SlackWebhook()}, default="default"))
     events = replay.load_events(args.events)

@@ -5,7 +5,7 @@ the configuration table in README.md (between the `config-table` markers) and th
 `configs/schema.json` (draft 2020-12), which editors use to complete and check a configuration
 file that names it with `"$schema": "./schema.json"`.
 
-    python -m training_guard_local.config_docs --write   # regenerate both
+    make config-docs   # regenerate both (python -m training_guard_local.config_docs --write in the venv)
     python -m training_guard_local.config_docs --check   # exit 1, with a diff, when either is stale
 
 This module lives outside the Lambda package: no function imports it.
@@ -31,7 +31,7 @@ SCHEMA = "configs/schema.json"
 START = "<!-- config-table:start -->"
 END = "<!-- config-table:end -->"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-COMMAND = "python -m training_guard_local.config_docs --write"
+COMMAND = "make config-docs"  # the venv's python, installed first
 
 # Where the README says more about a setting (presentation only: the meaning stays in config.py).
 _SEE = {

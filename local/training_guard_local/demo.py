@@ -27,9 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -46,6 +44,7 @@ from training_guard import contract
 from training_guard.metric_guards import fleet_alarm_name, insights_query
 from training_guard.pricing import SOURCE_API, table_quote, usd
 from training_guard_local import accounts_ext, alarm_events, metric_widget_ext, sagemaker_ext, template_cache
+from training_guard_local.cdk_run import quiet_node_banner
 from training_guard_local.demo_slack_app import AppSlack, NoButton
 from training_guard_local.emulator import ACCOUNT, REGION, Emulation, replay_clock
 from training_guard_local.scenario import HUB_CREDENTIALS, ClickStep, Job, Scenario, Step
@@ -97,19 +96,6 @@ SUMMARY_CELL_MAX = 52  # characters; longer cells are cut with an ellipsis (the 
 _SWEEP_FINDINGS = ("budget_warning", "budget_exceeded", "idle_gpu", "metric_stall")
 
 
-def _quiet_node_banner() -> None:
-    """jsii prints a multi-line end-of-life banner for an old Node.js unless told its version."""
-    if "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION" in os.environ:
-        return
-    try:
-        version = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout  # noqa: S607
-    except OSError:
-        return
-    major = version.strip().lstrip("v").split(".")[0]
-    if major.isdigit():
-        os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = major
-
-
 def synthesize(scenario: Scenario) -> dict[str, Any]:
     """The CloudFormation template of the real stack for this configuration (no bundling, no nag); a hub's with an
     organization."""
@@ -131,7 +117,7 @@ def synthesized(scenario: Scenario) -> tuple[dict[str, Any], dict[str, Any] | No
     if kept is not None and len(kept) == 2 and isinstance(kept[0], dict):  # [template, member]
         assert cache is not None
         return kept[0], kept[1], cache / f"{name}.json"
-    _quiet_node_banner()
+    quiet_node_banner()
     from aws_cdk import App
 
     from infra.app import build_app

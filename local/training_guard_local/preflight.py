@@ -97,6 +97,8 @@ class Aws:
     region_source: str
     client: Callable[[str], Any]
     problem: str = ""  # e.g. the named profile does not exist
+    # Whether boto3's provider chain finds credentials at all, asked only when no call can tell (no region)
+    has_credentials: Callable[[], bool] | None = None
 
 
 def resolve_region(environ: Mapping[str, str], profile_region: str | None) -> tuple[str | None, str]:
@@ -125,13 +127,18 @@ def check_credentials(aws: Aws) -> Check:
     if aws.problem:
         return Check(name, FAIL, aws.problem, _CREDENTIALS_FIX)
     if not aws.region:
-        return Check(
-            name,
-            FAIL,
-            "no AWS region set: `cdk deploy` would quietly deploy to us-east-1",
+        region_fix = (
             "set the region the guard belongs in: export AWS_REGION=<region> (or `region = <region>` in "
-            "the profile: `aws configure set region <region> --profile NAME`)",
+            "the profile: `aws configure set region <region> --profile NAME`)"
         )
+        if aws.has_credentials is not None and not aws.has_credentials():  # both missing: both said at once
+            return Check(
+                name,
+                FAIL,
+                "no AWS credentials found and no AWS region set",
+                f"{_CREDENTIALS_FIX}; and {region_fix}",
+            )
+        return Check(name, FAIL, "no AWS region set: `cdk deploy` would quietly deploy to us-east-1", region_fix)
     try:
         identity = aws.client("sts").get_caller_identity()
     except (NoCredentialsError, PartialCredentialsError):
@@ -375,6 +382,9 @@ def load_plan(config_file: str | None, project: Path) -> Plan | Check:
         context = dict(json.loads(cdk_json.read_text(encoding="utf-8")).get("context") or {})
     except (OSError, ValueError, AttributeError) as exc:
         return Check(name, FAIL, f"cannot read the CDK context from {cdk_json}: {exc}", "run from the project folder")
+    from training_guard_local.cdk_run import quiet_node_banner
+
+    quiet_node_banner()  # the nodejs check below says what the version means
     try:
         from aws_cdk import App, Stack
 
@@ -415,7 +425,12 @@ def connect(environ: Mapping[str, str]) -> Aws:
     except ProfileNotFound as exc:
         return Aws(None, "", _no_client, problem=str(exc))
     region, source = resolve_region(environ, session.region_name)
-    return Aws(region, source, lambda service: session.client(service, region_name=region))
+    return Aws(
+        region,
+        source,
+        lambda service: session.client(service, region_name=region),
+        has_credentials=lambda: session.get_credentials() is not None,
+    )
 
 
 def gather(

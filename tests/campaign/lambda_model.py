@@ -48,6 +48,7 @@ from training_guard import contract
 from training_guard.adapters import clients
 from training_guard.errors import TransitionBusy
 from training_guard.handlers import wiring
+from training_guard.mutes import KEY_PREFIX as MUTES_KEY_PREFIX
 from training_guard.pricing import PRICE_KEY_PREFIX
 from training_guard_local.emulator import ACCOUNT, REGION, handler_output_to_stderr
 
@@ -187,6 +188,8 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
     key = _ledger_key(params)
     if key.startswith(PRICE_KEY_PREFIX):  # the state table's cache of list prices
         return f"{operation} price"
+    if key.startswith(MUTES_KEY_PREFIX):  # the job's mutes (snoozes, exemptions), read once per event
+        return f"{operation} mutes"
     if key.startswith("stop#"):
         if operation == "UpdateItem":  # confirming the stop, folding a transition into it, or what it avoided
             expression = str(params.get("UpdateExpression"))

@@ -22,6 +22,7 @@ from moto.core.botocore_stubber import MockRawResponse
 from moto.core.models import botocore_stubber
 
 from tests.campaign.streams import deliveries, plan_fleet
+from tests.helpers import readme_campaign_row
 from training_guard.adapters import clients
 from training_guard.config import GuardConfig
 from training_guard.errors import GuardError, TransitionBusy
@@ -147,6 +148,12 @@ def test_aws_faults_are_retried_and_nothing_is_half_done(
         duplicate_announcements=sum(c - 1 for c in transitions.values()),
         stops=sum(faults.succeeded_stops.values()),
     )
+    shown = readme_campaign_row("AWS failing")
+    assert shown.startswith(
+        f"{figures['faults_injected']} faults injected, {lambda_retries} Lambda retries, {len(dead_lettered)} "
+        f"dead-lettered, {len(transitions)} transitions announced, {figures['duplicate_announcements']} duplicates, "
+        f"{len(unrecorded)} half-done, {figures['stops']} stops (none twice)"
+    ), shown
 
 
 def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.campaign.streams import deliveries, plan_fleet
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
-from tests.helpers import NOW
+from tests.helpers import NOW, readme_campaign_row
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
 from training_guard.responder import Responder
@@ -49,6 +49,12 @@ def test_1000_jobs_with_every_event_up_to_three_times_shuffled(figures: dict[str
         notifications=len(publisher.published),
         duplicate_transitions_ignored=duplicates,
     )
+    f = figures
+    assert readme_campaign_row("1,000 jobs") == (
+        f"{f['deliveries']:,} deliveries; {f['should_stop']} jobs should stop: {f['stop_calls']} `StopTrainingJob` "
+        f"calls; {f['notifications']} transitions: {f['notifications']} notifications; {duplicates} duplicate "
+        "transitions ignored"
+    )
 
 
 def test_the_same_campaign_against_moto_through_the_real_handler(figures: dict[str, Any]) -> None:
@@ -65,4 +71,7 @@ def test_the_same_campaign_against_moto_through_the_real_handler(figures: dict[s
         assert all(aws.job_status(p.name) == "Stopping" for p in plans if p.kind == "stop")
     figures.update(
         jobs=len(plans), deliveries=len(stream), stop_calls=sum(stops.values()), notifications=sum(notes.values())
+    )
+    assert readme_campaign_row(f"the same through the real handler on moto ({len(plans)} jobs)") == (
+        f"{len(stream)} deliveries, {sum(stops.values())} stops, {sum(notes.values())} notifications: exactly once"
     )

@@ -19,6 +19,7 @@ from moto.core.botocore_stubber import MockRawResponse
 from slack_sdk.http_retry import builtin_handlers
 
 from tests.campaign.streams import plan_fleet
+from tests.helpers import readme_campaign_row
 from training_guard.adapters import clients
 from training_guard.config import GuardConfig
 from training_guard_local.emulator import Emulation
@@ -97,4 +98,10 @@ def test_slack_and_sns_failing_lose_nothing_and_show_nothing_twice(
         slack_5xx=attempts[500] + attempts[503],
         slack_timeouts=timeouts,
         notifier_batches=len(rounds),
+    )
+    f, times = figures, "\N{MULTIPLICATION SIGN}"
+    assert readme_campaign_row("Slack failing") == (
+        f"{f['transitions']} transitions: {f['delivered_once']} delivered exactly once, {f['dead_lettered']} "
+        f"dead-lettered, {f['sns_lost_responses']} duplicate SNS deliveries suppressed, {f['slack_429']} {times} 429, "
+        f"{f['slack_5xx']} {times} 5xx, {f['slack_timeouts']} timeouts"
     )

@@ -449,6 +449,7 @@ def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
     # every kind of call was killed, the retries took the transitions over, the publish window was hit
     assert {
         "DescribeTrainingJob",
+        "GetItem mutes",
         "GetItem stop record",
         "PutItem claim",
         "PutItem stop record",

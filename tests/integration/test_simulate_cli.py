@@ -74,6 +74,38 @@ def test_config_file_applies(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert result["outcomes"] == ["would_stop"]
 
 
+def test_the_config_file_layers_over_cdk_json_as_the_deploy_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Routing to cdk.json's webhook `default` is valid only over cdk.json, which declares it (as `make plan CONFIG=`).
+    config = tmp_path / "guard.json"
+    config.write_text(json.dumps({"slack": {"by_severity": {"critical": "default"}}, "dry_run": True}))
+    cdk_json = tmp_path / "project" / "cdk.json"
+    cdk_json.parent.mkdir()
+    cdk_json.write_text(
+        json.dumps({"context": {"training-guard": {"slack": {"webhooks": {"default": {}}}, "dry_run": False}}})
+    )
+    monkeypatch.chdir(cdk_json.parent)
+    code, [result], err = run(capsys, "--config", str(config), VANISHING)
+    assert (code, err) == (0, "")
+    assert result["outcomes"] == ["would_stop"]  # the file's dry_run over cdk.json's
+    # without the file: cdk.json's own configuration, as a deploy without CONFIG=
+    code, [result], _ = run(capsys, VANISHING)
+    assert (code, result["outcomes"]) == (0, ["stopped"])
+    # outside the project folder there is no cdk.json to layer over: the file alone
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "--config", str(config), VANISHING)
+    assert code == 2
+    assert "names no webhook in slack.webhooks: 'default'" in err
+    # an invalid cdk.json is blamed by name
+    cdk_json.write_text(json.dumps({"context": {"training-guard": {"dry_run": "yes"}}}))
+    monkeypatch.chdir(cdk_json.parent)
+    code, _, err = run(capsys, VANISHING)
+    assert code == 2
+    assert "cdk.json context 'training-guard'" in err
+    assert "dry_run: must be true or false" in err
+
+
 def test_non_json_input_exits_2_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

@@ -1,5 +1,6 @@
 """`make bench` must not rot silently: its Slack interactivity section runs (small N) and reports its fields, and
-the import lists it times still cover what the functions' builders import."""
+the import lists it times still cover what the functions' builders import; each reaction makes the calls its design
+lists, and the README shows the report's headline table."""
 
 from __future__ import annotations
 
@@ -143,3 +144,37 @@ def test_the_slack_app_section_counts_each_method_and_leaves_the_image_unpriced(
     assert "counted, not priced" in text
     assert "cloudwatch:GetMetricWidgetImage" in run.UNPRICED
     assert not any("widget" in name for name in run.PRICES)
+
+
+def test_each_reaction_makes_exactly_the_calls_its_design_lists() -> None:
+    rows = {r["reaction"]: r for r in run.calls_per_reaction()}
+    assert {reaction: r["unexpected"] for reaction, r in rows.items() if r["unexpected"]} == {}
+    stop = rows["stop (IssuesFound on a stop rule)"]
+    assert stop["detail"] == dict.fromkeys(run.STOP_CALLS, 1)
+    assert stop["calls"] == stop["design"] == len(run.STOP_CALLS)
+    assert rows["event that needs nothing (Completed)"]["calls"] == 0
+
+
+def test_a_call_the_design_does_not_list_is_reported_with_its_count() -> None:
+    from collections import Counter
+
+    measured = Counter({**dict.fromkeys(run.STOP_CALLS, 1), "dynamodb:GetItem stop record": 1})
+    measured[run.PUBLISH] += 1
+    del measured[run.PRICE]
+    assert run._difference(measured, Counter(run.STOP_CALLS)) == {
+        "dynamodb:GetItem price": -1,
+        "dynamodb:GetItem stop record": 1,
+        "sns:Publish": 1,
+    }
+    row = {"reaction": "stop", "unexpected": {"sns:Publish": 1}}
+    assert run.calls_finding([row]).startswith("- **Calls per reaction differ from the design**")
+
+
+def test_the_readmes_headline_table_is_the_reports() -> None:
+    readme = run.headline_of(run.README.read_text(encoding="utf-8"))
+    assert readme == run.headline_of(run.REPORT.read_text(encoding="utf-8")), "run `make bench-report`"
+    assert readme[0] == "| what | figure | target |"
+    spliced = run.readme_with_headline(
+        "intro\n" + run.HEADLINE_START + "\nold\n" + run.HEADLINE_END + "\nrest", ["| new |"]
+    )
+    assert spliced == "intro\n" + run.HEADLINE_START + "\n| new |\n" + run.HEADLINE_END + "\nrest"

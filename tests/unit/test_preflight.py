@@ -105,6 +105,34 @@ def test_no_region_fails_with_the_fix_and_calls_nothing() -> None:
     assert "aws configure set region" in check.fix
 
 
+def test_no_region_and_no_credentials_are_both_reported_with_both_fixes() -> None:
+    check = preflight.check_credentials(Aws(None, "", no_clients, has_credentials=lambda: False))
+    assert (check.status, check.message) == (FAIL, "no AWS credentials found and no AWS region set")
+    assert "AWS_PROFILE=NAME" in check.fix
+    assert "export AWS_REGION=" in check.fix
+    # credentials found (or not asked): the region alone is missing
+    assert preflight.check_credentials(Aws(None, "", no_clients, has_credentials=lambda: True)).message.startswith(
+        "no AWS region set: "
+    )
+
+
+def test_connect_asks_boto3s_chain_for_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance metadata probe: nothing leaves the process
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    aws = preflight.connect({})
+    assert aws.has_credentials is not None
+    assert aws.has_credentials() is False
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    assert preflight.connect({}).has_credentials() is True  # type: ignore[misc]
+
+
 def test_no_credentials_fails_with_the_cdk_hint() -> None:
     class NoCredentials:
         def get_caller_identity(self) -> Any:
