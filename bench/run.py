@@ -997,7 +997,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *table(calls, ["reaction", "calls", "design", "why"]),
         "",
-        "Counted with botocore `before-call` hooks on the guard's own clients: "
+        "Counted with botocore `before-parameter-build` hooks on the guard's own clients: "
         + "; ".join(f"{r['reaction']}: {r['detail']}" for r in calls),
         "",
         "## Warm latency per stop event (in-process, moto)",

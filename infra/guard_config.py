@@ -56,6 +56,8 @@ def from_cdk_json(cdk_json: Path, config_file: str | None) -> Layered:
         document = json.loads(cdk_json.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError([f"cannot read {cdk_json}: {exc.strerror or exc}"], str(cdk_json)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"(document): not UTF-8 text: {exc.reason} at byte {exc.start}"], str(cdk_json)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError([f"(document): not valid JSON: {exc}"], str(cdk_json)) from None
     context = document.get("context") if isinstance(document, Mapping) else None
@@ -73,6 +75,8 @@ def resolve(context_value: Any, config_file: Any) -> Layered:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"cannot read {file}: {exc.strerror or exc}"], f"-c {FILE_CONTEXT_KEY}={file}") from None
+    except UnicodeDecodeError as exc:  # a binary file named by mistake
+        raise ConfigError([f"(document): not UTF-8 text: {exc.reason} at byte {exc.start}"], str(file)) from None
     try:
         top = json.loads(text)
     except json.JSONDecodeError as exc:

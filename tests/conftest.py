@@ -17,6 +17,14 @@ import pytest
 CAMPAIGN: dict[str, dict[str, Any]] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Set once per process what the code under test would set the first time it starts jsii (`make test` exports the
+    same variable), so that no module is blamed for it."""
+    from training_guard_local.cdk_run import quiet_node_banner
+
+    quiet_node_banner()
+
+
 def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own, per phase
 

@@ -190,27 +190,17 @@ def load_config(path: Path | None) -> GuardConfig:
 
 def deployed_config(path: Path | None) -> GuardConfig:
     """The configuration a deploy from this folder would use: cdk.json's `training-guard` context with the file layered
-    over it (infra/guard_config.py: objects merge, other values replace, null removes), as `make deploy CONFIG=FILE`
-    and `training-guard plan --config FILE` read it. Outside the project folder (no cdk.json): the file alone, or the
-    built-in defaults."""
+    over it, read by the app's own loader (infra/guard_config.py), as `make deploy CONFIG=FILE` and `training-guard
+    plan --config FILE` read it. Outside the project folder (no cdk.json): the file alone, or the built-in defaults."""
     cdk_json = Path("cdk.json")
     if not cdk_json.is_file():
         return load_config(path)
+    if path is not None:  # the file's own mistakes (a folder, binary, YAML, not JSON) named as the other commands do
+        parse_json(read_text(path, "config"), path, "config")
     from infra import guard_config
 
-    base = parse_json(read_text(cdk_json, "cdk.json"), cdk_json, "cdk.json")
-    context = base.get("context") if isinstance(base, dict) else None
-    below = context.get(guard_config.CONTEXT_KEY) if isinstance(context, dict) else None
-    below = {} if below is None else below
-    if path is None:
-        data, source = below, guard_config.BASE_SOURCE
-    else:
-        data = parse_json(read_text(path, "config"), path, "config")
-        source = f"{path} (layered over {guard_config.BASE_SOURCE})"
-        if isinstance(data, dict) and isinstance(below, dict):
-            data = guard_config.layer(below, data)
     try:
-        return GuardConfig.from_dict(data, source=source)
+        return guard_config.from_cdk_json(cdk_json, str(path) if path is not None else None).config
     except ConfigError as exc:
         raise UsageError(" ".join(str(exc).split())) from None
 

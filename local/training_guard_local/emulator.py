@@ -281,6 +281,7 @@ class Emulation:
         self._pricing_patch: Any = None
         self.by_credentials = by_credentials
         self._extensions = contextlib.ExitStack()
+        self._entered = False
 
     # the current site's resources, by their historical names
     @property
@@ -316,6 +317,16 @@ class Emulation:
         return list(self._sites)
 
     def __enter__(self) -> Emulation:
+        if self._entered:  # a second entry would snapshot the first's environment, and its exit close the first's
+            raise RuntimeError("this Emulation is already entered: enter it once at a time")
+        self._entered = True
+        try:
+            return self._enter()
+        except BaseException:
+            self.__exit__(None, None, None)  # `with` calls no __exit__ for a failed __enter__: undo what was done
+            raise
+
+    def _enter(self) -> Emulation:
         env = dict(_ENV)
         # As the stack does: the configuration is a JSON file the environment names (the stack ships
         # it in a layer at /opt/training-guard/config.json), never inline.
@@ -441,16 +452,32 @@ class Emulation:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._extensions.close()
-        self._mocked.close()
+        # Every step runs even when one before it fails (moto stopped, the environment restored); the first failure
+        # is raised after all of them.
+        failures: list[BaseException] = []
+        for step in (self._extensions.close, self._mocked.close, self._stop_pricing, self._restore_env, self._tidy):
+            try:
+                step()
+            except BaseException as failure:  # noqa: BLE001 - raised below, after the other steps
+                failures.append(failure)
+        self._entered = False
+        if failures:
+            raise failures[0]
+
+    def _stop_pricing(self) -> None:
         if self._pricing_patch is not None:
             self._pricing_patch.stop()
             self._pricing_patch = None
-        for key, value in self._saved_env.items():
+
+    def _restore_env(self) -> None:
+        saved, self._saved_env = self._saved_env, {}
+        for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+    def _tidy(self) -> None:
         if self._config_dir is not None:
             self._config_dir.cleanup()
             self._config_dir = None
@@ -458,6 +485,8 @@ class Emulation:
             KEPT.give_back(made)
         self._clients.clear()
         self._function_clients.clear()
+        # moto's accounts are gone with its mock: entered again, every site's resources are made again
+        self._sites.clear()
         _reset_handler_caches()
 
     # --- resources ---------------------------------------------------------------------------

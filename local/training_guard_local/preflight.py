@@ -131,7 +131,16 @@ def check_credentials(aws: Aws) -> Check:
             "set the region the guard belongs in: export AWS_REGION=<region> (or `region = <region>` in "
             "the profile: `aws configure set region <region> --profile NAME`)"
         )
-        if aws.has_credentials is not None and not aws.has_credentials():  # both missing: both said at once
+        try:
+            found = aws.has_credentials() if aws.has_credentials is not None else True
+        except BotoCoreError as exc:  # partial keys, a failing credential_process, ...: as the call below says it
+            return Check(
+                name,
+                FAIL,
+                f"no AWS region set, and cannot use the credentials: {exc}",
+                f"{_CREDENTIALS_FIX}; and {region_fix}",
+            )
+        if not found:  # both missing: both said at once
             return Check(
                 name,
                 FAIL,

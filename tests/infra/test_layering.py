@@ -120,6 +120,17 @@ def test_a_file_that_is_not_an_object_is_named(tmp_path: Path) -> None:
         guard_config.from_cdk_json(CDK_JSON, str(file))
 
 
+def test_a_binary_file_or_cdk_json_is_named_never_a_traceback(tmp_path: Path) -> None:
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\x00\xd0\xff{}")
+    with pytest.raises(
+        ConfigError, match=r"model.bin is invalid:\s+- \(document\): not UTF-8 text: invalid continuation"
+    ):
+        guard_config.from_cdk_json(CDK_JSON, str(binary))
+    with pytest.raises(ConfigError, match=r"model.bin is invalid:\s+- \(document\): not UTF-8 text"):
+        guard_config.from_cdk_json(binary, None)
+
+
 def test_the_app_and_the_cli_read_the_same_configuration(tmp_path: Path) -> None:
     file = tmp_path / "prod.json"
     file.write_text(json.dumps({"dry_run": True, "slack": {"min_severity": "warning"}}))

@@ -97,6 +97,18 @@ def test_the_config_file_layers_over_cdk_json_as_the_deploy_reads_it(
     code, _, err = run(capsys, "--config", str(config), VANISHING)
     assert code == 2
     assert "names no webhook in slack.webhooks: 'default'" in err
+    # the context given as JSON text (as `-c training-guard='{...}'` gives it) is layered under the file too
+    cdk_json.write_text(
+        json.dumps({"context": {"training-guard": json.dumps({"slack": {"webhooks": {"default": {}}}})}})
+    )
+    monkeypatch.chdir(cdk_json.parent)
+    code, [result], err = run(capsys, "--config", str(config), VANISHING)
+    assert (code, err, result["outcomes"]) == (0, "", ["would_stop"])
+    # a context that is no object fails as the deploy fails
+    cdk_json.write_text(json.dumps({"context": {"training-guard": [1]}}))
+    code, _, err = run(capsys, "--config", str(config), VANISHING)
+    assert code == 2
+    assert "cdk.json context 'training-guard' is invalid" in err
     # an invalid cdk.json is blamed by name
     cdk_json.write_text(json.dumps({"context": {"training-guard": {"dry_run": "yes"}}}))
     monkeypatch.chdir(cdk_json.parent)

@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import NoCredentialsError
+from botocore.exceptions import NoCredentialsError, PartialCredentialsError
 from botocore.stub import Stubber
 
 from training_guard import contract
@@ -109,6 +109,15 @@ def test_no_region_and_no_credentials_are_both_reported_with_both_fixes() -> Non
     check = preflight.check_credentials(Aws(None, "", no_clients, has_credentials=lambda: False))
     assert (check.status, check.message) == (FAIL, "no AWS credentials found and no AWS region set")
     assert "AWS_PROFILE=NAME" in check.fix
+    assert "export AWS_REGION=" in check.fix
+
+    # credentials that cannot be used: said, never a traceback
+    def partial() -> bool:
+        raise PartialCredentialsError(provider="env", cred_var="AWS_SECRET_ACCESS_KEY")
+
+    check = preflight.check_credentials(Aws(None, "", no_clients, has_credentials=partial))
+    assert check.status == FAIL
+    assert check.message.startswith("no AWS region set, and cannot use the credentials: Partial credentials found")
     assert "export AWS_REGION=" in check.fix
     # credentials found (or not asked): the region alone is missing
     assert preflight.check_credentials(Aws(None, "", no_clients, has_credentials=lambda: True)).message.startswith(
