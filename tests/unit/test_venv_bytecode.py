@@ -15,6 +15,7 @@ from tests.helpers import load_tool
 
 venv_bytecode = load_tool("venv_bytecode")
 SOURCE = "def answer():\n    return 42\n"
+INIT_MTIME = 1_780_000_000
 
 
 def make_venv(root: Path, source_file: Path) -> Path:
@@ -22,7 +23,11 @@ def make_venv(root: Path, source_file: Path) -> Path:
     package = root / "lib" / "python3.11" / "site-packages" / "pkg"
     package.mkdir(parents=True)
     os.link(source_file, package / "mod.py")
-    (package / "__init__.py").write_text("")
+    init = package / "__init__.py"
+    init.write_text("")
+    # one mtime in every venv, as uv's links from its cache share theirs: a .pyc records its source's mtime in whole
+    # seconds, so venvs made a second apart would otherwise disagree about __init__ and the counts below would flake
+    os.utime(init, (INIT_MTIME, INIT_MTIME))
     return root
 
 
