@@ -22,6 +22,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -800,14 +801,20 @@ def interactions_section(cold: dict[str, Any], ack: dict[str, Any]) -> list[str]
 
 
 # --- findings -------------------------------------------------------------------------------------------------
-def findings(
-    cold: list[dict[str, Any]],
-    calls: list[dict[str, Any]],
-    latency: dict[str, Any],
-    throughput: dict[str, Any],
-    size: dict[str, Any],
-) -> list[str]:
-    ratio = {r["module"]: r["ratio"] for r in cold}
+@dataclass(frozen=True)
+class Measured:
+    """What one run measured, section by section: what the summaries (findings, the headline) are written from."""
+
+    cold: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+    latency: dict[str, Any]
+    throughput: dict[str, Any]
+    size: dict[str, Any]
+    money: list[dict[str, Any]]
+
+
+def findings(measured: Measured) -> list[str]:
+    ratio = {r["module"]: r["ratio"] for r in measured.cold}
     # judged with what the first invocation imports too (the wiring imports adapters lazily)
     over = [h for h in HANDLERS if ratio[f"handlers.{h} + first call's imports"] > TARGETS["cold start"]]
     saved = [round(ratio[f"handlers.{h} (source only)"] - ratio[f"handlers.{h}"], 2) for h in HANDLERS]
@@ -825,23 +832,23 @@ def findings(
             if over
             else "Every handler is within the target."
         ),
-        calls_finding(calls),
-        f"- **Warm latency.** The reaction (event in to StopTrainingJob issued) is {latency['to_stop_ratio']}x the "
+        calls_finding(measured.calls),
+        f"- **Warm latency.** The reaction (event in to StopTrainingJob issued) is {measured.latency['to_stop_ratio']}x the "
         f"minimal stopper: {len(BEFORE_STOP)} DynamoDB calls come first ({', '.join(BEFORE_STOP)}). "
         f"Target {TARGETS['warm latency']}x: "
         + (
             "met."
-            if latency["to_stop_ratio"] <= TARGETS["warm latency"]
+            if measured.latency["to_stop_ratio"] <= TARGETS["warm latency"]
             else "missed on the emulation, where moto answers StopTrainingJob as fast as a DynamoDB call; against "
             "AWS, where the SageMaker control-plane call dominates, they are a small share. Dropping them would "
             "drop mutes, exactly-once and attribution."
         )
         + " The whole handler (attribution, notification, record after the stop) is not on the reaction path.",
-        f"- **Scale.** {throughput['events']:,} shuffled events with duplicates for {throughput['jobs']:,} jobs: "
-        f"{throughput['events_per_second']} events/s in one process on the emulation, peak {throughput['peak_rss_mb']} MB, "
-        f"{throughput['wrong_decisions']} wrong decisions ({throughput['stops']} stops, {throughput['notifications']} "
+        f"- **Scale.** {measured.throughput['events']:,} shuffled events with duplicates for {measured.throughput['jobs']:,} jobs: "
+        f"{measured.throughput['events_per_second']} events/s in one process on the emulation, peak {measured.throughput['peak_rss_mb']} MB, "
+        f"{measured.throughput['wrong_decisions']} wrong decisions ({measured.throughput['stops']} stops, {measured.throughput['notifications']} "
         "notifications, each exactly once).",
-        f"- **Size.** {size['zipped_mb']} MB zipped with bytecode, under the {TARGETS['asset zipped MB']} MB target; "
+        f"- **Size.** {measured.size['zipped_mb']} MB zipped with bytecode, under the {TARGETS['asset zipped MB']} MB target; "
         "slack_sdk is most of it.",
     ]
     return out
@@ -851,19 +858,11 @@ HEADLINE_START = "<!-- headline: written by make bench-report from docs/benchmar
 HEADLINE_END = "<!-- end of headline -->"
 
 
-def headline(
-    *,
-    cold: list[dict[str, Any]],
-    calls: list[dict[str, Any]],
-    latency: dict[str, Any],
-    throughput: dict[str, Any],
-    size: dict[str, Any],
-    money: list[dict[str, Any]],
-) -> list[str]:
+def headline(measured: Measured) -> list[str]:
     """The report's figures a reader looks for first: the README shows this table as the report wrote it."""
-    ratio = {r["module"]: r["ratio"] for r in cold}
+    ratio = {r["module"]: r["ratio"] for r in measured.cold}
     first = [ratio[f"handlers.{h} + first call's imports"] for h in HANDLERS]
-    calls_of = {r["reaction"]: r for r in calls}
+    calls_of = {r["reaction"]: r for r in measured.calls}
     shown = [
         calls_of[r]
         for r in (
@@ -873,14 +872,16 @@ def headline(
             "event that needs nothing (Completed)",
         )
     ]
-    as_designed = "as designed" if not any(r["unexpected"] for r in calls) else "differ from the design: see the report"
+    as_designed = (
+        "as designed" if not any(r["unexpected"] for r in measured.calls) else "differ from the design: see the report"
+    )
 
     def verdict(value: float, target: float) -> str:
         return "met" if value <= target else "missed, see the report"
 
     worst = max(first[:3])
-    jobs = " / ".join(f"{r['jobs/month']:,}" for r in money)
-    totals = " / ".join(f"${r['total $']:.2f}" for r in money)
+    jobs = " / ".join(f"{r['jobs/month']:,}" for r in measured.money)
+    totals = " / ".join(f"${r['total $']:.2f}" for r in measured.money)
     return [
         "| what | figure | target |",
         "| --- | --- | --- |",
@@ -893,12 +894,12 @@ def headline(
         f"{' / '.join(str(r['calls']) for r in shown)} | the design's ({' / '.join(str(r['design']) for r in shown)}): "
         f"{as_designed} |",
         "| reaction (event in to `StopTrainingJob` issued) vs a bare stopper, on moto | "
-        f"{latency['to_stop_ratio']}x | {TARGETS['warm latency']}x "
-        f"({verdict(latency['to_stop_ratio'], TARGETS['warm latency'])}) |",
-        f"| {throughput['events']:,} events for {throughput['jobs']:,} jobs, duplicates and shuffling included | "
-        f"{throughput['events_per_second']} events/s, {throughput['peak_rss_mb']} MB, "
-        f"{throughput['wrong_decisions']} wrong decisions | 0 wrong decisions |",
-        f"| Lambda asset (all functions), zipped | {size['zipped_mb']} MB | < {TARGETS['asset zipped MB']} MB |",
+        f"{measured.latency['to_stop_ratio']}x | {TARGETS['warm latency']}x "
+        f"({verdict(measured.latency['to_stop_ratio'], TARGETS['warm latency'])}) |",
+        f"| {measured.throughput['events']:,} events for {measured.throughput['jobs']:,} jobs, duplicates and shuffling included | "
+        f"{measured.throughput['events_per_second']} events/s, {measured.throughput['peak_rss_mb']} MB, "
+        f"{measured.throughput['wrong_decisions']} wrong decisions | 0 wrong decisions |",
+        f"| Lambda asset (all functions), zipped | {measured.size['zipped_mb']} MB | < {TARGETS['asset zipped MB']} MB |",
         f"| monthly cost, {jobs} jobs | {totals} | (mostly fixed: metrics, dashboard, alarms, key) |",
     ]
 
@@ -974,6 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     money = cost(calls, latency)
     clicks_cold, clicks_ack = interaction_cold_import(), interaction_ack_latency()
     app_calls = slack_app_calls()
+    measured = Measured(cold, calls, latency, throughput, size, money)
 
     lines = [
         "# Benchmarks",
@@ -984,7 +986,7 @@ def main(argv: list[str] | None = None) -> int:
         "## Headline (the README shows this table)",
         "",
         HEADLINE_START,
-        *headline(cold=cold, calls=calls, latency=latency, throughput=throughput, size=size, money=money),
+        *headline(measured),
         HEADLINE_END,
         "",
         "## Cold start (import time of each handler module, fresh interpreter)",
@@ -1052,7 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
         *mutation_section(),
         "## What the numbers say",
         "",
-        *findings(cold, calls, latency, throughput, size),
+        *findings(measured),
         "",
         f"Benchmark run time: {time.monotonic() - started:.0f} s.",
         "",

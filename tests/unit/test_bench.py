@@ -178,3 +178,45 @@ def test_the_readmes_headline_table_is_the_reports() -> None:
         "intro\n" + run.HEADLINE_START + "\nold\n" + run.HEADLINE_END + "\nrest", ["| new |"]
     )
     assert spliced == "intro\n" + run.HEADLINE_START + "\n| new |\n" + run.HEADLINE_END + "\nrest"
+
+
+def measured(*, ratio: float, unexpected: dict[str, int], to_stop: float) -> Any:
+    modules = [f"handlers.{h}{s}" for h in run.HANDLERS for s in ("", " (source only)", " + first call's imports")]
+    reactions = (
+        "stop (IssuesFound on a stop rule)",
+        "rule error (notify)",
+        "duplicate of that event",
+        "event that needs nothing (Completed)",
+    )
+    return run.Measured(
+        cold=[{"module": m, "ratio": ratio, "median_ms": 1.0} for m in modules],
+        calls=[{"reaction": r, "calls": 3, "design": 3, "unexpected": unexpected, "why": ""} for r in reactions],
+        latency={"to_stop_ratio": to_stop},
+        throughput={
+            "events": 10_000,
+            "jobs": 1_000,
+            "events_per_second": 300,
+            "peak_rss_mb": 200,
+            "wrong_decisions": 0,
+            "stops": 250,
+            "notifications": 750,
+        },
+        size={"zipped_mb": 1.39},
+        money=[{"jobs/month": j, "total $": t} for j, t in ((100, 10.98), (1_000, 13.36), (10_000, 37.13))],
+    )
+
+
+def test_the_headline_says_met_or_missed_from_the_figures_and_the_targets() -> None:
+    met = run.headline(measured(ratio=1.2, unexpected={}, to_stop=1.5))
+    assert met[2].endswith("| 1.2x / 1.2x / 1.2x | 1.3x (met; runs on a 2-core machine vary by about ±0.1x) |")
+    assert "| 3 / 3 / 3 / 3 | the design's (3 / 3 / 3 / 3): as designed |" in met[4]
+    assert met[5].endswith("| 1.5x | 2.0x (met) |")
+    assert (
+        met[8]
+        == "| monthly cost, 100 / 1,000 / 10,000 jobs | $10.98 / $13.36 / $37.13 | (mostly fixed: metrics, dashboard, alarms, key) |"
+    )
+    missed = run.headline(measured(ratio=1.4, unexpected={"sns:Publish": 1}, to_stop=3.0))
+    assert "1.3x (missed, see the report;" in missed[2]
+    assert missed[4].endswith("differ from the design: see the report |")
+    assert missed[5].endswith("| 3.0x | 2.0x (missed, see the report) |")
+    assert run.findings(measured(ratio=1.4, unexpected={}, to_stop=3.0))[0].count("Still over 1.3x: job_events")
