@@ -15,8 +15,6 @@ from typing import Any
 from urllib.parse import quote
 
 from training_guard import contract
-from training_guard.digest import email_text as digest_email_text
-from training_guard.digest import markdown as digest_markdown
 from training_guard.events import Finding, JobEvent, TrainingJob
 from training_guard.policy import BUDGET, Decision, Kind
 from training_guard.pricing import Spend, spend_line
@@ -166,6 +164,9 @@ class Notification:
 
     def email_text(self) -> str:
         if self.kind is Notice.DIGEST and self.digest is not None:
+            # imported here: only the weekly digest renders one (~5 ms of every other function's cold start)
+            from training_guard.digest import email_text as digest_email_text
+
             return digest_email_text(self.digest, account=self.account, region=self.region, dry_run=self.dry_run)
         if self.kind is Notice.TEST:
             return "\n".join(
@@ -363,6 +364,8 @@ def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = 
     lines = [f"*Why:* {doc['reason']}", f"*Job:* `{job['name']}` ({job['status']}"]
     lines[-1] += f" / {job['secondary_status']})" if job.get("secondary_status") else ")"
     if doc["kind"] == Notice.DIGEST and isinstance(doc.get("digest"), Mapping):
+        from training_guard.digest import markdown as digest_markdown  # as in email_text: the digest's alone
+
         lines = [digest_markdown(doc["digest"])]  # about no job: the week's totals instead
     elif rule:
         lines.append(f"*{finding_label(rule.get('kind'))}:* {rule['name']} ({rule['kind']}) → {rule['status']}")

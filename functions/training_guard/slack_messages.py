@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from training_guard import contract, digest
+from training_guard import contract
 from training_guard.events import parse_time
 from training_guard.pricing import spend_line
 from training_guard.slack_actions import Act, button
@@ -269,6 +269,8 @@ def _clock(value: Any) -> str:
 def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """The weekly digest: its totals as fields, the top rules and job prefixes as lists, in the words of digest.py
     (the e-mail and Q Developer say the same). Rule, guard and job names come from the records: escaped."""
+    from training_guard import digest  # imported here: the weekly digest alone renders one (as messages.py does)
+
     week = doc.get("digest")
     if not isinstance(week, Mapping):
         raise NotADocument("digest notification document has no 'digest' object")

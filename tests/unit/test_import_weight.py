@@ -31,6 +31,12 @@ def test_the_event_handlers_load_no_chat_library_and_no_validation_library(handl
     assert loaded_after_import(handler) == set()
 
 
+@pytest.mark.parametrize("handler", ["job_events", "alarm_events", "slack_notifier"])
+def test_only_the_weekly_digest_loads_the_digest_renderer(handler: str) -> None:
+    # messages.py renders a digest with digest.py, imported when one is rendered (~5 ms of import otherwise)
+    assert "training_guard.digest" not in loaded_after_import(handler, also=("training_guard.digest",))
+
+
 def test_the_notifier_loads_slack_sdk_but_nothing_heavier_and_not_the_policy() -> None:
     assert loaded_after_import("slack_notifier") <= {"slack_sdk"}
     assert loaded_after_import("slack_notifier", also=("training_guard.policy", "training_guard.responder")) <= {
