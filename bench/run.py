@@ -167,6 +167,14 @@ def counting(aws: Any) -> Iterator[Counter[str]]:
     del aws
 
 
+# The reactions measured, by the names the report's table gives them; the headline shows these four, in this order.
+STOP, NOTIFY, DUPLICATE, NOTHING = (
+    "stop (IssuesFound on a stop rule)",
+    "rule error (notify)",
+    "duplicate of that event",
+    "event that needs nothing (Completed)",
+)
+HEADLINE_REACTIONS = (STOP, NOTIFY, DUPLICATE, NOTHING)
 MUTES, CLAIM, COMPLETE, PUBLISH, PRICE = (
     "dynamodb:GetItem mutes",
     "dynamodb:PutItem claim",
@@ -234,11 +242,11 @@ def calls_per_reaction() -> list[dict[str, Any]]:
 
         completed = with_detail(load_event("aws_sample_completed"), TrainingJobName="bench-completed")
         aws.put_job(completed["detail"])
-        measure("event that needs nothing (Completed)", lambda: aws.deliver(completed), (), "no decision, no call")
+        measure(NOTHING, lambda: aws.deliver(completed), (), "no decision, no call")
         finding = load_event("vanishing_gradient_issues_found")
-        measure("stop (IssuesFound on a stop rule)", lambda: aws.deliver(finding), STOP_CALLS, STOP_WHY)
+        measure(STOP, lambda: aws.deliver(finding), STOP_CALLS, STOP_WHY)
         measure(
-            "duplicate of that event",
+            DUPLICATE,
             lambda: aws.deliver(finding),
             (MUTES, CLAIM),
             "the job's mutes, then the conditional claim fails",
@@ -246,7 +254,7 @@ def calls_per_reaction() -> list[dict[str, Any]]:
         error = with_detail(load_event("rule_error"), TrainingJobName="bench-rule-error")
         aws.put_job(error["detail"])
         measure(
-            "rule error (notify)",
+            NOTIFY,
             lambda: aws.deliver(error),
             (MUTES, CLAIM, "dynamodb:UpdateItem fold", PUBLISH, COMPLETE),
             "mutes, claim, a conditional fold into a stop of the guard's (one story per job: none here, so it "
@@ -863,15 +871,7 @@ def headline(measured: Measured) -> list[str]:
     ratio = {r["module"]: r["ratio"] for r in measured.cold}
     first = [ratio[f"handlers.{h} + first call's imports"] for h in HANDLERS]
     calls_of = {r["reaction"]: r for r in measured.calls}
-    shown = [
-        calls_of[r]
-        for r in (
-            "stop (IssuesFound on a stop rule)",
-            "rule error (notify)",
-            "duplicate of that event",
-            "event that needs nothing (Completed)",
-        )
-    ]
+    shown = [calls_of[r] for r in HEADLINE_REACTIONS]
     as_designed = (
         "as designed" if not any(r["unexpected"] for r in measured.calls) else "differ from the design: see the report"
     )
@@ -904,15 +904,20 @@ def headline(measured: Measured) -> list[str]:
     ]
 
 
+def _headline_span(text: str) -> tuple[int, int]:
+    """Where the headline table sits between its markers (of the README or of the report)."""
+    return text.index(HEADLINE_START) + len(HEADLINE_START), text.index(HEADLINE_END)
+
+
 def readme_with_headline(readme: str, table: list[str]) -> str:
     """The README with its headline block replaced by `table`."""
-    start, end = readme.index(HEADLINE_START) + len(HEADLINE_START), readme.index(HEADLINE_END)
+    start, end = _headline_span(readme)
     return readme[:start] + "\n" + "\n".join(table) + "\n" + readme[end:]
 
 
 def headline_of(text: str) -> list[str]:
     """The table between the headline markers (of the README or of the report)."""
-    start, end = text.index(HEADLINE_START) + len(HEADLINE_START), text.index(HEADLINE_END)
+    start, end = _headline_span(text)
     return text[start:end].strip().splitlines()
 
 

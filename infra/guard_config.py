@@ -52,14 +52,7 @@ def load(node: Node) -> GuardConfig:
 
 def from_cdk_json(cdk_json: Path, config_file: str | None) -> Layered:
     """What the app reads when the CDK CLI runs in the folder of this cdk.json."""
-    try:
-        document = json.loads(cdk_json.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError([f"cannot read {cdk_json}: {exc.strerror or exc}"], str(cdk_json)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError([f"(document): not UTF-8 text: {exc.reason} at byte {exc.start}"], str(cdk_json)) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError([f"(document): not valid JSON: {exc}"], str(cdk_json)) from None
+    document = _json_file(cdk_json, unreadable=str(cdk_json))
     context = document.get("context") if isinstance(document, Mapping) else None
     return resolve((context or {}).get(CONTEXT_KEY) if isinstance(context, Mapping) else None, config_file)
 
@@ -71,21 +64,27 @@ def resolve(context_value: Any, config_file: Any) -> Layered:
     if not config_file or not isinstance(base, Mapping):  # a context that is no object is reported alone
         return Layered(GuardConfig.from_dict(base, source=BASE_SOURCE), (BASE_SOURCE,))
     file = Path(str(config_file))
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"cannot read {file}: {exc.strerror or exc}"], f"-c {FILE_CONTEXT_KEY}={file}") from None
-    except UnicodeDecodeError as exc:  # a binary file named by mistake
-        raise ConfigError([f"(document): not UTF-8 text: {exc.reason} at byte {exc.start}"], str(file)) from None
-    try:
-        top = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError([f"(document): not valid JSON: {exc}"], str(file)) from None
+    top = _json_file(file, unreadable=f"-c {FILE_CONTEXT_KEY}={file}")
     layers = (BASE_SOURCE, str(file))
     source = f"{file} (layered over {BASE_SOURCE})"
     if not isinstance(top, Mapping):  # reported by the reader, in its words
         return Layered(GuardConfig.from_dict(top, source=source), layers)
     return Layered(GuardConfig.from_dict(layer(base, top), source=source), layers)
+
+
+def _json_file(file: Path, *, unreadable: str) -> Any:
+    """The file's JSON document; each way it is not one is a ConfigError naming the file (`unreadable`: the source
+    named when the file cannot be read at all)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read {file}: {exc.strerror or exc}"], unreadable) from None
+    except UnicodeDecodeError as exc:  # a binary file named by mistake
+        raise ConfigError([f"(document): not UTF-8 text: {exc.reason} at byte {exc.start}"], str(file)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError([f"(document): not valid JSON: {exc}"], str(file)) from None
 
 
 def layer(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:

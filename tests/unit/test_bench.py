@@ -149,10 +149,10 @@ def test_the_slack_app_section_counts_each_method_and_leaves_the_image_unpriced(
 def test_each_reaction_makes_exactly_the_calls_its_design_lists() -> None:
     rows = {r["reaction"]: r for r in run.calls_per_reaction()}
     assert {reaction: r["unexpected"] for reaction, r in rows.items() if r["unexpected"]} == {}
-    stop = rows["stop (IssuesFound on a stop rule)"]
+    stop = rows[run.STOP]
     assert stop["detail"] == dict.fromkeys(run.STOP_CALLS, 1)
     assert stop["calls"] == stop["design"] == len(run.STOP_CALLS)
-    assert rows["event that needs nothing (Completed)"]["calls"] == 0
+    assert rows[run.NOTHING]["calls"] == 0
 
 
 def test_a_call_the_design_does_not_list_is_reported_with_its_count() -> None:
@@ -182,15 +182,12 @@ def test_the_readmes_headline_table_is_the_reports() -> None:
 
 def measured(*, ratio: float, unexpected: dict[str, int], to_stop: float) -> Any:
     modules = [f"handlers.{h}{s}" for h in run.HANDLERS for s in ("", " (source only)", " + first call's imports")]
-    reactions = (
-        "stop (IssuesFound on a stop rule)",
-        "rule error (notify)",
-        "duplicate of that event",
-        "event that needs nothing (Completed)",
-    )
     return run.Measured(
         cold=[{"module": m, "ratio": ratio, "median_ms": 1.0} for m in modules],
-        calls=[{"reaction": r, "calls": 3, "design": 3, "unexpected": unexpected, "why": ""} for r in reactions],
+        calls=[
+            {"reaction": r, "calls": 3, "design": 3, "unexpected": unexpected, "why": ""}
+            for r in run.HEADLINE_REACTIONS
+        ],
         latency={"to_stop_ratio": to_stop},
         throughput={
             "events": 10_000,
