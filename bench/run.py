@@ -12,6 +12,7 @@ import io
 import json
 import os
 import platform
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -668,7 +669,7 @@ def interaction_ack_latency(clicks: int = ACK_CLICKS) -> dict[str, Any]:
     from training_guard import contract
     from training_guard_local.emulator import Emulation, LambdaContext, handler_output_to_stderr
 
-    secret, user = "bench-signing-secret-not-a-secret", "U0BENCH"
+    secret, user = secrets.token_hex(16), "U0BENCH"  # drawn per run: a placeholder-like value is refused (503)
     names = (contract.ENV_SLACK_SIGNING_SECRET, contract.ENV_CLICK_QUEUE_URL, contract.ENV_SLACK_ALLOWED_USERS)
     saved = {k: os.environ.get(k) for k in names}
     with Emulation() as aws, handler_output_to_stderr():

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from training_guard import slack_messages
+from training_guard import credentials, slack_messages
 from training_guard.accounts import scoped
 from training_guard.charts import Chart, chart_for, graph_link
 from training_guard.config import GuardConfig, OrganizationConfig, SlackConfig
@@ -64,7 +64,6 @@ CARD_ONLY_SEVERITY = "critical"
 # How long after the job's end a card-only update waits for the job's card in a channel: the stop's delivery it follows
 # may be retried behind it (a 6-minute visibility timeout, infra/components/chat.py), so about two retries of it.
 CARD_WAIT_SECONDS = 15 * 60
-_LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")
 
 
 class WebhookUrls(Protocol):
@@ -147,9 +146,9 @@ class NotConfigured(Exception):
 
 
 def check_url(webhook: str, secret_id: str, value: str) -> str:
-    url = value.strip()
-    if url.startswith("https://") or url.startswith(_LOOPBACK_PREFIXES):
-        return url
+    """The URL a webhook's secret holds; NotConfigured while it holds a placeholder, nothing, or no https URL."""
+    if credentials.webhook_url_problem(value) is None:
+        return value.strip()
     raise NotConfigured(webhook, secret_id)
 
 
@@ -197,6 +196,7 @@ class MessageResult:
     transient: list[str] = field(default_factory=list)
     permanent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    not_configured: list[str] = field(default_factory=list)  # its secret holds no credential yet (also permanent)
 
     @property
     def retry(self) -> bool:
@@ -325,6 +325,7 @@ class ChatDelivery:
             except NotConfigured as exc:
                 self.ledger.release(key)
                 result.permanent.append(target)
+                result.not_configured.append(target)
                 result.errors.append(str(exc))
                 reasons.append(exc.reason)
                 remedies.append(exc.remedy)
@@ -494,3 +495,5 @@ class ChatDelivery:
         result.errors.append(f"channel {name!r}: {exc}")
         reasons.append(result.errors[-1])
         (result.permanent if permanent else result.transient).append(name)
+        if getattr(exc, "error", None) == credentials.NOT_CONFIGURED_ERROR:
+            result.not_configured.append(name)

@@ -96,6 +96,9 @@ GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
 # stopping rule or metric guard as a dimension; the dashboard sums it per day and per rule (Metrics Insights).
 SPEND_AVOIDED_METRIC: Final = "SpendAvoidedUSD"
 RULE_DIMENSION: Final = "rule"
+# A refusal because a Slack secret holds a placeholder, nothing, or no credential (the endpoint's 503, the bot's and a
+# webhook's parked message): one self-alarm watches it.
+SECRET_NOT_SET_METRIC: Final = "SecretNotSet"  # noqa: S105 - a metric name
 SERVICE_DIMENSION: Final = "service"  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
 SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
 # Instance metrics carry the dimension Host = "<job>/algo-<n>"; algorithm metrics TrainingJobName.

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import shutil
 import tempfile
 import threading
@@ -50,10 +51,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs
 
-from training_guard.adapters.slack_app import BOT_TOKEN_PREFIX
+from training_guard.credentials import BOT_TOKEN_PREFIX
 
-# The emulation's bot token: the adapter's prefix (bot_token checks it) and a word, nothing shaped like a real token.
-DEFAULT_TOKEN = f"{BOT_TOKEN_PREFIX}emulated"
 DEFAULT_CHANNEL = "C0TRAINING"
 TEAM_ID = "T0EMULATED"
 BOT_USER_ID = "U0TRAINGUARD"
@@ -142,12 +141,12 @@ class SlackWebApi:
     def __init__(
         self,
         *,
-        token: str = DEFAULT_TOKEN,
+        token: str | None = None,
         channels: Iterable[str] = (DEFAULT_CHANNEL,),
         files_dir: Path | None = None,
         on_change: Callable[[str, Message], None] | None = None,
     ) -> None:
-        self.token = token
+        self.token = token or f"{BOT_TOKEN_PREFIX}{secrets.token_hex(12)}"  # drawn per workspace: no default token
         self.channels = set(channels)
         self.calls: list[Call] = []
         self.responses: dict[str, list[dict[str, Any]]] = defaultdict(list)  # response_url id -> posts

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import threading
 import time
 import uuid
@@ -28,8 +29,9 @@ from training_guard import contract, mutes
 from training_guard.adapters.interactions import ClickQueue, ReplayMarkers, ResponseUrl, SigningSecret
 from training_guard.adapters.mutes import DynamoMutes
 from training_guard.adapters.slack import Deadline
-from training_guard.adapters.slack_app import BOT_TOKEN_PREFIX, OUT_OF_TIME, SlackApp, SlackAppError, bot_token
+from training_guard.adapters.slack_app import OUT_OF_TIME, SlackApp, SlackAppError, bot_token
 from training_guard.adapters.threads import DynamoThreads
+from training_guard.credentials import BOT_TOKEN_PREFIX
 from training_guard.errors import ActionFailed
 from training_guard.handlers.interactions import NOT_ALLOWED, ClickWorker, Interactions, process
 from training_guard.slack_actions import Act, Click, button
@@ -230,7 +232,8 @@ def test_posts_to_one_channel_are_a_second_apart_and_other_channels_do_not_wait(
 
 
 def test_a_secret_still_holding_the_placeholder_is_a_permanent_failure_naming_the_fix() -> None:
-    assert bot_token("tg/slack/bot-token", f" {BOT_TOKEN_PREFIX}abc\n") == f"{BOT_TOKEN_PREFIX}abc"
+    token = f"{BOT_TOKEN_PREFIX}{secrets.token_hex(12)}"
+    assert bot_token("tg/slack/bot-token", f" {token}\n") == token
     with pytest.raises(SlackAppError) as caught:
         bot_token("tg/slack/bot-token", "REPLACE-ME: put the bot token in this secret")
     assert caught.value.permanent is True
@@ -440,7 +443,7 @@ def test_a_mute_records_ttl_is_pushed_on_every_write(aws: Emulation) -> None:
 
 # --- signed interaction payloads, through the real acknowledgement and the real asynchronous path ---------------
 
-SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example value, not a secret
+SIGNING_SECRET = secrets.token_hex(16)  # drawn per run: a published value is refused (credentials.py)
 ALLOWED, STRANGER = "U0ALICE", "U0MALLORY"
 
 

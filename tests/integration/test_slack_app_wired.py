@@ -106,10 +106,11 @@ def test_a_jobs_notifications_make_one_thread_its_card_updated_in_place_and_the_
 def test_a_bot_token_secret_still_holding_its_placeholder_parks_the_message_with_the_fix(
     aws: Emulation, slack: SlackWebApi
 ) -> None:
-    parked = Parked()
-    chat = notifier(aws, slack, contract.BOT_TOKEN_PLACEHOLDER, parked, FakeCharts())
-    result = chat.deliver(document(), now=NOW)
-    assert result.permanent == ["default"]
+    for value in (contract.BOT_TOKEN_PLACEHOLDER, " ", "xoxb-"):
+        parked = Parked()
+        chat = notifier(aws, slack, value, parked, FakeCharts())
+        result = chat.deliver(document(), now=NOW)
+        assert result.permanent == result.not_configured == ["default"]
     [(_, reason)] = parked.bodies
     assert "does not hold a bot token (xoxb-...) yet" in reason
     assert slack.history() == []

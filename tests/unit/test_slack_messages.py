@@ -219,6 +219,7 @@ def test_a_message_parked_for_want_of_urls_names_each_webhook_before_what_to_do(
     chat = ChatDelivery(slack, Placeholders(), Unreached(), FakeLedger(), Parker(), ttl_seconds=60)
     result = chat.deliver(json.dumps(a_test_document()), now=NOW)
     assert result.permanent == list(webhooks)
+    assert result.not_configured == list(webhooks)  # the notifier counts them: the SecretNotSet self-alarm
     [reason] = parked
     for webhook in webhooks:
         assert f"webhook {webhook!r}: secret TrainingGuard/slack/{webhook} {NOT_CONFIGURED}" in reason

@@ -39,6 +39,7 @@ from urllib.error import URLError
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.client import WebClient
 
+from training_guard import credentials
 from training_guard.adapters.slack import (
     ATTEMPT_SECONDS,
     BACKOFF_FACTOR,
@@ -48,10 +49,10 @@ from training_guard.adapters.slack import (
     _sdk_logger,
     retry_handlers,
 )
+from training_guard.credentials import BOT_TOKEN_PREFIX
 from training_guard.errors import ActionFailed
 
 SLACK_API_URL = "https://slack.com/api/"
-BOT_TOKEN_PREFIX = "xoxb-"  # noqa: S105 - the prefix of a bot user's token (domain.md section 8), not a token
 # Errors each method's reference lists as Slack's side, not the request's: retrying later can succeed.
 # (https://docs.slack.dev/reference/methods/chat.postMessage, .../files.getUploadURLExternal: "ratelimited: ...
 # Refer to the Retry-After header", "service_unavailable: The service is temporarily unavailable", "internal_error:
@@ -61,7 +62,6 @@ TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error", "request_timeout"}
     | {"team_added_to_org"}
 )
-NOT_CONFIGURED = "not_configured"  # the error of a bot token secret that holds no bot token yet
 OUT_OF_TIME = "out_of_time"  # the error when the invocation has too little time left to start a call
 UPLOAD_CALLS = 3  # files_upload_v2: files.getUploadURLExternal, the POST of the bytes, files.completeUploadExternal
 _URL = re.compile(r"https?://\S+")
@@ -87,14 +87,13 @@ class Posted:
 
 def bot_token(secret_id: str, value: str) -> str:
     """The bot token a secret holds; a permanent failure while it still holds the stack's placeholder."""
-    token = value.strip()
-    if token.startswith(BOT_TOKEN_PREFIX):
-        return token
+    if credentials.bot_token_problem(value) is None:
+        return value.strip()
     raise SlackAppError(
         f"read the bot token from {secret_id}",
-        f"secret {secret_id} does not hold a bot token ({BOT_TOKEN_PREFIX}...) yet; set it with aws secretsmanager "
-        f"put-secret-value --secret-id {secret_id} --secret-string '{BOT_TOKEN_PREFIX}...'",
-        error=NOT_CONFIGURED,
+        f"secret {secret_id} does not hold a bot token ({BOT_TOKEN_PREFIX}...) yet; set it with "
+        f"{credentials.put_secret_command(secret_id, credentials.BOT_TOKEN)}",
+        error=credentials.NOT_CONFIGURED_ERROR,
         permanent=True,
     )
 

@@ -9,7 +9,8 @@ work in a lazy listener). So the endpoint does only what must precede the acknow
    (`isBase64Encoded`), and Slack signs the raw bytes, so it is decoded first and verified before it is parsed;
 2. the signature: `v0=` HMAC-SHA256 of `v0:<X-Slack-Request-Timestamp>:<raw body>` with the app's signing secret,
    by slack_sdk's SignatureVerifier, which also refuses a timestamp more than 5 minutes from now
-   (https://docs.slack.dev/authentication/verifying-requests-from-slack); 401 otherwise;
+   (https://docs.slack.dev/authentication/verifying-requests-from-slack); 401 otherwise, and 503 while the secret
+   holds the stack's placeholder, nothing, or a published example (credentials.py): such a secret proves nothing;
 3. replays: a signature is accepted once (a state-table marker per timestamp and signature, kept past the 5-minute
    window); a second delivery of the same signed request gets 409 and does nothing;
 4. the click (slack_actions.decode), and who clicked: a user in `allowed_users` has the click handed on to act;
@@ -47,9 +48,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from training_guard import clock
+from training_guard import clock, contract, credentials
 from training_guard.errors import ActionFailed
 from training_guard.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
 from training_guard.text import ascii_int
@@ -127,7 +129,12 @@ class Interactions:
         if abs(now - signed_at) > SIGNATURE_WINDOW_SECONDS:
             logger.warning("interaction refused: stale", extra={"age_seconds": int(now - signed_at)})
             return response(401, "stale")
-        verifier = SignatureVerifier(self._secret(), clock=_At(now))
+        secret = self._secret()
+        problem = credentials.signing_secret_problem(secret)
+        if problem is not None:  # a placeholder or published value signs nothing: anyone could have made the request
+            secret_not_set(credentials.SIGNING_SECRET, problem)
+            return response(503, "the signing secret is not set")
+        verifier = SignatureVerifier(secret, clock=_At(now))
         try:
             valid = verifier.is_valid(body=raw, timestamp=timestamp, signature=signature)
         except UnicodeDecodeError:  # the verifier reads the body as UTF-8, as Slack sends it
@@ -151,6 +158,15 @@ class Interactions:
         self._queue.send({"schema": CLICK_SCHEMA, "kind": kind, "received_at": now, "click": click.to_json()})
         logger.info("interaction acknowledged", extra={"kind": kind, "act": click.act.value, "job": click.job})
         return response(200)
+
+
+def secret_not_set(kind: str, problem: str) -> None:
+    """A refusal for want of a secret: a structured log line and the metric the SecretNotSet self-alarm watches."""
+    logger.error("secret not set: refused", extra={"secret": kind, "problem": problem})
+    with single_metric(
+        name=contract.SECRET_NOT_SET_METRIC, unit=MetricUnit.Count, value=1, namespace=contract.GUARD_METRICS_NAMESPACE
+    ):
+        pass
 
 
 def raw_body(event: Mapping[str, Any]) -> bytes:

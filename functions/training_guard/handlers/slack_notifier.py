@@ -47,6 +47,9 @@ def process(
             metrics.add_metric(
                 name="SlackFailed", unit=MetricUnit.Count, value=len(result.transient) + len(result.permanent)
             )
+        if result.not_configured:  # parked: the chat dead-letter queue's alarm fires too, this one names the cause
+            logger.error("secret not set: message parked", extra={"channels": result.not_configured})
+            metrics.add_metric(name=contract.SECRET_NOT_SET_METRIC, unit=MetricUnit.Count, value=1)
         if result.retry:
             failures.append({"itemIdentifier": message_id})
     return {"batchItemFailures": failures}
