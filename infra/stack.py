@@ -100,7 +100,12 @@ class TrainingGuardStack(Stack):
         if self.alerting.created_dead_letters is not None:
             queues["Subscriptions"] = self.alerting.created_dead_letters
         self.monitoring = Monitoring(
-            self, "Monitoring", topic=self.alerting.topic, functions=functions, dead_letter_queues=queues
+            self,
+            "Monitoring",
+            topic=self.alerting.topic,
+            functions=functions,
+            dead_letter_queues=queues,
+            watch_secrets=bool(self.chat or self.slack_app),
         )
         self._outputs()
         acknowledge_findings(self)

@@ -41,6 +41,7 @@ SPEND_AVOIDED_PER_RULE_QUERY = (
     f"GROUP BY {contract.RULE_DIMENSION} ORDER BY SUM() DESC"
 )
 DAY = Duration.days(1)
+SECRET_NOT_SET_ALARM = "SlackSecretNotSet"  # noqa: S105 - an alarm name
 
 
 def self_alarm_prefix(stack_name: str) -> str:
@@ -69,6 +70,7 @@ class Monitoring(Construct):
         topic: sns.ITopic,
         functions: Mapping[str, lambda_.IFunction],
         dead_letter_queues: Mapping[str, sqs.IQueue],
+        watch_secrets: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self).stack_name
@@ -109,6 +111,15 @@ class Monitoring(Construct):
                 queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                 f"The {name} dead-letter queue holds messages the guard could not handle. Read their reason, "
                 "fix the cause, then redrive them (README, Operate).",
+            )
+
+        if watch_secrets:
+            alarm(
+                SECRET_NOT_SET_ALARM,
+                guard_metric(contract.SECRET_NOT_SET_METRIC),
+                "Slack was refused for want of a secret: a click answered 503, or a message parked because a Slack "
+                "secret holds the stack's placeholder, nothing, or no credential. `training-guard doctor` names the "
+                "secret and the put-secret-value command that sets it.",
             )
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=names.dashboard_name(stack))

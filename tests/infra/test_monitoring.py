@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from infra.components import monitoring
-from tests.infra.conftest import Synth
+from tests.infra.conftest import ConfigSynth, Synth, synthesized
 from training_guard import contract
 
 FUNCTIONS = {
@@ -56,7 +57,7 @@ def test_every_dead_letter_queue_alarms_when_it_holds_a_message(synth: Synth) ->
         assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
         assert alarm["Threshold"] == 1
         assert "redrive" in alarm["AlarmDescription"]
-    assert len(alarms) == 2 * len(FUNCTIONS) + len(QUEUES)
+    assert len(alarms) == 2 * len(FUNCTIONS) + len(QUEUES) + 1  # + SlackSecretNotSet (test below)
 
 
 def test_self_alarms_are_not_routed_as_metric_guards(synth: Synth) -> None:
@@ -112,3 +113,18 @@ def test_the_dashboard_shows_spend_avoided_per_day_and_per_rule_from_the_one_met
         "service",
     )
     assert contract.SERVICE_DIMENSION in monitoring.SERVICE_DIMENSION
+
+
+def test_a_refusal_for_want_of_a_slack_secret_alarms_to_the_topic(synth: Synth, tmp_path: Path) -> None:
+    alarm = self_alarms(synth)[f"TrainingGuard-self-{monitoring.SECRET_NOT_SET_ALARM}"]
+    topic_id, _ = synth.one("AWS::SNS::Topic")
+    assert (alarm["Namespace"], alarm["MetricName"]) == (contract.GUARD_METRICS_NAMESPACE, "SecretNotSet")
+    assert alarm["MetricName"] == contract.SECRET_NOT_SET_METRIC
+    assert alarm["Dimensions"] == [{"Name": contract.SERVICE_DIMENSION, "Value": "training-guard"}]
+    assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+    assert "training-guard doctor" in alarm["AlarmDescription"]
+    # Without Slack nothing reads a Slack secret: no alarm to pay for.
+    plain = synthesized(ConfigSynth, {"slack": None}, tmp_path)
+    assert f"TrainingGuard-self-{monitoring.SECRET_NOT_SET_ALARM}" not in self_alarms(plain)

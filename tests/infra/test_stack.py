@@ -288,7 +288,7 @@ def test_the_topic_lets_the_guards_own_alarms_publish_and_nothing_else_of_cloudw
         for a in synth.resources("AWS::CloudWatch::Alarm").values()
         if {"Ref": topic_id} in a["Properties"].get("AlarmActions", []) + a["Properties"].get("OKActions", [])
     ]
-    assert len(publishers) == 15  # 5 functions x (errors, throttles) + 5 dead-letter queues
+    assert len(publishers) == 16  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet
     assert all(name.startswith(monitoring.self_alarm_prefix(synth.stack.stack_name)) for name in publishers)
 
 
