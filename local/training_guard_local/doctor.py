@@ -27,7 +27,7 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from infra import outputs
-from training_guard import contract
+from training_guard import contract, credentials
 from training_guard.chat import NOT_CONFIGURED, NotConfigured, check_url
 from training_guard_local.cli import UsageError
 from training_guard_local.preflight import (
@@ -493,6 +493,36 @@ def check_secrets(secrets: Any, stack: Stack, named: Mapping[str, str]) -> tuple
     return checks, states
 
 
+# The app's two secrets: what each refusal costs while the secret holds no credential.
+APP_SECRETS = (
+    (outputs.SLACK_SIGNING_SECRET, credentials.SIGNING_SECRET, "every click is refused (HTTP 503)"),
+    (outputs.SLACK_BOT_TOKEN_SECRET, credentials.BOT_TOKEN, "app-mode messages wait in the chat dead-letter queue"),
+)
+
+
+def check_app_secrets(secrets: Any, stack: Stack) -> list[Check]:
+    """Slack app mode's signing secret and bot token, judged as the functions judge them (credentials.py): a
+    placeholder, an empty value or a published example is no credential. The value never leaves this function."""
+    checks = []
+    for output, kind, cost in APP_SECRETS:
+        sid = stack.output(output)
+        if sid is None:
+            continue
+        check = f"slack-app-secret:{kind}"
+        put = credentials.put_secret_command(sid, kind, stack.region)
+        try:
+            value = secrets.get_secret_value(SecretId=sid).get("SecretString")
+        except ClientError as exc:
+            checks.append(_unreadable(check, sid, exc))
+            continue
+        problem = "holds binary data" if value is None else credentials.PROBLEMS[kind](value)
+        if problem:
+            checks.append(Check(check, FAIL, f"{sid} {problem}: {cost}", put))
+        else:
+            checks.append(Check(check, OK, f"{sid} holds a {credentials.WORDS[kind]}"))
+    return checks
+
+
 def _secret_problem(webhook: str, secret_id: str, value: str | None) -> str:
     if value is None:
         return "holds binary data, not a webhook URL"
@@ -944,6 +974,7 @@ def examine(
         lambda: check_secrets(client("secretsmanager"), stack, named), "slack-secrets", ([], [])
     )
     report.checks += secret_checks
+    report.checks += _guard(lambda: check_app_secrets(client("secretsmanager"), stack), "slack-app-secrets", [])
     sqs = client("sqs")
     report.checks.append(check_topic_policy(client("sns"), cloudwatch, stack))
     report.checks += check_subscriptions(client("sns"), sqs, stack)

@@ -24,6 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 from training_guard import contract
 from training_guard.chat import NotConfigured, check_url
 from training_guard.config import ConfigError
+from training_guard.credentials import BOT_TOKEN, PROBLEMS, SIGNING_SECRET, WEBHOOK_URL, WORDS, put_secret_command
 
 Status = Literal["ok", "warn", "fail"]
 OK: Final = "ok"
@@ -74,9 +75,10 @@ class Check:
 
 @dataclass(frozen=True)
 class WebhookSecret:
-    webhook: str
+    webhook: str  # the webhook's name, or the app's secret: "app-signing-secret", "app-bot-token"
     secret_id: str
     created_by_stack: bool  # False: the configuration names a secret the operator manages
+    kind: str = WEBHOOK_URL  # what it must hold (credentials.py judges it)
 
 
 @dataclass(frozen=True)
@@ -223,15 +225,19 @@ def check_concurrency(lambda_client: Any, region: str) -> Check:
     )
 
 
+# What the app's secrets cost while they hold no credential (the functions refuse them: credentials.py).
+APP_SECRET_COST = {
+    SIGNING_SECRET: "every Slack click is refused with HTTP 503 until it is set",
+    BOT_TOKEN: "app-mode messages wait in the chat dead-letter queue until it is set",
+}
+
+
 def check_slack_secret(secrets: Any, region: str, secret: WebhookSecret) -> Check:
     """Secrets Manager GetSecretValue: does the webhook's secret hold a URL yet? Never reports the value."""
     # https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html
     name = f"slack-secret:{secret.webhook}"
     sid = secret.secret_id
-    put = (
-        f"aws secretsmanager put-secret-value --region {region} --secret-id {sid} "
-        f"--secret-string '{WEBHOOK_URL_EXAMPLE}'"
-    )
+    put = put_secret_command(sid, secret.kind, region)
     try:
         response = secrets.get_secret_value(SecretId=sid)
     except ClientError as exc:
@@ -242,7 +248,7 @@ def check_slack_secret(secrets: Any, region: str, secret: WebhookSecret) -> Chec
                     name,
                     WARN,
                     f"{sid} does not exist yet: this deploy creates it holding a placeholder",
-                    f"after the deploy, put the webhook URL in it: {put}",
+                    f"after the deploy, put the {WORDS[secret.kind]} in it: {put}",
                 )
             return Check(
                 name,
@@ -260,6 +266,11 @@ def check_slack_secret(secrets: Any, region: str, secret: WebhookSecret) -> Chec
             )
         return Check(name, WARN, f"could not read {sid}: {code}")
     value = response.get("SecretString")
+    if secret.kind != WEBHOOK_URL:
+        problem = "holds binary data" if value is None else PROBLEMS[secret.kind](value)
+        if problem:
+            return Check(name, WARN, f"{sid} {problem}: {APP_SECRET_COST[secret.kind]}", f"put it in: {put}")
+        return Check(name, OK, f"{sid} holds a {WORDS[secret.kind]}")
     if value is None:
         return Check(name, WARN, f"{sid} holds binary data, not a webhook URL", f"put the URL as a string: {put}")
     if value == contract.WEBHOOK_PLACEHOLDER:
@@ -415,6 +426,24 @@ def load_plan(config_file: str | None, project: Path) -> Plan | Check:
         WebhookSecret(webhook, hook.secret_name or webhook_secret_name(stack, webhook), not hook.secret_name)
         for webhook, hook in config.slack.webhooks.items()
     )
+    app_mode = config.slack.app
+    if app_mode is not None:
+        from infra.components.names import bot_token_secret_name, signing_secret_name
+
+        secrets += (
+            WebhookSecret(
+                "app-signing-secret",
+                app_mode.signing_secret_name or signing_secret_name(STACK_NAME),
+                not app_mode.signing_secret_name,
+                SIGNING_SECRET,
+            ),
+            WebhookSecret(
+                "app-bot-token",
+                app_mode.bot_token_secret_name or bot_token_secret_name(STACK_NAME),
+                not app_mode.bot_token_secret_name,
+                BOT_TOKEN,
+            ),
+        )
     source = f"-c config={config_file}" if config_file else f"cdk.json context {guard_config.CONTEXT_KEY!r}"
     return Plan(
         source=f"{source}, stack {STACK_NAME}",

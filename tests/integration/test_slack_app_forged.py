@@ -168,3 +168,43 @@ def test_a_click_signed_with_the_secret_the_operator_put_acts(
         assert sagemaker_ext.stop_calls(job=job) == []
         assert exemption(stack, job) != {}
 
+
+# --- doctor names the unset secret and the command that sets it -------------------------------------------------
+
+
+def app_secret_checks(stack: Deployment, *, signing: str, bot: str) -> dict[str, Any]:
+    from training_guard_local import doctor
+
+    client = stack.client("secretsmanager")
+    client.put_secret_value(SecretId=stack.outputs[outputs.SLACK_SIGNING_SECRET], SecretString=signing)
+    client.put_secret_value(SecretId=stack.outputs[outputs.SLACK_BOT_TOKEN_SECRET], SecretString=bot)
+    report = doctor.examine(stack.aws(), stack.stack)
+    return {c.name: c for c in report.checks if c.name.startswith("slack-app-secret:")}
+
+
+def test_doctor_fails_each_app_secret_that_holds_no_credential_with_the_put_secret_value_command(
+    stack: Deployment,
+) -> None:
+    signing_id = stack.outputs[outputs.SLACK_SIGNING_SECRET]
+    bot_id = stack.outputs[outputs.SLACK_BOT_TOKEN_SECRET]
+    checks = app_secret_checks(stack, signing=contract.SIGNING_SECRET_PLACEHOLDER, bot=contract.BOT_TOKEN_PLACEHOLDER)
+    signing, bot = checks["slack-app-secret:signing_secret"], checks["slack-app-secret:bot_token"]
+    assert (signing.status, bot.status) == ("fail", "fail")
+    assert (
+        signing.message
+        == f"{signing_id} still holds a placeholder or a published example value: every click is refused (HTTP 503)"
+    )
+    assert signing.fix == (
+        f"aws secretsmanager put-secret-value --region {stack.region} --secret-id {signing_id} "
+        "--secret-string '<signing secret>'"
+    )
+    assert bot.fix.endswith(f"--secret-id {bot_id} --secret-string 'xoxb-...'")
+    empty = app_secret_checks(stack, signing=" ", bot=f"{credentials.BOT_TOKEN_PREFIX}{secrets.token_hex(12)}")
+    assert (
+        empty["slack-app-secret:signing_secret"].message == f"{signing_id} is empty: every click is refused (HTTP 503)"
+    )
+    assert empty["slack-app-secret:bot_token"].status == "ok"
+    ready = app_secret_checks(
+        stack, signing=secrets.token_hex(16), bot=f"{credentials.BOT_TOKEN_PREFIX}{secrets.token_hex(12)}"
+    )
+    assert [c.status for c in ready.values()] == ["ok", "ok"]

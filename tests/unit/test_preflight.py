@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from botocore.exceptions import NoCredentialsError, PartialCredentialsError
 from botocore.stub import Stubber
 
-from training_guard import contract
+from training_guard import contract, credentials
 from training_guard_local import cli, preflight
 from training_guard_local.preflight import FAIL, OK, WARN, Aws, Check, Plan, WebhookSecret
 
@@ -295,6 +296,34 @@ def test_a_secret_still_holding_the_placeholder_warns_with_the_put_command(stubb
     assert check.status == WARN
     assert "still holds the placeholder" in check.message
     assert "aws secretsmanager put-secret-value" in check.fix
+
+
+APP_SIGNING = WebhookSecret("app-signing-secret", "TrainingGuard/slack/signing", True, credentials.SIGNING_SECRET)
+APP_BOT = WebhookSecret("app-bot-token", "TrainingGuard/slack/bot", True, credentials.BOT_TOKEN)
+
+
+@pytest.mark.parametrize(
+    "value", [contract.SIGNING_SECRET_PLACEHOLDER, " ", credentials.SLACK_EXAMPLE_SIGNING_SECRET, "short"]
+)
+def test_an_app_signing_secret_that_is_no_credential_warns_that_clicks_are_refused(stubbed, value: str) -> None:
+    sm, stub = stubbed("secretsmanager")
+    secret_value(stub, APP_SIGNING, value)
+    check = preflight.check_slack_secret(sm, REGION, APP_SIGNING)
+    assert (check.name, check.status) == ("slack-secret:app-signing-secret", WARN)
+    assert check.message.endswith("every Slack click is refused with HTTP 503 until it is set")
+    assert check.fix == (
+        f"put it in: aws secretsmanager put-secret-value --region {REGION} --secret-id TrainingGuard/slack/signing "
+        "--secret-string '<signing secret>'"
+    )
+    assert value.strip() == "" or value not in check.message + check.fix
+
+
+def test_app_secrets_holding_credentials_are_ok(stubbed) -> None:
+    sm, stub = stubbed("secretsmanager")
+    secret_value(stub, APP_SIGNING, secrets.token_hex(16))
+    secret_value(stub, APP_BOT, f"{credentials.BOT_TOKEN_PREFIX}{secrets.token_hex(12)}")
+    assert preflight.check_slack_secret(sm, REGION, APP_SIGNING).status == OK
+    assert preflight.check_slack_secret(sm, REGION, APP_BOT).status == OK
 
 
 def test_a_secret_holding_a_url_is_ok_and_the_url_is_not_reported(stubbed) -> None:
