@@ -1,19 +1,26 @@
 """Fallback hourly on-demand list prices of SageMaker *training* instances, used only when the Price List API
 cannot be reached or answers nothing usable.
 
-Every entry quotes a `GetProducts` (or offer file) result for the training usage type of one region
-(`<REGION>-Train:<type>`), with the date it was read and where the quote was found. The AWS pricing page renders
-its tables in the browser, so no AWS page could be quoted directly, and this project has read none of these
-prices from AWS itself: each is **second-hand**, a public project's record of what the Price List API answered,
-and is labelled so wherever it is shown ("shipped price table (<date>, second-hand)"). Two of the three records
-are named below (repository and file); the third was found through the code search, which did not name its
-repository. Replace an entry with a first-hand reading (`first_hand=True`) by running the command in
-docs/cost.md. Prices are strings, exactly as `pricePerUnit.USD` arrives from the API, and go through the same
-parser (`pricing.parse_usd`); a test parses every entry.
+Every entry is the on-demand price of one region's training usage type (`<PREFIX>-Train:<type>`, component
+"Training"), with the date it applied and where it was found: a public repository, a path and a commit
+(`repository`, `path`, `commit`), or, for one record the code search showed without naming its repository,
+the words "did not name its repository". This project has read none of these prices from AWS itself: each is
+**second-hand**, a public record of what AWS answered or billed, and is labelled so wherever it is shown
+("shipped price table (<date>, second-hand)"). Kinds of record: a `GetProducts` answer; an offer file (the
+Price List bulk API); an AWS bill line ("$4.131 per Training ml.p3.2xlarge hour in EU (Ireland)"), which
+states the on-demand rate it charged. `usage_type_quoted` says whether the record itself names the usage type;
+where it does not, the usage type is the region's prefix as AWS bills it, and the record names the component
+(Training), the instance type and the region. Prices are strings exactly as the record prints them and go
+through the same parser as the API's (`pricing.parse_usd`); a test parses every entry and checks its citation.
+Replace an entry with a first-hand reading (`first_hand=True`) by running the command in docs/cost.md.
 
-Entries the issue asked for and that could not be sourced (ml.p4d.24xlarge, ml.p5.48xlarge, ml.g5.xlarge,
-ml.g5.12xlarge, ml.m5.xlarge, ml.c5.xlarge, ml.trn1.32xlarge, ml.p3.2xlarge) are absent on purpose: their
-spend is unknown when the API is unreachable.
+Asked for (issue 28) and not found with a citation, so absent on purpose and unknown when the API is
+unreachable: ml.p3.2xlarge in us-east-1 and us-west-2; ml.p4d.24xlarge in us-west-2 and eu-west-1;
+ml.g5.xlarge and ml.m5.xlarge in us-east-1 and us-west-2; ml.p5.48xlarge, ml.g5.12xlarge, ml.c5.xlarge and
+ml.trn1.32xlarge anywhere (for ml.g5.12xlarge only a Hosting rate was found, which is not the training price);
+every ml.g6 size in us-east-1, us-west-2 and eu-west-1. Records dismissed: price tables copied from the pricing
+page without component, region or date, and "approximate" prices in code: a record that does not say it is
+the training component's on-demand price in a named region is not one.
 """
 
 from __future__ import annotations
@@ -26,14 +33,19 @@ from typing import Final
 class TablePrice:
     region: str
     instance_type: str
-    usd_per_hour: str  # as the API's pricePerUnit.USD: a decimal string
+    usd_per_hour: str  # as the record prints it (the API's pricePerUnit.USD is a decimal string)
     usage_type: str  # the Price List usage type the price belongs to
-    as_of: str  # ISO date the price was read from the Price List API
-    source: str  # where the quote was found
-    first_hand: bool = False  # read from AWS by this project (else a public project's record of it)
+    as_of: str  # ISO date the price applied: read from the API, the offer file's publication, or the bill
+    source: str  # what the record is, in words (shown with the price as its reference)
+    first_hand: bool = False  # read from AWS by this project (else a public record of it)
+    repository: str | None = None  # GitHub owner/name of the record; None only when the search did not name it
+    path: str | None = None  # the file in that repository
+    commit: str | None = None  # the commit the file was read at
+    usage_type_quoted: bool = True  # the record states the usage type (else: its component, type and region)
 
 
-TABLE_DATE: Final = "2026-09-22"  # the newest `as_of` below; shown with every price taken from this table
+# The newest `as_of` below; shown with every price taken from this table
+TABLE_DATE: Final = "2026-09-22"
 
 TRAINING_PRICES: Final[tuple[TablePrice, ...]] = (
     TablePrice(
@@ -42,8 +54,11 @@ TRAINING_PRICES: Final[tuple[TablePrice, ...]] = (
         usd_per_hour="0.115",
         usage_type="USE1-Train:ml.m5.large",
         as_of="2026-08-11",
-        source="Price List Query API (GetProducts), SKU JMCWJEAPVJNFJ5P4, as recorded in "
-        "github.com/SatsyilCorp/compass-demo docs/COST_MODEL.md (second-hand)",
+        source="Price List Query API (GetProducts), SKU JMCWJEAPVJNFJ5P4, usage type USE1-Train:ml.m5.large, "
+        "as recorded in github.com/SatsyilCorp/compass-demo docs/COST_MODEL.md (second-hand)",
+        repository="SatsyilCorp/compass-demo",
+        path="docs/COST_MODEL.md",
+        commit="0b353753da77f21e9d1f4c4f99087b4118b80ec5",
     ),
     TablePrice(
         region="us-east-1",
@@ -51,9 +66,13 @@ TRAINING_PRICES: Final[tuple[TablePrice, ...]] = (
         usd_per_hour="1.515",
         usage_type="USE1-Train:ml.g5.2xlarge",
         as_of="2026-08-20",
-        source="`aws pricing get-products --service-code AmazonSageMaker` filtered on the usage type, as recorded "
-        "in github.com/aws-solutions-library-samples/guidance-for-accelerator-optimized-agentic-bidding-on-aws "
+        source="`aws pricing get-products --service-code AmazonSageMaker` filtered on "
+        "usagetype=USE1-Train:ml.g5.2xlarge, as recorded in "
+        "github.com/aws-solutions-library-samples/guidance-for-accelerator-optimized-agentic-bidding-on-aws "
         "source/orchestrator/training_trigger.py (second-hand)",
+        repository="aws-solutions-library-samples/guidance-for-accelerator-optimized-agentic-bidding-on-aws",
+        path="source/orchestrator/training_trigger.py",
+        commit="6a1ceb1f0e87b1fda6aca7c4edac09aff13e6949",
     ),
     TablePrice(
         region="ap-northeast-1",
@@ -61,8 +80,64 @@ TRAINING_PRICES: Final[tuple[TablePrice, ...]] = (
         usd_per_hour="1.634",
         usage_type="APN1-Train:ml.g6.xlarge",
         as_of="2026-09-22",
-        source="Price List API offer file for ap-northeast-1, on-demand, USD, with the price list's publication "
-        "date, as recorded in a public project's cost model (cost_model.py of a camera-analytics demo; the code "
-        "search did not name its repository; second-hand)",
+        source="Price List API offer file for ap-northeast-1, on-demand, USD, usage type APN1-Train:ml.g6.xlarge, "
+        "with the price list's publication date, as recorded in a public project's cost model (cost_model.py of "
+        "a camera-analytics demo; the code search did not name its repository; second-hand)",
+    ),
+    TablePrice(
+        region="us-east-1",
+        instance_type="ml.p4d.24xlarge",
+        usd_per_hour="25.251",
+        usage_type="USE1-Train:ml.p4d.24xlarge",
+        as_of="2026-07-27",
+        source="SageMaker Price List rates 'verified live 2026-07-27, us-east-1' for ml.p4d.24xlarge "
+        "(Hosting/Training $25.251, Cluster/HyperPod $25.910), as recorded in github.com/spore-host/truffle "
+        "pkg/aws/sagemaker_pricing.go and CHANGELOG.md 0.48.0 (second-hand)",
+        repository="spore-host/truffle",
+        path="pkg/aws/sagemaker_pricing.go",
+        commit="21bfbe8dc295509ea870a277b5ff8ecac5d267e2",
+        usage_type_quoted=False,
+    ),
+    TablePrice(
+        region="eu-west-1",
+        instance_type="ml.p3.2xlarge",
+        usd_per_hour="4.131",
+        usage_type="EU-Train:ml.p3.2xlarge",
+        as_of="2023-12-31",
+        source="AWS bill for December 2023 (the month's last day is the date), line '$4.131 per Training "
+        "ml.p3.2xlarge hour in EU (Ireland)', as published in github.com/aws-samples/sagemaker-ssh-helper "
+        "Sample_Costs.md (second-hand)",
+        repository="aws-samples/sagemaker-ssh-helper",
+        path="Sample_Costs.md",
+        commit="b6bf9ba39119784eb6ce6683ae9a6a2ed8ef4cd3",
+        usage_type_quoted=False,
+    ),
+    TablePrice(
+        region="eu-west-1",
+        instance_type="ml.g5.xlarge",
+        usd_per_hour="1.57",
+        usage_type="EU-Train:ml.g5.xlarge",
+        as_of="2023-12-31",
+        source="AWS bill for December 2023 (the month's last day is the date), line '$1.57 per Training "
+        "ml.g5.xlarge hour in Europe (Ireland)', as published in github.com/aws-samples/sagemaker-ssh-helper "
+        "Sample_Costs.md (second-hand)",
+        repository="aws-samples/sagemaker-ssh-helper",
+        path="Sample_Costs.md",
+        commit="b6bf9ba39119784eb6ce6683ae9a6a2ed8ef4cd3",
+        usage_type_quoted=False,
+    ),
+    TablePrice(
+        region="eu-west-1",
+        instance_type="ml.m5.xlarge",
+        usd_per_hour="0.257",
+        usage_type="EU-Train:ml.m5.xlarge",
+        as_of="2023-12-31",
+        source="AWS bill for December 2023 (the month's last day is the date), line '$0.257 per Training "
+        "ml.m5.xlarge hour in EU (Ireland)', as published in github.com/aws-samples/sagemaker-ssh-helper "
+        "Sample_Costs.md (second-hand)",
+        repository="aws-samples/sagemaker-ssh-helper",
+        path="Sample_Costs.md",
+        commit="b6bf9ba39119784eb6ce6683ae9a6a2ed8ef4cd3",
+        usage_type_quoted=False,
     ),
 )
