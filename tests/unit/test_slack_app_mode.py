@@ -519,8 +519,9 @@ def test_webhook_mode_links_the_same_graph_in_the_console() -> None:
 
 
 def acts(body: str) -> list[str]:
+    """The actions one notification offers: Stop now on the job's card, the others on the reply."""
     doc = json.loads(body)
-    return [e["action_id"] for e in slack_messages.buttons(doc)]
+    return [e["action_id"] for e in slack_messages.stop_button(doc) + slack_messages.buttons(doc)]
 
 
 @pytest.mark.parametrize(
@@ -565,10 +566,36 @@ def test_the_reply_carries_the_buttons_with_the_member_account() -> None:
     rig.chat(organization=True).deliver(document(account=MEMBER, outcome=Outcome.WOULD_STOP), now=NOW)
     [parent] = rig.bot.parents(CHANNEL)
     [reply] = rig.bot.replies(CHANNEL, parent)
-    [actions] = [b for b in reply["blocks"] if b["type"] == "actions" and b["elements"][0]["action_id"].startswith("t")]
-    values = [json.loads(e["value"]) for e in actions["elements"]]
-    assert {v.get("account") for v in values} == {MEMBER}
-    assert next(e["action_id"] for e in actions["elements"]) == f"training-guard:{Act.STOP.value}"
+    card = rig.bot.messages[(CHANNEL, parent)]
+    elements = [e for m in (reply, card) for e in guard_actions(m)]
+    assert {json.loads(e["value"]).get("account") for e in elements} == {MEMBER}
+    assert [e["action_id"] for e in guard_actions(card)] == [f"training-guard:{Act.STOP.value}"]
+
+
+def guard_actions(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The guard's buttons on a message (not its link buttons)."""
+    return [
+        e
+        for b in message["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"].startswith("training-guard:")
+    ]
+
+
+def test_no_message_of_the_thread_offers_stop_now_once_the_job_stopped() -> None:
+    # Stop now is on the card alone, and the card is redrawn by the stop: no old reply's button can outlive the job.
+    rig = AppRig()
+    chat = rig.chat()
+    chat.deliver(document(outcome=Outcome.WOULD_STOP), now=NOW)
+    chat.deliver(document(kind=Kind.METRIC_ALARM, rule="loss-high", at=NOW + timedelta(minutes=1)), now=NOW)
+    [parent] = rig.bot.parents(CHANNEL)
+    stop = f"training-guard:{Act.STOP.value}"
+    assert [e["action_id"] for e in guard_actions(rig.bot.messages[(CHANNEL, parent)])] == [stop]
+    chat.deliver(document(outcome=Outcome.STOPPED, status="Stopping", at=NOW + timedelta(minutes=2)), now=NOW)
+    thread = [rig.bot.messages[(CHANNEL, parent)], *rig.bot.replies(CHANNEL, parent)]
+    assert len(thread) == 4
+    assert [e["action_id"] for m in thread for e in guard_actions(m) if e["action_id"] == stop] == []
 
 
 # --- mutes in the policy -------------------------------------------------------------------------------------------
@@ -660,7 +687,7 @@ def test_stop_now_stops_the_job_in_the_clickers_name_with_an_audit_record_and_a_
     [note] = published.published
     assert note.kind is Kind.STOP_REQUESTED
     assert note.outcome is Outcome.STOPPED
-    assert note.title == f"Stopped train-1: Stop now pressed by slack:{ALICE}"
+    assert note.title == f"Stopped train-1: Slack user {ALICE} pressed Stop now"
 
 
 def test_stop_now_notes_the_request_its_region_time_and_the_finding_it_was_pressed_on() -> None:
