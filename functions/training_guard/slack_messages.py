@@ -41,7 +41,7 @@ _DID = {
     "would_stop": "Did not stop the job (see why).",
     "deferred": "Will stop the job after its grace period.",
     "notified": "Notified only.",
-    "already_ended": "Did not stop: the job had already left InProgress.",
+    "already_ended": "Did not stop: the job had already ended (SageMaker refused the stop).",
     "already_stopping": "Did not stop again: another rule's stop is under way.",
 }
 
@@ -122,7 +122,7 @@ def render(
 
     who = _presser(doc)
     if who:
-        blocks.append(SectionBlock(text=MarkdownTextObject(text=f"*Stop now* pressed by {who}")))  # not a rule
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=f"{who} pressed *Stop now*")))  # a person, not a rule
     elif rule:
         name, kind, status = (escape(str(rule.get(k))) for k in ("name", "kind", "status"))
         label = "Budget" if rule.get("kind") == BUDGET_SOURCE else "Rule"
