@@ -462,7 +462,14 @@ def test_a_metric_guard_firing_uploads_its_graph_into_the_thread_once() -> None:
     assert (channel, thread, png) == (CHANNEL, rig.bot.parents(CHANNEL)[0], b"\x89PNG fake")
     assert filename == "train-1-train-loss.png"
     [widget] = rig.charts.widgets
-    assert widget["annotations"] == {"horizontal": [{"label": "metric_guards.loss-high: > 5", "value": 5.0}]}
+    # the threshold says its value and its bad side, which is shaded; a legend names the line
+    assert widget["annotations"] == {
+        "horizontal": [
+            {"label": "metric_guards.loss-high: > 5 is bad", "value": 5.0, "color": "#d62728", "fill": "above"}
+        ]
+    }
+    assert widget["legend"] == {"position": "bottom"}
+    assert widget["yAxis"] == {"left": {"label": "train:loss (Maximum)", "showUnits": False}}
     chat.deliver(metric_document(), now=NOW)
     assert len(rig.bot.uploads) == 1
 
@@ -802,15 +809,17 @@ def test_a_guard_stop_attributed_to_a_person_is_told_as_theirs() -> None:
 
 
 def test_an_instance_metric_chart_draws_each_host_of_the_job() -> None:
-    config = GuardConfig.from_dict({"metric_guards": [{"name": "gpu-low", "metric": "GPUUtilization", "threshold": 5}]})
+    config = GuardConfig.from_dict({"metric_guards": [{"name": "gpu-low", "metric": "GPUUtilization", "comparison": "<", "threshold": 5}]})
     doc = json.loads(document(kind=Kind.METRIC_ALARM, rule="gpu-low"))
     doc["job"]["instance_count"] = 2
     chart = chart_for(doc, config)
     assert chart is not None
     assert chart.widget["metrics"] == [
-        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-1"],
-        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-2"],
-    ]
+        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-1", {"label": "algo-1"}],
+        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-2", {"label": "algo-2"}],
+    ]  # the legend names each host
+    [line] = chart.widget["annotations"]["horizontal"]
+    assert (line["label"], line["fill"]) == ("metric_guards.gpu-low: < 5 is bad", "below")
     url = console_url(chart)
     assert "~'*2faws*2fsagemaker*2fTrainingJobs~'GPUUtilization~'Host~'train-1*2falgo-1" in url
     assert unquote(url) == url  # nothing left for a browser to decode differently
