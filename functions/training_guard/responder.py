@@ -439,6 +439,9 @@ class Responder:
             outcome, spend = self._act(event, job, decision, receipt, now)
             if outcome is Outcome.ALREADY_ENDED:
                 job = self._as_it_ended(job)  # the state SageMaker refused the stop in, not the event's InProgress
+            elif outcome is Outcome.STOPPED:
+                # StopTrainingJob accepted: SageMaker shows the job Stopping now, not the event's InProgress.
+                job = replace(job, status=STOPPING, secondary_status=STOPPING)
             # Asked after acting: the stop this decision may fold into can be the one just confirmed (by this
             # event's other finding, or by another invocation a moment ago).
             folded = policy.folds_into_guard_stop(

@@ -8,6 +8,7 @@ slack_sdk validates every block before anything is sent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -151,6 +152,11 @@ def render(
     return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
 
 
+# text.person's words for a Slack user, and the kinds whose reason the guard writes about a stop (policy.stop_cause).
+_SLACK_USER = re.compile(r"\bSlack user ([A-Z0-9]+)\b")
+_GUARD_WORDED_KINDS = frozenset({"job_stopped", "stop_requested"})
+
+
 def _presser(doc: Mapping[str, Any]) -> str | None:
     """The person who pressed Stop now, as a mention Slack shows as them (`<@U123>`); None for a rule's finding."""
     rule = doc.get("rule") or {}
@@ -158,10 +164,15 @@ def _presser(doc: Mapping[str, Any]) -> str | None:
 
 
 def _mentioning(doc: Mapping[str, Any], text: str) -> str:
-    """`text` escaped, with the Stop now's presser (`slack:<user id>`) as a mention: a person, not an id."""
+    """`text` escaped, with the Stop now's presser (`slack:<user id>`, or "Slack user U123" in the guard's own words
+    about a stop) as a mention: a person, not an id. Only the guard's words: a job's FailureReason mentions no one."""
     who = _presser(doc)
     escaped = escape(text)
-    return escaped.replace(escape(str(doc["rule"]["name"])), who) if who else escaped
+    if who:
+        escaped = escaped.replace(escape(str(doc["rule"]["name"])), who)
+    if doc.get("kind") in _GUARD_WORDED_KINDS:
+        escaped = _SLACK_USER.sub(r"<@\1>", escaped)
+    return escaped
 
 
 def _link_buttons(links: Mapping[str, str]) -> ActionsBlock:

@@ -121,3 +121,16 @@ def test_times_read_the_same_way_everywhere() -> None:
     alarm = {"AlarmName": "TrainingGuard-self-dlq", "NewStateValue": "ALARM", "NewStateReason": "x"}
     _, blocks = slack_messages.render_alarm({**alarm, "StateChangeTime": "2026-11-30T01:39:12.345+0000"})
     assert "*When*\\n01:39 UTC" in json.dumps(blocks)
+
+
+def test_the_guards_own_stop_shows_the_job_stopping_never_in_progress_beside_stopped() -> None:
+    jobs, publisher = FakeJobs(), FakePublisher()
+    parsed = parse_event(load_event("vanishing_gradient_issues_found"))
+    jobs.jobs[parsed.job.name] = parsed.job
+    Responder(GuardConfig(), jobs, FakeLedger(), publisher, sleep=lambda _: None).handle(parsed, now=NOW)
+    [note] = publisher.published
+    assert note.outcome is Outcome.STOPPED
+    for channel, text in channels(note).items():
+        assert "InProgress" not in text, channel
+        if channel != "sms":
+            assert "Stopping / Stopping" in text, channel

@@ -798,9 +798,14 @@ def test_stop_now_stops_nothing_in_dry_run_nor_without_the_opt_in_tag() -> None:
 
 def test_a_guard_stop_attributed_to_a_person_is_told_as_theirs() -> None:
     stop = policy.GuardStop(rule=f"slack:{ALICE}", reason="r", at=NOW)
-    assert policy.stop_cause(running_job("j", timedelta(0)), stop).endswith(
-        f"for slack:{ALICE} who pressed Stop now in Slack"
-    )
+    cause = policy.stop_cause(running_job("j", timedelta(0)), stop)
+    assert cause == f"by Training Guard at 03:00 UTC: Slack user {ALICE} pressed Stop now"  # a time as titles show it
+    ended = json.loads(document(kind=Kind.JOB_STOPPED, status="Stopped"))
+    _, card = slack_messages.render_card({**ended, "reason": cause})
+    assert f"by Training Guard at 03:00 UTC: <@{ALICE}> pressed Stop now" in json.dumps(card)  # Slack shows Alice
+    failed = json.loads(document(kind=Kind.JOB_FAILED, status="Failed"))
+    _, card = slack_messages.render_card({**failed, "reason": "Slack user U0MALLORY wrote this in a log"})
+    assert "<@U0MALLORY>" not in json.dumps(card)  # a job's own words mention no one
     assert contract.stopped_by(f"slack:{ALICE}") == f"slack:{ALICE}"
     assert contract.stopped_by("LossNotDecreasing") == contract.STOPPED_BY_VALUE
 
@@ -809,7 +814,9 @@ def test_a_guard_stop_attributed_to_a_person_is_told_as_theirs() -> None:
 
 
 def test_an_instance_metric_chart_draws_each_host_of_the_job() -> None:
-    config = GuardConfig.from_dict({"metric_guards": [{"name": "gpu-low", "metric": "GPUUtilization", "comparison": "<", "threshold": 5}]})
+    config = GuardConfig.from_dict(
+        {"metric_guards": [{"name": "gpu-low", "metric": "GPUUtilization", "comparison": "<", "threshold": 5}]}
+    )
     doc = json.loads(document(kind=Kind.METRIC_ALARM, rule="gpu-low"))
     doc["job"]["instance_count"] = 2
     chart = chart_for(doc, config)
