@@ -228,6 +228,8 @@ def time_ticks(start: datetime, end: datetime) -> list[datetime]:
     minutes = next((m for m in (1, 2, 5, 10, 15, 30, 60, 120) if span / (m * 60) <= 5), 180)  # <= 6 ticks
     first = start.replace(second=0, microsecond=0)
     first += timedelta(minutes=(-first.minute) % minutes)
+    if first < start:  # a start within a minute: its minute is left of the axis
+        first += timedelta(minutes=minutes)
     ticks = []
     while first <= end:
         ticks.append(first)

@@ -92,3 +92,5 @@ def test_the_time_axis_has_round_times_and_at_most_six() -> None:
     ticks = ext.time_ticks(NOW - timedelta(hours=3), NOW)
     assert [t.strftime("%H:%M") for t in ticks] == ["00:00", "01:00", "02:00", "03:00"]
     assert len(ext.time_ticks(NOW - timedelta(minutes=9, seconds=30), NOW)) <= 6
+    ticks = ext.time_ticks(NOW - timedelta(minutes=4, seconds=30), NOW)
+    assert [t.strftime("%H:%M") for t in ticks] == ["02:56", "02:57", "02:58", "02:59", "03:00"]  # none before start
