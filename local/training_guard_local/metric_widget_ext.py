@@ -218,7 +218,7 @@ def value_ticks(values: Sequence[float]) -> tuple[float, float, list[float]]:
 
 def _nice(span: float) -> float:
     """The round step (1, 2 or 5 times a power of ten) nearest above `span`."""
-    power = 10 ** math.floor(math.log10(span))
+    power = 10.0 ** math.floor(math.log10(span))
     return next(m * power for m in (1, 2, 5, 10) if m * power >= span)
 
 

@@ -164,9 +164,7 @@ def test_failed_notification_carries_the_failure_reason() -> None:
 
 def test_stop_cause_says_who_stopped_the_job() -> None:
     guard = GuardStop(rule="VanishingGradient", reason="rules.debugger_default = stop", at=NOW)
-    assert stop_cause(job("Stopped"), guard).startswith(
-        "by Training Guard at 03:00 UTC: rule VanishingGradient"
-    )
+    assert stop_cause(job("Stopped"), guard).startswith("by Training Guard at 03:00 UTC: rule VanishingGradient")
     assert "MaxRuntimeInSeconds" in stop_cause(job("Stopped", secondary_status="MaxRuntimeExceeded"), None)
     assert "MaxWaitTimeInSeconds" in stop_cause(job("Stopped", secondary_status="MaxWaitTimeExceeded"), None)
     assert stop_cause(job("Stopped", secondary_status="Stopped"), None).startswith("by a person or another tool")
