@@ -5,8 +5,11 @@ webhook mode links to the same graph in the CloudWatch console (`console_url`).
 
 `widget` is GetMetricWidgetImage's MetricWidget (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/
 CloudWatch-Metric-Widget-Structure.html): `metrics` (1 to 100 arrays of namespace, metric name, dimension name and
-value), `start` / `end` (relative: `-PT3H`, `P0D`), `stat`, `period`, `annotations.horizontal` (a line at `value`
-with a `label`), `width` / `height` in pixels (1-2000). GetMetricWidgetImage allows 20 transactions per second and
+value, then the line's own `label`), `start` / `end` (relative: `-PT3H`, `P0D`), `stat`, `period`,
+`annotations.horizontal` (a line at `value` with a `label`, a `color` and `fill`: `above` or `below` shades that side),
+`legend.position` (`bottom`), `yAxis.left.label`, `width` / `height` in pixels (1-2000). A person sees at a glance why
+it fired: the threshold's line says its value and its bad side ("> 5 is bad"), which is shaded, and the legend names
+each host. GetMetricWidgetImage allows 20 transactions per second and
 100 metrics per graph (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html);
 a chart here has at most MAX_HOSTS lines, one per host of an instance metric.
 
@@ -37,6 +40,9 @@ CHART_HOURS = 3  # what a Metrics Insights alarm evaluates (domain.md section 4)
 MAX_HOSTS = 8  # lines of an instance metric's chart: the first hosts of a larger job
 WIDTH, HEIGHT = 800, 400
 METRIC_ALARM_KIND = "metric_alarm"  # policy.Kind.METRIC_ALARM (the notifier does not import the policy)
+THRESHOLD_COLOUR = "#d62728"  # red: the line and its shaded bad side
+# The side of the threshold a comparison calls bad: shaded on the graph (the annotation's `fill`).
+BAD_SIDE = {">": "above", ">=": "above", "<": "below", "<=": "below"}
 
 
 @dataclass(frozen=True)
@@ -97,21 +103,37 @@ def chart_for(doc: Mapping[str, Any], config: GuardConfig) -> Chart | None:
         "end": "P0D",
         "region": region,
         "title": f"{metric} of {job['name']}",
-        "annotations": {"horizontal": [{"label": f"{label}: {comparison} {threshold:g}", "value": threshold}]},
+        "annotations": {"horizontal": [threshold_line(label, comparison, threshold)]},
+        "legend": {"position": "bottom"},
+        "yAxis": {"left": {"label": f"{metric} ({_STATISTIC_NAMES[stat]})", "showUnits": False}},
         "width": WIDTH,
         "height": HEIGHT,
     }
     return Chart(job=str(job["name"]), metric=metric, threshold=threshold, region=region, widget=widget)
 
 
-def _lines(job: Mapping[str, Any], metric: str) -> list[list[str]]:
+def threshold_line(label: str, comparison: str, threshold: float) -> dict[str, Any]:
+    """The guard's threshold on the graph: its value and its bad side in words ("> 5 is bad"), that side shaded."""
+    line: dict[str, Any] = {
+        "label": f"{label}: {comparison} {threshold:g} is bad",
+        "value": threshold,
+        "color": THRESHOLD_COLOUR,
+    }
+    if comparison in BAD_SIDE:
+        line["fill"] = BAD_SIDE[comparison]
+    return line
+
+
+def _lines(job: Mapping[str, Any], metric: str) -> list[list[Any]]:
+    """One line per metric series, each with the label the legend shows (the metric, or the host)."""
     name = str(job["name"])
     if metric not in contract.INSTANCE_METRICS:
-        return [[contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.JOB_DIMENSION, name]]
+        return [[contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.JOB_DIMENSION, name, {"label": metric}]]
     count = job.get("instance_count")
     hosts = count if isinstance(count, int) and count > 0 else 1
+    namespace, host = contract.SAGEMAKER_TRAINING_NAMESPACE, contract.HOST_DIMENSION
     return [
-        [contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.HOST_DIMENSION, f"{name}/algo-{n}"]
+        [namespace, metric, host, f"{name}/algo-{n}", {"label": f"algo-{n}"}]
         for n in range(1, min(hosts, MAX_HOSTS) + 1)
     ]
 

@@ -14,7 +14,8 @@ Slack app mode (`slack.mode` = `app`): the same routes name the app's channels, 
 claimed in the same ledger before anything is posted. Then, for a notification about a job:
 1. the job's thread in the channel (threads.open_thread: its parent, the job's card, posted exactly once per job and
    channel; another delivery posting it right now is waited for, else `ParentBusy` and the message comes back);
-2. the notification as a reply in that thread, with the guard's buttons (slack_messages.buttons);
+2. the notification as a reply in that thread, with its Snooze, Exempt or Mute buttons (slack_messages.buttons);
+   Stop now is on the card alone (slack_messages.stop_button), so it is gone once the card shows the job stopped;
 3. the parent updated in place when this notification is the newest the card has seen (ThreadStorePort.advance_card):
    a late delivery of an older notification never turns the card back. A failed update is reported and not retried
    (the reply is posted; retrying the message would post it twice), and the next notification sets the card right;
@@ -401,7 +402,7 @@ class ChatDelivery:
         version = slack_messages.card_version(doc)
         if not self.app.threads.advance_card(self._thread_key(doc, channel, message.member), version):
             return None  # an older notification than the card shows, or the same one: the card stays
-        card_text, card_blocks = slack_messages.render_card(doc)
+        card_text, card_blocks = self._card(doc, message.member)
         try:
             bot.update(channel, thread.ts, card_text, card_blocks)
         except self.app.failure as exc:
@@ -425,9 +426,15 @@ class ChatDelivery:
             return
         if record.card_version >= version:
             return  # the card shows a newer notification
-        card_text, card_blocks = slack_messages.render_card(doc)
+        card_text, card_blocks = self._card(doc, member)
         bot.update(channel, record.ts, card_text, card_blocks)
         self.app.threads.advance_card(key, version)
+
+    @staticmethod
+    def _card(doc: Mapping[str, Any], member: str | None) -> tuple[str, list[dict[str, Any]]]:
+        """The job's card with the one Stop now of the thread: redrawn by every newer notification, so it is gone
+        once the job stopped or ended (replies carry no Stop now that could outlive the job)."""
+        return slack_messages.render_card(doc, actions=slack_messages.stop_button(doc, account=member))
 
     def _thread_key(self, doc: Mapping[str, Any], channel: str, member: str | None) -> str:
         return thread_key(str(doc["job"]["name"]), channel, member)
@@ -436,7 +443,7 @@ class ChatDelivery:
         self, bot: SlackAppPort, doc: Mapping[str, Any], channel: str, member: str | None, now: datetime
     ) -> Any:
         assert self.app is not None
-        card_text, card_blocks = slack_messages.render_card(doc)
+        card_text, card_blocks = self._card(doc, member)
         return open_thread(
             self.app.threads,
             self._thread_key(doc, channel, member),

@@ -18,7 +18,7 @@ from training_guard import contract
 from training_guard.events import Finding, JobEvent, TrainingJob
 from training_guard.policy import BUDGET, Decision, Kind
 from training_guard.pricing import Spend, spend_line
-from training_guard.text import format_duration
+from training_guard.text import clock, ended_status, format_duration, person, status_text
 
 SUBJECT_MAX_CHARS = 99  # SNS: subjects must be under 100 characters
 _SMS_MAX_CHARS = 140
@@ -177,13 +177,13 @@ class Notification:
                     "",
                     f"Account:   {self.account or '-'}   Region: {self.region or '-'}",
                     "",
-                    f"Test {self.event_id} at {self.time.isoformat()}. No training job was looked at or touched.",
+                    f"Test {self.event_id} at {clock(self.time)}. No training job was looked at or touched.",
                 ]
             )
         job = self.job
-        lines = [self.title, "", f"Why: {self.reason}", ""]
+        lines = [self.title, "", f"Why: {in_words(self.reason, self.finding)}", ""]
         lines.append(f"Job:       {job.name}")
-        lines.append(f"Status:    {job.status}" + (f" / {job.secondary_status}" if job.secondary_status else ""))
+        lines.append(f"Status:    {status_text(job.status, job.secondary_status, self.outcome.value)}")
         if job.failure_reason and job.failure_reason != self.reason:
             lines.append(f"Failure:   {job.failure_reason}")
         if job.instance_type:
@@ -191,11 +191,14 @@ class Notification:
         training = job.training_seconds(self.time)
         if training is not None:
             lines.append(f"Trained:   {format_duration(training)}")
-        spent = spend_line(self.spend_document(), self.outcome.value)
+        spent = spend_line(self.spend_document(), self.outcome.value, self.kind.value)
         if spent:
             lines.append(f"Spend:     {spent}")
         lines.append(f"Account:   {self.account or '-'}   Region: {self.region or '-'}")
-        if self.finding is not None:
+        who = person(self.finding.name, slack=False) if self.finding is not None else None
+        if self.finding is not None and who is not None:
+            lines += ["", f"Stop now:  pressed by {who}"]  # a person, not a rule
+        elif self.finding is not None:
             label = f"{finding_label(self.finding.source)}:"
             lines += ["", f"{label:<11}{self.finding.name} ({self.finding.source}) -> {self.finding.status}"]
             if self.finding.details:
@@ -205,7 +208,7 @@ class Notification:
         lines.append("")
         for label, url in self.links().items():
             lines.append(f"{label}: {url}")
-        lines += ["", f"Event {self.event_id} at {self.time.isoformat()}."]
+        lines += ["", f"Event {self.event_id} at {clock(self.time)}."]
         return "\n".join(lines)
 
 
@@ -261,6 +264,12 @@ def make_test_notification(
     )
 
 
+def in_words(text: str, finding: Finding | None) -> str:
+    """`text` with the person behind a Stop now (`slack:<user id>`) named in words, as e-mail and SMS show them."""
+    who = person(finding.name, slack=False) if finding is not None else None
+    return text.replace(finding.name, who) if finding is not None and who else text
+
+
 def finding_label(source: str | None) -> str:
     """What a finding is called where it is shown: a budget's is its budget, anything else a rule (or guard's)."""
     return "Budget" if source == BUDGET else "Rule"
@@ -270,7 +279,7 @@ _GUARD_TITLES = {
     Outcome.STOPPED: "Stopped {name}: {what}",
     Outcome.WOULD_STOP: "Would have stopped {name}: {what}",
     Outcome.DEFERRED: "{name}: {what}; stop deferred",
-    Outcome.ALREADY_ENDED: "{name}: {what} (job already {status})",
+    Outcome.ALREADY_ENDED: "{name}: {what} (job already {ended})",
     Outcome.ALREADY_STOPPING: "{name}: {what} (already being stopped)",
 }
 
@@ -287,20 +296,22 @@ def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: Finding | None) 
         Kind.IDLE_GPU: "GPUs idle",
     }.get(kind)
     if guarded is not None:
-        return _GUARD_TITLES.get(outcome, "{name}: {what}").format(name=name, what=guarded, status=job.status)
+        ended = ended_status(job.status)
+        return _GUARD_TITLES.get(outcome, "{name}: {what}").format(name=name, what=guarded, ended=ended)
     if kind is Kind.STOP_REQUESTED:
+        who = person(rule_name, slack=False) or rule_name  # a person, never a rule
         return {
-            Outcome.STOPPED: f"Stopped {name}: Stop now pressed by {rule_name}",
-            Outcome.WOULD_STOP: f"Did not stop {name}: Stop now pressed by {rule_name}",
-            Outcome.ALREADY_ENDED: f"{name} had already ended (Stop now pressed by {rule_name})",
-            Outcome.ALREADY_STOPPING: f"{name} is already being stopped (Stop now pressed by {rule_name})",
-        }.get(outcome, f"Stop now pressed by {rule_name} for {name}")
+            Outcome.STOPPED: f"Stopped {name}: {who} pressed Stop now",
+            Outcome.WOULD_STOP: f"Did not stop {name}: {who} pressed Stop now",
+            Outcome.ALREADY_ENDED: f"{name} had already ended ({ended_status(job.status)}) when {who} pressed Stop now",
+            Outcome.ALREADY_STOPPING: f"{name} is already being stopped ({who} pressed Stop now)",
+        }.get(outcome, f"{who} pressed Stop now for {name}")
     if kind is Kind.ISSUES_FOUND:
         return {
             Outcome.STOPPED: f"Stopped {name}: rule {rule_name} found issues",
             Outcome.WOULD_STOP: f"Would have stopped {name}: rule {rule_name} found issues",
             Outcome.DEFERRED: f"Rule {rule_name} found issues in {name}: stop deferred",
-            Outcome.ALREADY_ENDED: f"Rule {rule_name} found issues in {name} (job already {job.status})",
+            Outcome.ALREADY_ENDED: f"Rule {rule_name} found issues in {name} (job already {ended_status(job.status)})",
             Outcome.ALREADY_STOPPING: f"Rule {rule_name} found issues in {name} (already being stopped)",
         }.get(outcome, f"Rule {rule_name} found issues in {name}")
     return {
@@ -361,19 +372,23 @@ def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = 
     """
     job = doc["job"]
     rule = doc.get("rule") or {}
-    lines = [f"*Why:* {doc['reason']}", f"*Job:* `{job['name']}` ({job['status']}"]
-    lines[-1] += f" / {job['secondary_status']})" if job.get("secondary_status") else ")"
+    status = status_text(job.get("status"), job.get("secondary_status"), doc.get("outcome"))
+    who = person(rule.get("name"), slack=False)
+    reason = str(doc["reason"]).replace(str(rule["name"]), who) if who else doc["reason"]
+    lines = [f"*Why:* {reason}", f"*Job:* `{job['name']}` ({status})"]
     if doc["kind"] == Notice.DIGEST and isinstance(doc.get("digest"), Mapping):
         from training_guard.digest import markdown as digest_markdown  # as in email_text: the digest's alone
 
         lines = [digest_markdown(doc["digest"])]  # about no job: the week's totals instead
+    elif who:
+        lines.append(f"*Stop now:* pressed by {who}")  # a person, not a rule
     elif rule:
         lines.append(f"*{finding_label(rule.get('kind'))}:* {rule['name']} ({rule['kind']}) → {rule['status']}")
         if rule.get("details"):
             lines.append(f"> {rule['details']}")
     if job.get("failure_reason"):
         lines.append(f"*Failure:* {job['failure_reason']}")
-    spent = spend_line(doc.get("spend"), str(doc.get("outcome")))
+    spent = spend_line(doc.get("spend"), str(doc.get("outcome")), str(doc.get("kind")))
     if spent:
         lines.append(f"*Spend:* {spent}")
     if doc.get("dry_run"):

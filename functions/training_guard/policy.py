@@ -25,6 +25,7 @@ from training_guard.events import (
     TrainingJob,
 )
 from training_guard.mutes import Mutes
+from training_guard.text import clock, person
 
 METRIC = "metric"  # the source of a metric guard's, a stall's or idle GPUs' finding (Finding.source)
 STALLED = "NoData"  # the status of a stall finding
@@ -456,9 +457,10 @@ def _decide_lifecycle(job: TrainingJob, config: GuardConfig, guard_stop: GuardSt
 def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
     """Who stopped a job, in words."""
     if guard_stop is not None:
-        at = guard_stop.at.isoformat(timespec="seconds")
-        if guard_stop.rule.startswith(contract.STOPPED_BY_SLACK_PREFIX):
-            return f"by Training Guard at {at}, for {guard_stop.rule} who pressed Stop now in Slack"
+        at = clock(guard_stop.at)  # "03:00 UTC", as every message shows a time
+        who = person(guard_stop.rule, slack=False)  # a person who pressed Stop now, in words
+        if guard_stop.rule.startswith(contract.STOPPED_BY_SLACK_PREFIX) and who:
+            return f"by Training Guard at {at}: {who} pressed Stop now"
         return f"by Training Guard at {at}: rule {guard_stop.rule} ({guard_stop.reason})"
     cause = _SECONDARY_STOP_CAUSES.get(job.secondary_status or "")
     if cause:

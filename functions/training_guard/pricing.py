@@ -428,7 +428,9 @@ def _rate(
 
 
 # --- Spend in words -----------------------------------------------------------------------------------------
-_AVOIDED_VERB = {"stopped": "stopping it avoided", "would_stop": "a stop would have avoided"}
+# A person's Stop now (policy.Kind.STOP_REQUESTED; this module does not import the policy): their stop, not the
+# guard's, so its line says what the job cost, not what the guard avoided.
+_STOP_REQUESTED_KIND = "stop_requested"
 
 
 def usd(value: Any) -> str | None:
@@ -438,33 +440,35 @@ def usd(value: Any) -> str | None:
     return f"${value:,.2f}"
 
 
-def spend_line(spend: Mapping[str, Any] | None, outcome: str) -> str | None:
+def spend_line(spend: Mapping[str, Any] | None, outcome: str, kind: str = "") -> str | None:
     """One line about a job's spend from its JSON form (`Spend.as_dict`), the same in e-mail, Slack and Amazon Q
-    Developer: spend so far, and where a stop is in question what it avoided ("up to"), at list price. Unknown
-    is said to be unknown, with why. None when the notification carries no spend (a test notification)."""
+    Developer: "$0.13 so far · up to $36.23 avoided" where the guard's own stop avoided something (`outcome`
+    "stopped", not a person's Stop now), "$0.13 so far" elsewhere, "unknown: no price for ml.x" (why, said once).
+    Amounts are at list price. None when the notification carries no spend (a test notification)."""
     if not isinstance(spend, Mapping):
         return None
-    so_far = usd(spend.get("so_far_usd"))
-    ended = spend.get("estimate") is False
-    parts = [
-        "spent so far: unknown"
-        if so_far is None
-        else f"{so_far} for its billable time"
-        if ended
-        else f"{so_far} so far"
-    ]
-    if spend.get("avoided_label"):
-        verb = _AVOIDED_VERB.get(outcome, "a stop avoids")
-        avoided = usd(spend.get("avoided_usd"))
-        parts.append(f"{verb} up to {avoided}" if avoided else f"{verb}: unknown")
-    qualifiers = ["list price"] if ended else ["list price", "estimate"]
-    if spend.get("upper_bound"):
-        qualifiers.append("spot: an upper bound")
-    line = " · ".join(parts) + f" ({', '.join(qualifiers)})"
-    unknown = so_far is None or (spend.get("avoided_label") and usd(spend.get("avoided_usd")) is None)
     listed = spend.get("notes")
     notes = [str(n) for n in listed if "spot" not in str(n)] if isinstance(listed, list) else []
-    return f"{line}; {'; '.join(notes)}" if unknown and notes else line
+    so_far = usd(spend.get("so_far_usd"))
+    if so_far is None:
+        why = "; ".join(_without_unknown(n) for n in notes)
+        return f"unknown: {why}" if why else "unknown"
+    line = f"{so_far} billed" if spend.get("estimate") is False else f"{so_far} so far"
+    if spend.get("upper_bound"):
+        line += " at most (spot)"
+    if outcome == "stopped" and kind != _STOP_REQUESTED_KIND and spend.get("avoided_label"):
+        avoided = usd(spend.get("avoided_usd"))
+        why = "; ".join(_without_unknown(n) for n in notes if "avoided" in n)
+        line += f" · up to {avoided} avoided" if avoided else " · avoided: unknown" + (f" ({why})" if why else "")
+    return line
+
+
+def _without_unknown(note: str) -> str:
+    """A note without its own "...: spend so far unknown" tail: the line says "unknown" once, then why."""
+    for tail in (": spend so far unknown", ": spend avoided unknown", ": price unknown"):
+        if note.endswith(tail):
+            return note[: -len(tail)]
+    return note
 
 
 # --- GPUs -------------------------------------------------------------------------------------------------

@@ -437,6 +437,11 @@ class Responder:
             return
         try:
             outcome, spend = self._act(event, job, decision, receipt, now)
+            if outcome is Outcome.ALREADY_ENDED:
+                job = self._as_it_ended(job)  # the state SageMaker refused the stop in, not the event's InProgress
+            elif outcome is Outcome.STOPPED:
+                # StopTrainingJob accepted: SageMaker shows the job Stopping now, not the event's InProgress.
+                job = replace(job, status=STOPPING, secondary_status=STOPPING)
             # Asked after acting: the stop this decision may fold into can be the one just confirmed (by this
             # event's other finding, or by another invocation a moment ago).
             folded = policy.folds_into_guard_stop(
@@ -602,6 +607,23 @@ class Responder:
             if tags:
                 self.jobs.tag(job.arn, tags)
         return Outcome.STOPPED, spend
+
+    def _as_it_ended(self, job: TrainingJob) -> TrainingJob:
+        """The job as DescribeTrainingJob shows it after SageMaker refused to stop it (it had just ended): its status,
+        secondary status and end, so that no channel says "already InProgress". As it was when that fails."""
+        try:
+            current = self.jobs.describe(job.name)
+        except GuardError:
+            return job  # the renderers then say "ended", never the stale InProgress (text.status_text)
+        if current is None or current.running:
+            return job
+        return replace(
+            job,
+            status=current.status,
+            secondary_status=current.secondary_status,
+            failure_reason=current.failure_reason or job.failure_reason,
+            training_end_time=current.training_end_time or job.training_end_time,
+        )
 
     def _stopped_by_earlier_attempt(self, name: str, claim: StopClaim) -> bool:
         """The job was no longer running when we asked: was that our own earlier attempt's stop?

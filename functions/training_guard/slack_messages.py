@@ -8,8 +8,8 @@ slack_sdk validates every block before anything is sent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -28,7 +28,7 @@ from training_guard import contract
 from training_guard.events import parse_time
 from training_guard.pricing import spend_line
 from training_guard.slack_actions import Act, button
-from training_guard.text import format_duration
+from training_guard.text import clock, format_duration, person, status_text
 
 HEADER_MAX = 150
 SECTION_MAX = 3000
@@ -42,7 +42,7 @@ _DID = {
     "would_stop": "Did not stop the job (see why).",
     "deferred": "Will stop the job after its grace period.",
     "notified": "Notified only.",
-    "already_ended": "Did not stop: the job had already left InProgress.",
+    "already_ended": "Did not stop: the job had already ended (SageMaker refused the stop).",
     "already_stopping": "Did not stop again: another rule's stop is under way.",
 }
 
@@ -117,11 +117,14 @@ def render(
     blocks: list[Block] = [HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True))]
 
     did = _DID_KIND.get(str(doc["kind"])) or _DID.get(str(doc["outcome"]), "")
-    why = f"*What the guard did:* {did}\n*Why:* {escape(str(doc['reason']))}"
+    why = f"*What the guard did:* {did}\n*Why:* {_mentioning(doc, str(doc['reason']))}"
     blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(why, SECTION_MAX))))
     blocks.append(SectionBlock(fields=[MarkdownTextObject(text=f) for f in _facts(doc)]))
 
-    if rule:
+    who = _presser(doc)
+    if who:
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=f"{who} pressed *Stop now*")))  # a person, not a rule
+    elif rule:
         name, kind, status = (escape(str(rule.get(k))) for k in ("name", "kind", "status"))
         label = "Budget" if rule.get("kind") == BUDGET_SOURCE else "Rule"
         head = f"*{label}* `{name}` ({kind}) → *{status}*"
@@ -147,6 +150,29 @@ def render(
 
     fallback = fit(f"{title}: {doc['reason']}", FALLBACK_MAX)
     return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
+
+
+# text.person's words for a Slack user, and the kinds whose reason the guard writes about a stop (policy.stop_cause).
+_SLACK_USER = re.compile(r"\bSlack user ([A-Z0-9]+)\b")
+_GUARD_WORDED_KINDS = frozenset({"job_stopped", "stop_requested"})
+
+
+def _presser(doc: Mapping[str, Any]) -> str | None:
+    """The person who pressed Stop now, as a mention Slack shows as them (`<@U123>`); None for a rule's finding."""
+    rule = doc.get("rule") or {}
+    return person(rule.get("name"), slack=True) if isinstance(rule, Mapping) else None
+
+
+def _mentioning(doc: Mapping[str, Any], text: str) -> str:
+    """`text` escaped, with the Stop now's presser (`slack:<user id>`, or "Slack user U123" in the guard's own words
+    about a stop) as a mention: a person, not an id. Only the guard's words: a job's FailureReason mentions no one."""
+    who = _presser(doc)
+    escaped = escape(text)
+    if who:
+        escaped = escaped.replace(escape(str(doc["rule"]["name"])), who)
+    if doc.get("kind") in _GUARD_WORDED_KINDS:
+        escaped = _SLACK_USER.sub(r"<@\1>", escaped)
+    return escaped
 
 
 def _link_buttons(links: Mapping[str, str]) -> ActionsBlock:
@@ -177,10 +203,23 @@ _CARD_STATES = {
 }
 
 
+def stop_button(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
+    """Stop now, where issue 14 offers it, about a running job. It goes on the job's card only (render_card), which
+    every newer notification redraws: once the job stopped or ended, no message in the thread offers it any more."""
+    job, rule = doc["job"], doc.get("rule") or {}
+    kind, outcome = str(doc["kind"]), str(doc["outcome"])
+    if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES or doc.get("dry_run"):
+        return []
+    if not (outcome in _STOP_OUTCOMES or (outcome == "notified" and kind in _STOP_WHEN_NOTIFIED)):
+        return []
+    rule_name = str(rule["name"]) if rule.get("name") else None
+    return [button(Act.STOP, label="Stop now", job=str(job["name"]), rule=rule_name, account=account, style="danger")]
+
+
 def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
-    """The guard's buttons for a notification about a running job (none once it stopped or ended): Stop now where
-    issue 14 offers it, Snooze (1 h, until the job ends) and Exempt on a finding, Mute on a rule error. `account`: a
-    member account's job (the click acts in that account)."""
+    """A reply's buttons about a running job (none once it stopped or ended): Snooze (1 h, until the job ends) and
+    Exempt on a finding, Mute on a rule error; Stop now is the card's (`stop_button`). `account`: a member account's
+    job (the click acts in that account)."""
     job, rule = doc["job"], doc.get("rule") or {}
     kind, outcome = str(doc["kind"]), str(doc["outcome"])
     if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES:
@@ -188,9 +227,6 @@ def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[
     name, rule_name = str(job["name"]), rule.get("name")
     rule_name = str(rule_name) if rule_name else None
     elements: list[dict[str, Any]] = []
-    stop = outcome in _STOP_OUTCOMES or (outcome == "notified" and kind in _STOP_WHEN_NOTIFIED)
-    if stop and not doc.get("dry_run"):
-        elements.append(button(Act.STOP, label="Stop now", job=name, rule=rule_name, account=account, style="danger"))
     if kind in FINDING_KINDS and rule_name:
         elements += [
             button(
@@ -211,7 +247,8 @@ def card_state(doc: Mapping[str, Any]) -> str:
     outcome, kind = str(doc["outcome"]), str(doc["kind"])
     rule = (doc.get("rule") or {}).get("name")
     if outcome == "stopped":
-        return f"🔴 Stopped by Training Guard: {rule or 'the guard'}"
+        who = person(rule, slack=False)  # the card's header is plain text: no mention there
+        return f"🔴 Stopped: {who} pressed Stop now" if who else f"🔴 Stopped by Training Guard: {rule or 'the guard'}"
     state = _CARD_STATES.get(kind)
     if state is None:
         marker = SEVERITY_MARKERS.get(str(doc["severity"]), "🔵")
@@ -220,7 +257,7 @@ def card_state(doc: Mapping[str, Any]) -> str:
         state = f"{state} by Training Guard"
     trained = doc["job"].get("training_seconds")
     if kind == "job_stopped" and isinstance(trained, int | float):
-        return f"{state} at {_clock(doc.get('time'))}, {format_duration(trained)} of training"
+        return f"{state} at {clock(parse_time(doc.get('time')))}, {format_duration(trained)} of training"
     return state
 
 
@@ -229,28 +266,33 @@ def is_card_only(doc: Mapping[str, Any]) -> bool:
     return doc.get(contract.CARD_ONLY) is True
 
 
-def render_card(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def render_card(
+    doc: Mapping[str, Any], *, actions: list[dict[str, Any]] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """The job's card, the thread's parent message: its state, what the guard saw and did last and why, its facts
-    and links. Updated in place by each newer notification; the thread under it keeps every notification."""
+    and links, and `actions` (`stop_button`). Updated in place by each newer notification; the thread under it keeps
+    every notification."""
     doc = check_document(doc)
     job = doc["job"]
     state = card_state(doc)
     head = f"{state} · {job['name']}"
     # A card-only document follows the guard's stop of the job (it was folded into it): that stop is what it did.
     did = _DID["stopped"] if is_card_only(doc) else _DID.get(str(doc["outcome"]), "")
-    latest = f"*Latest:* {escape(str(doc['title']))}\n*What the guard did:* {did}\n*Why:* {escape(str(doc['reason']))}"
+    who = _presser(doc)
+    title = f"{who} pressed Stop now" if who else escape(str(doc["title"]))
+    latest = f"*Latest:* {title}\n*What the guard did:* {did}\n*Why:* {_mentioning(doc, str(doc['reason']))}"
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text=_plain(head, HEADER_MAX), emoji=True)),
         SectionBlock(text=MarkdownTextObject(text=_cut_markdown(latest, SECTION_MAX))),
         SectionBlock(fields=[MarkdownTextObject(text=f) for f in _facts(doc)]),
     ]
+    if actions:
+        blocks.append(ActionsBlock(elements=actions))
     links = doc.get("links") or {}
     if links:
         blocks.append(_link_buttons(links))
-    context = (
-        f"Training Guard · updated {escape(_clock(doc.get('time')))} · every notification about this job is in the "
-        "thread"
-    )
+    updated = clock(parse_time(doc.get("time")))
+    context = f"Training Guard · updated {escape(updated)} · every notification about this job is in the thread"
     blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(context, FIELD_MAX))]))
     return fit(f"{head}: {doc['title']}", FALLBACK_MAX), [block.to_dict() for block in blocks]
 
@@ -259,11 +301,6 @@ def card_version(doc: Mapping[str, Any]) -> int:
     """The card's version: the notification's time in milliseconds (a later notification shows a newer state)."""
     at = parse_time(doc.get("time"))
     return int(at.timestamp() * 1000) if at is not None else 0
-
-
-def _clock(value: Any) -> str:
-    at = parse_time(value)
-    return at.astimezone(UTC).strftime("%H:%M UTC") if at is not None else "-"
 
 
 def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -310,9 +347,7 @@ def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 
 def _facts(doc: Mapping[str, Any]) -> list[str]:
     job = doc["job"]
-    status = escape(str(job.get("status")))
-    if job.get("secondary_status"):
-        status += f" / {escape(str(job['secondary_status']))}"
+    status = escape(status_text(job.get("status"), job.get("secondary_status"), doc.get("outcome")))
     facts = [
         f"*Job*\n`{fit(str(job['name']), 200)}`",
         f"*Status*\n{status}",
@@ -323,7 +358,7 @@ def _facts(doc: Mapping[str, Any]) -> list[str]:
         facts.append(f"*Instances*\n{job.get('instance_count') or 1} \u00d7 {escape(str(job['instance_type']))}")
     if isinstance(job.get("training_seconds"), int | float):
         facts.append(f"*Trained*\n{format_duration(job['training_seconds'])}")
-    spent = spend_line(doc.get("spend"), str(doc.get("outcome")))
+    spent = spend_line(doc.get("spend"), str(doc.get("outcome")), str(doc.get("kind")))
     if spent:
         facts.append(f"*Spend*\n{escape(spent)}")
     return [_cut_markdown(f, FIELD_MAX) for f in facts]
@@ -354,6 +389,12 @@ def alarm_severity(payload: Mapping[str, Any]) -> str:
     return "critical" if payload.get("NewStateValue") == "ALARM" else "info"
 
 
+def _alarm_time(value: Any) -> str:
+    """An alarm's StateChangeTime as every message shows a time ("01:39 UTC"); as it came when it is no time."""
+    at = parse_time(value) if isinstance(value, str) else None
+    return clock(at) if at is not None else str(value or "-")
+
+
 def render_alarm(payload: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """A self-monitoring alarm as a Slack message: which alarm, its new state, why, what to do."""
     state = str(payload.get("NewStateValue"))
@@ -370,7 +411,7 @@ def render_alarm(payload: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]
         f"*Alarm*\n`{fit(str(payload['AlarmName']), 200)}`",
         f"*State*\n{escape(str(payload.get('OldStateValue') or '?'))} → {escape(state)}",
         f"*Account*\n{escape(str(payload.get('AWSAccountId') or '-'))}",
-        f"*When*\n{escape(str(payload.get('StateChangeTime') or '-'))}",
+        f"*When*\n{escape(_alarm_time(payload.get('StateChangeTime')))}",
     ]
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True)),

@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,7 +97,8 @@ def test_each_job_has_one_parent_updated_in_place_with_chat_update(run: Run) -> 
         assert (DEFAULT_CHANNEL, parent.ts) in updated
         assert parent.edits, f"{key}: the card was never edited"
         # The stop, then the job's end: folded into the stop (no reply), shown on the card alone.
-        assert [e["text"] for e in parent.edits][-1].startswith("🔴 Stopped by Training Guard: ")
+        stop = {"resnet": "🔴 Stopped by Training Guard: ", "bert": f"🔴 Stopped: Slack user {ALICE} pressed Stop now"}
+        assert [e["text"] for e in parent.edits][-1].startswith(stop[key])
         assert parent.text.startswith("⏹️ Stopped by Training Guard at ")
         assert " of training · " in parent.text
         assert "*What the guard did:* Stopped the job." in json.dumps(parent.blocks, ensure_ascii=False)
@@ -151,11 +153,16 @@ def test_the_click_stops_the_notified_job_once_attributed_to_the_user_and_the_th
     parent = parent_of(run, "bert")
     said = [m.text for m in api.replies(DEFAULT_CHANNEL, parent.ts)]
     assert f"<@{ALICE}> asked to stop the job: stopped {bert}" in said
-    assert f"for slack:{ALICE} who pressed Stop now in Slack" in json.dumps(parent.blocks)  # the card says who
-    # The button pressed was Stop now on the notify-only guard's reply, before the job stopped.
-    [offer] = [m for m in api.replies(DEFAULT_CHANNEL, parent.ts) if "accuracy-stuck" in m.text and not m.files]
-    assert any(e["action_id"] == "training-guard:stop" for b in offer.blocks for e in b.get("elements") or [])
+    assert f"<@{ALICE}> pressed Stop now" in json.dumps(parent.blocks)  # the card says who, as a person
+    # The button pressed was Stop now on the job's card, while the job ran; no message offers it once it stopped.
+    assert any(stop_offered(edit["blocks"]) for edit in parent.edits)
+    assert not stop_offered(parent.blocks)
+    assert not any(stop_offered(m.blocks) for m in api.replies(DEFAULT_CHANNEL, parent.ts))
     assert "interactions acknowledged: HTTP 200" in run.output
+
+
+def stop_offered(blocks: list[dict[str, Any]]) -> bool:
+    return any(e.get("action_id") == "training-guard:stop" for b in blocks for e in b.get("elements") or [])
 
 
 def test_the_expectations_fail_when_the_outcome_differs(run: Run) -> None:
@@ -238,7 +245,7 @@ def test_the_stand_in_draws_the_widgets_datapoints_and_threshold() -> None:
 
 def write_thread_picture(run: Run, folder: Path, png: Path, *, job: str = "bert") -> None:
     """The job's thread as Slack shows it, photographed by headless Chromium (the BERT job's: the notify-only guard's
-    reply with Stop now, its chart, Alice's click and the stop, the card edited to say who stopped it)."""
+    reply, its chart, Alice's click and the stop, the card edited to say who stopped it, its Stop now gone)."""
     assert run.demo.app is not None
     page = folder / "slack-thread.html"
     threads = [t for t in run.demo.app.threads() if run.names[job] in t[1].text]
@@ -253,7 +260,7 @@ def test_the_thread_renders_with_its_buttons_and_chart_in_headless_chromium(run:
     image = read_png(png.read_bytes())
     assert (image.width, image.height) == WINDOW
     colours = set(image.pixels())
-    assert rgb(STOP_NOW_RED) in colours  # Stop now's border
+    assert rgb(STOP_NOW_RED) not in colours  # no Stop now once the job stopped (it was on the card alone)
     assert CHART_BLUE in colours  # the chart, inline
 
 

@@ -164,9 +164,7 @@ def test_failed_notification_carries_the_failure_reason() -> None:
 
 def test_stop_cause_says_who_stopped_the_job() -> None:
     guard = GuardStop(rule="VanishingGradient", reason="rules.debugger_default = stop", at=NOW)
-    assert stop_cause(job("Stopped"), guard).startswith(
-        "by Training Guard at 2026-11-30T03:00:00+00:00: rule VanishingGradient"
-    )
+    assert stop_cause(job("Stopped"), guard).startswith("by Training Guard at 03:00 UTC: rule VanishingGradient")
     assert "MaxRuntimeInSeconds" in stop_cause(job("Stopped", secondary_status="MaxRuntimeExceeded"), None)
     assert "MaxWaitTimeInSeconds" in stop_cause(job("Stopped", secondary_status="MaxWaitTimeExceeded"), None)
     assert stop_cause(job("Stopped", secondary_status="Stopped"), None).startswith("by a person or another tool")
@@ -367,7 +365,7 @@ def test_each_lifecycle_change_gives_its_whole_decision(
 def test_the_stop_notification_names_the_guard_when_its_audit_record_says_it_stopped_the_job() -> None:
     guard = GuardStop(rule="VanishingGradient", reason=STOP_LINE, at=NOW)
     [decision] = decide(job("Stopped", secondary_status="Stopped"), GuardConfig(), now=NOW, guard_stop=guard)
-    assert decision.reason == f"by Training Guard at 2026-11-30T03:00:00+00:00: rule VanishingGradient ({STOP_LINE})"
+    assert decision.reason == f"by Training Guard at 03:00 UTC: rule VanishingGradient ({STOP_LINE})"
 
 
 def test_a_stopped_job_without_a_secondary_status_is_stopped_by_someone_else() -> None:

@@ -428,7 +428,7 @@ def test_the_stopped_notification_names_the_guards_rule_and_its_reason() -> None
     world.see(stopped_event(rules=[]))
     [stopped] = [n for n in world.publisher.published if n.kind.value == "job_stopped"]
     assert stopped.reason == (
-        "by Training Guard at 2026-11-30T03:00:00+00:00: rule VanishingGradient "
+        "by Training Guard at 03:00 UTC: rule VanishingGradient "
         "(rules.debugger_default = stop (debugger rule VanishingGradient))"
     )
 

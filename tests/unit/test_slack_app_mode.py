@@ -462,7 +462,14 @@ def test_a_metric_guard_firing_uploads_its_graph_into_the_thread_once() -> None:
     assert (channel, thread, png) == (CHANNEL, rig.bot.parents(CHANNEL)[0], b"\x89PNG fake")
     assert filename == "train-1-train-loss.png"
     [widget] = rig.charts.widgets
-    assert widget["annotations"] == {"horizontal": [{"label": "metric_guards.loss-high: > 5", "value": 5.0}]}
+    # the threshold says its value and its bad side, which is shaded; a legend names the line
+    assert widget["annotations"] == {
+        "horizontal": [
+            {"label": "metric_guards.loss-high: > 5 is bad", "value": 5.0, "color": "#d62728", "fill": "above"}
+        ]
+    }
+    assert widget["legend"] == {"position": "bottom"}
+    assert widget["yAxis"] == {"left": {"label": "train:loss (Maximum)", "showUnits": False}}
     chat.deliver(metric_document(), now=NOW)
     assert len(rig.bot.uploads) == 1
 
@@ -519,8 +526,9 @@ def test_webhook_mode_links_the_same_graph_in_the_console() -> None:
 
 
 def acts(body: str) -> list[str]:
+    """The actions one notification offers: Stop now on the job's card, the others on the reply."""
     doc = json.loads(body)
-    return [e["action_id"] for e in slack_messages.buttons(doc)]
+    return [e["action_id"] for e in slack_messages.stop_button(doc) + slack_messages.buttons(doc)]
 
 
 @pytest.mark.parametrize(
@@ -565,10 +573,36 @@ def test_the_reply_carries_the_buttons_with_the_member_account() -> None:
     rig.chat(organization=True).deliver(document(account=MEMBER, outcome=Outcome.WOULD_STOP), now=NOW)
     [parent] = rig.bot.parents(CHANNEL)
     [reply] = rig.bot.replies(CHANNEL, parent)
-    [actions] = [b for b in reply["blocks"] if b["type"] == "actions" and b["elements"][0]["action_id"].startswith("t")]
-    values = [json.loads(e["value"]) for e in actions["elements"]]
-    assert {v.get("account") for v in values} == {MEMBER}
-    assert next(e["action_id"] for e in actions["elements"]) == f"training-guard:{Act.STOP.value}"
+    card = rig.bot.messages[(CHANNEL, parent)]
+    elements = [e for m in (reply, card) for e in guard_actions(m)]
+    assert {json.loads(e["value"]).get("account") for e in elements} == {MEMBER}
+    assert [e["action_id"] for e in guard_actions(card)] == [f"training-guard:{Act.STOP.value}"]
+
+
+def guard_actions(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The guard's buttons on a message (not its link buttons)."""
+    return [
+        e
+        for b in message["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"].startswith("training-guard:")
+    ]
+
+
+def test_no_message_of_the_thread_offers_stop_now_once_the_job_stopped() -> None:
+    # Stop now is on the card alone, and the card is redrawn by the stop: no old reply's button can outlive the job.
+    rig = AppRig()
+    chat = rig.chat()
+    chat.deliver(document(outcome=Outcome.WOULD_STOP), now=NOW)
+    chat.deliver(document(kind=Kind.METRIC_ALARM, rule="loss-high", at=NOW + timedelta(minutes=1)), now=NOW)
+    [parent] = rig.bot.parents(CHANNEL)
+    stop = f"training-guard:{Act.STOP.value}"
+    assert [e["action_id"] for e in guard_actions(rig.bot.messages[(CHANNEL, parent)])] == [stop]
+    chat.deliver(document(outcome=Outcome.STOPPED, status="Stopping", at=NOW + timedelta(minutes=2)), now=NOW)
+    thread = [rig.bot.messages[(CHANNEL, parent)], *rig.bot.replies(CHANNEL, parent)]
+    assert len(thread) == 4
+    assert [e["action_id"] for m in thread for e in guard_actions(m) if e["action_id"] == stop] == []
 
 
 # --- mutes in the policy -------------------------------------------------------------------------------------------
@@ -660,7 +694,7 @@ def test_stop_now_stops_the_job_in_the_clickers_name_with_an_audit_record_and_a_
     [note] = published.published
     assert note.kind is Kind.STOP_REQUESTED
     assert note.outcome is Outcome.STOPPED
-    assert note.title == f"Stopped train-1: Stop now pressed by slack:{ALICE}"
+    assert note.title == f"Stopped train-1: Slack user {ALICE} pressed Stop now"
 
 
 def test_stop_now_notes_the_request_its_region_time_and_the_finding_it_was_pressed_on() -> None:
@@ -764,9 +798,14 @@ def test_stop_now_stops_nothing_in_dry_run_nor_without_the_opt_in_tag() -> None:
 
 def test_a_guard_stop_attributed_to_a_person_is_told_as_theirs() -> None:
     stop = policy.GuardStop(rule=f"slack:{ALICE}", reason="r", at=NOW)
-    assert policy.stop_cause(running_job("j", timedelta(0)), stop).endswith(
-        f"for slack:{ALICE} who pressed Stop now in Slack"
-    )
+    cause = policy.stop_cause(running_job("j", timedelta(0)), stop)
+    assert cause == f"by Training Guard at 03:00 UTC: Slack user {ALICE} pressed Stop now"  # a time as titles show it
+    ended = json.loads(document(kind=Kind.JOB_STOPPED, status="Stopped"))
+    _, card = slack_messages.render_card({**ended, "reason": cause})
+    assert f"by Training Guard at 03:00 UTC: <@{ALICE}> pressed Stop now" in json.dumps(card)  # Slack shows Alice
+    failed = json.loads(document(kind=Kind.JOB_FAILED, status="Failed"))
+    _, card = slack_messages.render_card({**failed, "reason": "Slack user U0MALLORY wrote this in a log"})
+    assert "<@U0MALLORY>" not in json.dumps(card)  # a job's own words mention no one
     assert contract.stopped_by(f"slack:{ALICE}") == f"slack:{ALICE}"
     assert contract.stopped_by("LossNotDecreasing") == contract.STOPPED_BY_VALUE
 
@@ -775,15 +814,19 @@ def test_a_guard_stop_attributed_to_a_person_is_told_as_theirs() -> None:
 
 
 def test_an_instance_metric_chart_draws_each_host_of_the_job() -> None:
-    config = GuardConfig.from_dict({"metric_guards": [{"name": "gpu-low", "metric": "GPUUtilization", "threshold": 5}]})
+    config = GuardConfig.from_dict(
+        {"metric_guards": [{"name": "gpu-low", "metric": "GPUUtilization", "comparison": "<", "threshold": 5}]}
+    )
     doc = json.loads(document(kind=Kind.METRIC_ALARM, rule="gpu-low"))
     doc["job"]["instance_count"] = 2
     chart = chart_for(doc, config)
     assert chart is not None
     assert chart.widget["metrics"] == [
-        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-1"],
-        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-2"],
-    ]
+        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-1", {"label": "algo-1"}],
+        ["/aws/sagemaker/TrainingJobs", "GPUUtilization", "Host", "train-1/algo-2", {"label": "algo-2"}],
+    ]  # the legend names each host
+    [line] = chart.widget["annotations"]["horizontal"]
+    assert (line["label"], line["fill"]) == ("metric_guards.gpu-low: < 5 is bad", "below")
     url = console_url(chart)
     assert "~'*2faws*2fsagemaker*2fTrainingJobs~'GPUUtilization~'Host~'train-1*2falgo-1" in url
     assert unquote(url) == url  # nothing left for a browser to decode differently

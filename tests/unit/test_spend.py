@@ -221,7 +221,8 @@ def test_a_would_stop_says_what_a_stop_would_have_avoided_and_counts_nothing() -
     note = world.note()
     assert note.outcome is Outcome.WOULD_STOP
     assert note.document()["spend"]["avoided_usd"] == AVOIDED
-    assert f"a stop would have avoided up to ${AVOIDED}" in note.email_text()
+    # the document says what a stop would avoid; the line says "avoided" only where the guard's stop avoided it
+    assert f"Spend:     ${SO_FAR} so far" in note.email_text().splitlines()
     assert world.meter.spend_avoided_usd == []
     assert world.ledger.stops == {}
 
@@ -233,7 +234,7 @@ def test_a_notification_without_a_stop_carries_spend_so_far_only() -> None:
     spend = note.document()["spend"]
     assert spend["so_far_usd"] == SO_FAR
     assert (spend["avoided_usd"], spend["avoided_label"], spend["seconds_left"]) == (None, None, None)
-    assert f"Spend:     ${SO_FAR} so far (list price, estimate)" in note.email_text().splitlines()
+    assert f"Spend:     ${SO_FAR} so far" in note.email_text().splitlines()
 
 
 # --- Unknown is unknown, never 0 ----------------------------------------------------------------------------
@@ -245,7 +246,7 @@ def test_a_stop_of_a_job_whose_price_is_unknown_says_unknown_everywhere_and_coun
     spend = note.document()["spend"]
     assert (spend["so_far_usd"], spend["avoided_usd"], spend["price_source"]) == (None, None, None)
     assert spend["unknown_instance_types"] == ["ml.p3.2xlarge"]
-    line = "spent so far: unknown · stopping it avoided: unknown (list price, estimate); no price for ml.p3.2xlarge"
+    line = "unknown: no price for ml.p3.2xlarge"  # said once, with why
     assert f"Spend:     {line}" in note.email_text().splitlines()
     assert world.ledger.stops[JOB].spend == StopSpend(None, None, None, ("ml.p3.2xlarge",))
     assert world.jobs.tags_by_arn[JOB_ARN][contract.TAG_SPEND_AVOIDED] == "unknown"
@@ -294,7 +295,7 @@ def test_a_spot_job_says_the_list_price_is_an_upper_bound() -> None:
     world.see(finding(EnableManagedSpotTraining=True))
     note = world.note()
     assert note.document()["spend"]["upper_bound"] is True
-    assert "(list price, estimate, spot: an upper bound)" in note.email_text()
+    assert f"Spend:     ${note.document()['spend']['so_far_usd']} so far at most (spot)" in note.email_text()
 
 
 def test_an_ended_job_is_priced_for_its_billable_time_not_the_clock() -> None:
@@ -303,7 +304,7 @@ def test_an_ended_job_is_priced_for_its_billable_time_not_the_clock() -> None:
     note = world.note()
     spend = note.document()["spend"]
     assert (spend["so_far_usd"], spend["estimate"], spend["billed_seconds"]) == (0.4, False, 400.0)
-    assert "Spend:     $0.40 for its billable time (list price)" in note.email_text().splitlines()
+    assert "Spend:     $0.40 billed" in note.email_text().splitlines()
 
 
 def test_an_event_without_its_instances_is_priced_from_describe_training_job() -> None:
@@ -359,7 +360,7 @@ def test_email_slack_and_q_developer_say_the_spend_in_the_same_short_line() -> N
     world = World()
     world.see(finding())
     note = world.note()
-    line = f"${SO_FAR} so far · stopping it avoided up to ${AVOIDED} (list price, estimate)"
+    line = f"${SO_FAR} so far · up to ${AVOIDED} avoided"
     assert f"Spend:     {line}" in note.email_text().splitlines()
     doc = note.document()
     _, blocks = render(doc)
@@ -382,16 +383,21 @@ def test_a_test_notification_is_about_no_job_and_carries_no_spend() -> None:
     ("spend", "outcome", "line"),
     [
         ({"so_far_usd": 1234.5, "avoided_usd": 0.0, "avoided_label": "up to", "estimate": True}, "stopped",
-         "$1,234.50 so far · stopping it avoided up to $0.00 (list price, estimate)"),
+         "$1,234.50 so far · up to $0.00 avoided"),
+        ({"so_far_usd": 0.13, "avoided_usd": 36.23, "avoided_label": "up to", "estimate": True}, "stopped",
+         "$0.13 so far · up to $36.23 avoided"),
         ({"so_far_usd": 2.0, "avoided_usd": 9.0, "avoided_label": "up to", "estimate": True}, "would_stop",
-         "$2.00 so far · a stop would have avoided up to $9.00 (list price, estimate)"),
+         "$2.00 so far"),
         ({"so_far_usd": 2.0, "avoided_usd": None, "avoided_label": None, "estimate": False}, "notified",
-         "$2.00 for its billable time (list price)"),
+         "$2.00 billed"),
+        ({"so_far_usd": 2.0, "avoided_usd": None, "avoided_label": "up to",
+          "notes": ["no MaxRuntimeInSeconds: spend avoided unknown"]}, "stopped",
+         "$2.00 so far · avoided: unknown (no MaxRuntimeInSeconds)"),
         ({"so_far_usd": None, "avoided_usd": None, "avoided_label": None, "notes": "not a list"}, "notified",
-         "spent so far: unknown (list price, estimate)"),
-        ({"so_far_usd": "12", "avoided_usd": None, "avoided_label": None, "upper_bound": True,
-          "notes": ["managed spot training: the list price is an upper bound", "no price for ml.x"]}, "notified",
-         "spent so far: unknown (list price, estimate, spot: an upper bound); no price for ml.x"),
+         "unknown"),
+        ({"so_far_usd": "12", "avoided_usd": None, "avoided_label": "up to", "upper_bound": True,
+          "notes": ["managed spot training: the list price is an upper bound", "no price for ml.x"]}, "stopped",
+         "unknown: no price for ml.x"),
         (None, "stopped", None),
         ("spend", "stopped", None),
     ],
@@ -400,6 +406,13 @@ def test_the_spend_line_reads_naturally_and_never_shows_a_non_number_as_an_amoun
     spend: Any, outcome: str, line: str | None
 ) -> None:
     assert spend_line(spend, outcome) == line
+
+
+def test_avoided_is_said_only_where_the_guards_own_stop_avoided_something() -> None:
+    spend = {"so_far_usd": 0.13, "avoided_usd": 36.23, "avoided_label": "up to", "estimate": True}
+    assert spend_line(spend, "stopped", "issues_found") == "$0.13 so far · up to $36.23 avoided"
+    for outcome, kind in [("stopped", "stop_requested"), ("would_stop", "issues_found"), ("notified", "metric_alarm")]:
+        assert spend_line(spend, outcome, kind) == "$0.13 so far", (outcome, kind)
 
 
 def test_a_spend_line_from_a_job_tag_or_a_forged_document_is_escaped_in_slack() -> None:
