@@ -11,7 +11,8 @@ NotImplementedError on `stop_training_job`. This module adds, for the emulation 
 - the job found by the ARN its event reports (`AddTags`, `ListTags`): an event may carry an ARN
   whose last segment is not the job's name (AWS's own sample event does), and the real job has the
   ARN its event reports; moto, given an ARN it does not know, failed with an AttributeError where
-  it means "not found" (now its ValidationError "Could not find training-job with name X").
+  it means "not found";
+- a missing job answered as SageMaker answers it, not as moto does (`NOT_FOUND`): so that the tests agree with AWS.
 
 Every `StopTrainingJob` is recorded with the account it was served in and the access key that signed it
 (`stop_calls`): the organization demo shows whether a member's job was stopped through that member's role.
@@ -57,6 +58,12 @@ _TIME_FIELDS = {
 _MOTO_ONLY = ("final_metric_data_list", "model_artifacts")
 
 
+# SageMaker's answer for a training job that does not exist: ValidationException "Requested resource not found."
+# (DescribeTrainingJob: aws/aws-sdk#165, aws/amazon-sagemaker-examples#2360); moto says "Could not find ...".
+# ListTags/AddTags of a missing resource are ValidationException too (aws/amazon-sagemaker-feedback#108); that
+# thread quotes no message, so they answer with the same one.
+NOT_FOUND = "Requested resource not found."
+
 _ARN_ALIASES = "_training_guard_arn_aliases"  # backend attribute: an event's job ARN -> the job's name
 
 
@@ -82,22 +89,29 @@ _moto_resource_from_arn = sm_models.SageMakerModelBackend._get_resource_from_arn
 
 def _resource_from_arn(self: Any, arn: str) -> Any:
     """moto's lookup (by the name the ARN ends in); else the job whose event reported this ARN; else "not
-    found" as moto's own ValidationError (where its lookup returns None it then failed with AttributeError)."""
+    found" in SageMaker's words (where moto's lookup returns None it then failed with AttributeError)."""
     resource = _moto_resource_from_arn(self, arn)
     if resource is None:
         name = getattr(self, _ARN_ALIASES, {}).get(arn)
         resource = self.training_jobs.get(name) if name is not None else None
     if resource is None:
-        kind, _, target = arn.rsplit(":", maxsplit=1)[-1].partition("/")
-        raise ValidationError(message=f"Could not find {kind} with name {target}")
+        raise ValidationError(message=NOT_FOUND)
     return resource
+
+
+_moto_describe_training_job = sm_models.SageMakerModelBackend.describe_training_job
+
+
+def _describe_training_job(self: Any, training_job_name: str) -> Any:
+    if training_job_name not in self.training_jobs:
+        raise ValidationError(message=NOT_FOUND)
+    return _moto_describe_training_job(self, training_job_name)
 
 
 def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
     job = self.training_jobs.get(training_job_name)
     if job is None:
-        arn = sm_models.FakeTrainingJob.arn_formatter(training_job_name, self.account_id, self.region_name)
-        raise ValidationError(message=f"Could not find training job '{arn}'.")
+        raise ValidationError(message=NOT_FOUND)
     if job.training_job_status != "InProgress":
         raise ValidationError(
             message=f"The request was rejected because the training job is in status {job.training_job_status}."
@@ -132,8 +146,9 @@ def forget_stop_calls() -> None:
 
 
 def install() -> None:
-    """Teach moto's SageMaker `StopTrainingJob` (idempotent)."""
+    """Teach moto's SageMaker `StopTrainingJob` and SageMaker's "not found" (idempotent)."""
     sm_models.SageMakerModelBackend.stop_training_job = _stop_training_job_backend  # type: ignore[attr-defined]
+    sm_models.SageMakerModelBackend.describe_training_job = _describe_training_job  # type: ignore[method-assign]
     sm_responses.SageMakerResponse.stop_training_job = _stop_training_job_response  # type: ignore[attr-defined]
     sm_models.SageMakerModelBackend._get_resource_from_arn = _resource_from_arn  # type: ignore[method-assign]
 

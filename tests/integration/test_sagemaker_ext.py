@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -30,9 +32,24 @@ def test_stop_of_a_job_not_in_progress_is_the_validation_exception_sagemaker_sen
     assert error["Message"] == "The request was rejected because the training job is in status Failed."
 
 
-def test_stop_of_an_unknown_job_is_not_found(aws: Emulation) -> None:
-    with pytest.raises(ClientError, match="Could not find training job"):
-        aws.client("sagemaker").stop_training_job(TrainingJobName="nope")
+# SageMaker's answer for a job that does not exist (aws/amazon-sagemaker-examples#2360), not moto's "Could not find".
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda sm: sm.describe_training_job(TrainingJobName="nope"),
+        lambda sm: sm.stop_training_job(TrainingJobName="nope"),
+        lambda sm: sm.list_tags(ResourceArn="arn:aws:sagemaker:us-east-1:123456789012:training-job/nope"),
+        lambda sm: sm.add_tags(
+            ResourceArn="arn:aws:sagemaker:us-east-1:123456789012:training-job/nope", Tags=[{"Key": "k", "Value": "v"}]
+        ),
+    ],
+    ids=["DescribeTrainingJob", "StopTrainingJob", "ListTags", "AddTags"],
+)
+def test_a_job_that_does_not_exist_is_answered_in_sagemakers_words(aws: Emulation, call: Any) -> None:
+    with pytest.raises(ClientError) as caught:
+        call(aws.client("sagemaker"))
+    error = caught.value.response["Error"]
+    assert (error["Code"], error["Message"]) == ("ValidationException", "Requested resource not found.")
 
 
 def test_describe_returns_the_events_state_with_rule_statuses(aws: Emulation) -> None:
