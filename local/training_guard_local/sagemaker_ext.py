@@ -12,7 +12,9 @@ NotImplementedError on `stop_training_job`. This module adds, for the emulation 
   whose last segment is not the job's name (AWS's own sample event does), and the real job has the
   ARN its event reports; moto, given an ARN it does not know, failed with an AttributeError where
   it means "not found";
-- a missing job answered as SageMaker answers it, not as moto does (`NOT_FOUND`): so that the tests agree with AWS.
+- a missing job answered as SageMaker answers it, not as moto does (`NOT_FOUND`): so that the tests agree with AWS;
+- an ended job keeps its end state: Completed, Failed and Stopped are final in SageMaker, so a late or
+  re-ordered event (InProgress after Completed) does not bring it back, and a stop of it is refused.
 
 Every `StopTrainingJob` is recorded with the account it was served in and the access key that signed it
 (`stop_calls`): the organization demo shows whether a member's job was stopped through that member's role.
@@ -63,6 +65,8 @@ _MOTO_ONLY = ("final_metric_data_list", "model_artifacts")
 # ListTags/AddTags of a missing resource are ValidationException too (aws/amazon-sagemaker-feedback#108); that
 # thread quotes no message, so they answer with the same one.
 NOT_FOUND = "Requested resource not found."
+ENDED = ("Completed", "Failed", "Stopped")  # SageMaker's final states: no event moves a job out of them
+_LIFECYCLE = ("TrainingJobStatus", "SecondaryStatus", "FailureReason", "TrainingEndTime")
 
 _ARN_ALIASES = "_training_guard_arn_aliases"  # backend attribute: an event's job ARN -> the job's name
 
@@ -156,12 +160,14 @@ def install() -> None:
 def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
     """Create the job an event names, or bring it to the state the event reports.
 
-    A job the emulation already stopped (`Stopping`/`Stopped`) is not moved back to `InProgress`
-    by a late or duplicate event, as in SageMaker, where a stop cannot be undone.
+    A job that has ended (`ENDED`) keeps its end state whatever a late or duplicate event reports, and a job
+    stopping keeps stopping unless the event reports an end: as in SageMaker, where these are final and a stop
+    cannot be undone.
     """
     backend = _backend(account, region)
     name = str(detail["TrainingJobName"])
     job = backend.training_jobs.get(name)
+    existed = job is not None
     if job is None:
         job = backend.create_training_job(
             training_job_name=name,
@@ -192,15 +198,21 @@ def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
     if isinstance(arn, str) and arn:
         aliases: dict[str, str] = backend.__dict__.setdefault(_ARN_ALIASES, {})
         aliases[arn] = name
-    status = detail.get("TrainingJobStatus")
-    guard_stopped = job.training_job_status in ("Stopping", "Stopped") and status == "InProgress"
+    # moto creates a job Completed: a new job takes the event's state
+    kept = existed and _keeps_its_state(str(job.training_job_status), detail.get("TrainingJobStatus"))
     for key, attr in _DETAIL_FIELDS.items():
-        if key in detail and not (guard_stopped and key in ("TrainingJobStatus", "SecondaryStatus")):
+        if key in detail and not (kept and key in _LIFECYCLE):
             setattr(job, attr, _rule_times(detail[key]) if key.endswith("RuleEvaluationStatuses") else detail[key])
     for key, attr in _TIME_FIELDS.items():
-        if key in detail:
+        if key in detail and not (kept and key in _LIFECYCLE):
             setattr(job, attr, parse_time(detail[key]))
     return job
+
+
+def _keeps_its_state(current: str, reported: Any) -> bool:
+    """Whether the job's status must not follow the event: it has ended, or it is stopping and the event
+    reports no end."""
+    return current in ENDED or (current == "Stopping" and reported not in ENDED)
 
 
 def _rule_times(statuses: Any) -> Any:

@@ -59,6 +59,7 @@ from training_guard.pricing import gpu_count
 from training_guard_local.inputs import UsageError, read_json
 
 JOB_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
+ENDED = ("Completed", "Failed", "Stopped")  # final in SageMaker: a job that has ended never runs again
 RULE_STATUSES = ("InProgress", "NoIssuesFound", "IssuesFound", "Error", "Stopping", "Stopped")
 # SageMaker's SecondaryStatus values (the API model; docs: domain §2)
 SECONDARY_STATUSES = (
@@ -350,6 +351,7 @@ def _steps(
         return ()
     steps: list[Step] = []
     last_minute = 0.0
+    ended: dict[str, tuple[str, str]] = {}  # job key -> (its end state, the step that reported it)
     for i, spec in enumerate(raw):
         where = f"steps[{i}]"
         if not isinstance(spec, Mapping):
@@ -361,7 +363,17 @@ def _steps(
             problems.append(f"{where}.minute: must be a number, not before the previous step ({last_minute:g})")
             minute = last_minute
         last_minute = float(minute)
-        steps.append(_step(spec, where, float(minute), jobs=jobs, config=config, problems=problems, blame=blame))
+        step = _step(spec, where, float(minute), jobs=jobs, config=config, problems=problems, blame=blame)
+        if step.job is not None and step.status is not None:
+            if step.job in ended and step.status != ended[step.job][0]:
+                status, at = ended[step.job]
+                problems.append(
+                    f"{where}.status: job {step.job!r} ended {status} at {at}; Completed, Failed and Stopped are final "
+                    "in SageMaker (a job that has ended does not run again)"
+                )
+            elif step.status in ENDED:
+                ended.setdefault(step.job, (step.status, where))
+        steps.append(step)
     return tuple(steps)
 
 

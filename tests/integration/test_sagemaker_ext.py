@@ -52,6 +52,30 @@ def test_a_job_that_does_not_exist_is_answered_in_sagemakers_words(aws: Emulatio
     assert (error["Code"], error["Message"]) == ("ValidationException", "Requested resource not found.")
 
 
+@pytest.mark.parametrize("ended", ["Completed", "Failed", "Stopped"])
+@pytest.mark.parametrize("late", ["InProgress", "Stopping", "Completed", "Failed", "Stopped"])
+def test_an_ended_job_keeps_its_end_state_whatever_a_late_event_says(aws: Emulation, ended: str, late: str) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    name = detail["TrainingJobName"]
+    aws.put_job({**detail, "TrainingJobStatus": ended, "SecondaryStatus": ended, "TrainingEndTime": 1764470000000})
+    aws.put_job({**detail, "TrainingJobStatus": late, "SecondaryStatus": "Training", "TrainingEndTime": None})
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName=name)
+    assert (described["TrainingJobStatus"], described["SecondaryStatus"]) == (ended, ended)
+    assert described["TrainingEndTime"].year == 2025
+    with pytest.raises(ClientError, match=f"is in status {ended}"):
+        aws.client("sagemaker").stop_training_job(TrainingJobName=name)
+
+
+def test_a_stopping_job_ends_as_its_event_says_but_never_runs_again(aws: Emulation) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    aws.put_job(detail)
+    aws.client("sagemaker").stop_training_job(TrainingJobName=detail["TrainingJobName"])
+    aws.put_job({**detail, "TrainingJobStatus": "InProgress"})
+    assert aws.job_status(detail["TrainingJobName"]) == "Stopping"
+    aws.put_job({**detail, "TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"})
+    assert aws.job_status(detail["TrainingJobName"]) == "Stopped"
+
+
 def test_describe_returns_the_events_state_with_rule_statuses(aws: Emulation) -> None:
     detail = load_event("vanishing_gradient_issues_found")["detail"]
     aws.put_job(detail)

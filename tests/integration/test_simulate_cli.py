@@ -191,3 +191,19 @@ def test_check_metrics_strict_fails_on_warnings_and_bad_input_exits_2(capsys: py
     assert main(["check-metrics", "--definitions", '[{"Name": "x", "Regex": "("}]', "--log", LOG]) == 2
     assert "definitions[0] (x): invalid regex" in capsys.readouterr().err
     assert main(["check-metrics", "--definitions", DEFS, "--log", "/nonexistent.log"]) == 2
+
+
+@pytest.mark.parametrize("ended", ["Completed", "Failed"])
+def test_a_late_in_progress_event_does_not_revive_an_ended_job(
+    ended: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # SageMaker refuses to stop a job that has ended: the finding arrives too late to stop anything.
+    finding = load_event("vanishing_gradient_issues_found")
+    end = with_detail(finding, TrainingJobStatus=ended, SecondaryStatus=ended, DebugRuleEvaluationStatuses=[])
+    timeline = tmp_path / "late.json"
+    timeline.write_text(json.dumps([end, finding]))
+    code, results, _ = run(capsys, str(timeline))
+    assert code == 0
+    assert [r["job_status"] for r in results] == [ended, ended]
+    assert results[1]["stopped"] is False
+    assert results[1]["outcomes"] == ["already_ended"]
