@@ -61,7 +61,8 @@ def test_the_seed_scenario_meets_its_expectations(seed: Played) -> None:
     )
     assert '"alarmName": [{"prefix": "training-guard-"}]' in out
     # the diverging MNIST job: stopped once despite three deliveries, rule errors only reported
-    assert out.count("StopTrainingJob called") == 2  # mnist and resnet, once each (the budget's stop is the sweeper's)
+    # every stop the guard makes is shown, once: mnist (its rule), resnet (its alarm), exp (the sweeper's budget)
+    assert out.count("StopTrainingJob called") == 3
     assert (
         "slack #default │ 🔴 Stopped pytorch-mnist-lr01-2026-11-30-02-10-00: rule VanishingGradient found issues" in out
     )
@@ -126,7 +127,10 @@ def test_a_job_over_its_budget_is_warned_once_then_stopped_by_the_sweeper(seed: 
         "│ Why: budgets[0] (jobs starting exp-): $5.00 cap, warned at 50 %, then stop: $5.05 spent (list price)" in stop
     )
     assert "│ Spend: $5.05 so far · stopping it avoided up to $285.83 (list price, estimate)" in stop
-    assert "guard: over budget: exp; idle GPUs: llm" in out
+    assert (
+        "guard: over budget: exp; idle GPUs: llm\n         guard: StopTrainingJob called for exp (the sweeper's)\n"
+        in out
+    )
     assert seed.summary["exp"] == [
         "budgets[0] Warning, budgets[0] Exceeded",
         "notified, stopped",
