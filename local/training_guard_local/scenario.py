@@ -40,6 +40,7 @@ name the field (docs/scenarios.md is the user's guide).
 A configuration with an `organization` makes the demo a hub (moto's default account, in the emulation's region)
 with its member accounts; a job's `account` says where it runs (docs/scenarios.md, "Many accounts").
 Rule statuses are cumulative: each event carries every rule's latest status, as SageMaker's do.
+A job that has ended (Completed, Failed, Stopped) takes no later status step: those are final in SageMaker.
 A `price_list` path is read when the scenario is loaded, relative to the scenario's folder, else to the
 shipped scenarios' folder (so a copy of a shipped scenario keeps its recordings).
 Shipped scenarios (in `scenarios/`) can be named instead of given as a path: `--scenario dry_run`.
