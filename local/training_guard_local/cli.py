@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from training_guard.config import ConfigError, GuardConfig
-from training_guard_local.inputs import UsageError, parse_json, read_text
+from training_guard.config import GuardConfig
+from training_guard_local.inputs import UsageError, read_text
 
 if TYPE_CHECKING:
     from training_guard_local.demo import Demo
@@ -178,31 +178,17 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_config(path: Path | None) -> GuardConfig:
     """A configuration file (JSON), or the defaults; every mistake is one UsageError line."""
-    if path is None:
-        return GuardConfig()
-    text = read_text(path, "config")
-    data = parse_json(text, path, "config")
-    try:
-        return GuardConfig.from_dict(data, source=str(path))
-    except ConfigError as exc:
-        raise UsageError(" ".join(str(exc).split())) from None
+    from training_guard_local import configs
+
+    return configs.file_only(path)
 
 
 def deployed_config(path: Path | None) -> GuardConfig:
-    """The configuration a deploy from this folder would use: cdk.json's `training-guard` context with the file layered
-    over it, read by the app's own loader (infra/guard_config.py), as `make deploy CONFIG=FILE` and `training-guard
-    plan --config FILE` read it. Outside the project folder (no cdk.json): the file alone, or the built-in defaults."""
-    cdk_json = Path("cdk.json")
-    if not cdk_json.is_file():
-        return load_config(path)
-    if path is not None:  # the file's own mistakes (a folder, binary, YAML, not JSON) named as the other commands do
-        parse_json(read_text(path, "config"), path, "config")
-    from infra import guard_config
+    """The configuration a deploy from this folder would use (`configs.deployed`): cdk.json's `training-guard` context
+    with the file layered over it, as `make deploy CONFIG=FILE` reads it; outside the project folder, the file alone."""
+    from training_guard_local import configs
 
-    try:
-        return guard_config.from_cdk_json(cdk_json, str(path) if path is not None else None).config
-    except ConfigError as exc:
-        raise UsageError(" ".join(str(exc).split())) from None
+    return configs.deployed(path).config
 
 
 def _replay_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -316,13 +302,15 @@ def demo_of(
 ) -> Demo:
     """What `training-guard demo [--scenario S] [--config C]` runs, printing to `out` (stdout by default); `folder`:
     see `Demo` (the command passes none)."""
+    from training_guard_local import configs
     from training_guard_local import scenario as scenarios
     from training_guard_local.demo import Demo
 
     path = scenarios.resolve(scenario_name)  # a file, or a shipped scenario's name
-    override = load_config(config) if config else None
+    layered = configs.deployed(config) if config else None  # what `make deploy CONFIG=FILE` deploys
+    override, source = (layered.config, configs.named(layered)) if layered else (None, None)
     try:
-        scenario = scenarios.load(path, config_override=override, config_source=str(config) if config else None)
+        scenario = scenarios.load(path, config_override=override, config_source=source)
     except scenarios.ScenarioError as exc:
         raise UsageError(" ".join(str(exc).split())) from None
     return Demo(scenario, out=out, folder=folder)

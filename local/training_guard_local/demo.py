@@ -262,6 +262,7 @@ class Demo:
         self.start = datetime.now(UTC).replace(second=0, microsecond=0)
         self._handlers: dict[str, Callable[..., Any]] = {}
         self._log_sink = LogLines(self.say)
+        self._stops_said = 0  # the StopTrainingJob calls (sagemaker_ext.stop_calls) the demo has printed
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -520,21 +521,36 @@ class Demo:
                 self._swept(self.aws.sweep(), None)
             else:
                 self._sweep_organization()
+            self._say_stops("the sweeper's")
         self._drain()
+        self._say_stops()  # any other stop the step led to: every StopTrainingJob the guard makes is shown
         self.aws.pump_chat(rounds=2)
+
+    def _new_stops(self) -> list[sagemaker_ext.StopCall]:
+        """The StopTrainingJob calls made since the demo last printed them (now printed)."""
+        calls = sagemaker_ext.stop_calls()
+        new, self._stops_said = calls[self._stops_said :], len(calls)
+        return new
+
+    def _say_stops(self, whose: str = "the guard's") -> None:
+        for call in self._new_stops():
+            key = self.key_of(call.job, call.account) or call.job
+            self.outcomes[key].stopped_by_guard = True
+            self.say(
+                f"         guard: StopTrainingJob called for {key} ({whose})"
+                + self._stopped_how(call.job, call.account)
+            )
 
     def _click(self, job: Job, click: ClickStep, step: Step, at: datetime) -> None:
         """A person presses one of the guard's buttons in Slack (app mode): the signed request, then the worker."""
         assert self.app is not None
         self.say(f"{self._stamp(step)} {self._who(job)}: {click.user} clicks {click.button} in Slack")
-        account = self.account_of(job)
-        before = len(sagemaker_ext.stop_calls(account, REGION, job.name))
         try:
             pressed = self.app.press(job.name, click.button, click.user, at=at, handler=self._handler)
         except NoButton as exc:
             self.say(f"         slack: nothing to press: {exc}")
             return
-        if len(sagemaker_ext.stop_calls(account, REGION, job.name)) > before:
+        if any(call.job == job.name for call in self._new_stops()):
             self.outcomes[job.key].stopped_by_click = True
             self.say(f"         guard: StopTrainingJob called for {click.user}'s [{pressed.button}]")
 
@@ -778,7 +794,8 @@ class Demo:
     def _react(self, receipt: dict[str, Any], account: str = ACCOUNT) -> None:
         key = self.key_of(receipt.get("job", ""), account) or receipt.get("job", "?")
         parts = []
-        if receipt.get("stopped"):
+        stops = self._new_stops()
+        if receipt.get("stopped") or stops:
             parts.append("StopTrainingJob called" + self._stopped_how(receipt.get("job", ""), account))
             self.outcomes[key].stopped_by_guard = True
         for kind, outcome in zip(receipt.get("notifications", []), receipt.get("outcomes", []), strict=False):

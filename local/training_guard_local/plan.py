@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from training_guard.config import SEVERITIES, Action, ConfigError, GuardConfig
+from training_guard.config import SEVERITIES, Action, GuardConfig
 
 CDK_JSON = "cdk.json"
 # Enough to read at a glance and stay within 40 lines at the configuration's maxima; --json has all.
@@ -47,16 +47,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from infra import guard_config
+    from training_guard_local import configs
     from training_guard_local.cli import EXIT_OK, UsageError
 
     cdk_json = Path(CDK_JSON)
     if not cdk_json.is_file():
         raise UsageError(f"no {CDK_JSON} in {Path.cwd()}: run it from the project folder")
-    try:
-        layered = guard_config.from_cdk_json(cdk_json, args.config)
-    except ConfigError as exc:
-        raise UsageError(" ".join(str(exc).split())) from None
+    layered = configs.deployed(Path(args.config) if args.config else None)  # as simulate, demo and the deploy
     document = plan(layered.config, layered.layers)
     print(json.dumps(document) if args.json else render(document))
     return EXIT_OK

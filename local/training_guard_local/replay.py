@@ -57,7 +57,7 @@ PROGRESS_REDRAW_SECONDS = 0.5
 LINE_KEYS = (
     # what each line held before replays had accounts and times, in the same order; then what they added
     "job", "stopped", "notifications", "error", "outcomes", "titles", "duplicates", "ignored", "described",
-    "job_status", "folded", "warnings", "event", "account", "region", "time",
+    "job_status", "folded", "warnings", "event", "account", "region", "time", "spend",
 )  # fmt: skip
 
 
@@ -305,6 +305,8 @@ class Replay:
             ignored=receipt.get("ignored"),
             described=bool(receipt.get("described")),
         )
+        if line["stopped"] or line["notifications"]:
+            line["spend"] = spend_of(receipt.get("spend"))
         line["job_status"] = self.aws.job_status(line["job"])
         return line
 
@@ -344,6 +346,21 @@ class Replay:
             at = fallback
         self._last_time = at
         return at
+
+
+def spend_of(document: Any) -> dict[str, Any]:
+    """A line's `spend`: the job's spend as the guard priced it for its notification (pricing.Spend, through the
+    responder's record), money in USD; a null says why in `why`."""
+    spend = document if isinstance(document, Mapping) else {}
+    out: dict[str, Any] = {key: spend.get(key) for key in ("so_far_usd", "avoided_usd", "price_source")}
+    if None in out.values():
+        whys = [str(note) for note in spend.get("notes") or []]
+        if out["avoided_usd"] is None and spend.get("avoided_label") is None:
+            whys.append("no stop in question: nothing avoided")
+        out["why"] = "; ".join(dict.fromkeys(whys)) or (
+            "the guard priced nothing for this event" if not spend else "no price, and no reason given"
+        )
+    return out
 
 
 def _job_name(event: Any, detail: Any) -> str | None:

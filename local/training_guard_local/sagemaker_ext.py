@@ -11,7 +11,10 @@ NotImplementedError on `stop_training_job`. This module adds, for the emulation 
 - the job found by the ARN its event reports (`AddTags`, `ListTags`): an event may carry an ARN
   whose last segment is not the job's name (AWS's own sample event does), and the real job has the
   ARN its event reports; moto, given an ARN it does not know, failed with an AttributeError where
-  it means "not found" (now its ValidationError "Could not find training-job with name X").
+  it means "not found";
+- a missing job answered as SageMaker answers it, not as moto does (`NOT_FOUND`): so that the tests agree with AWS;
+- an ended job keeps its end state: Completed, Failed and Stopped are final in SageMaker, so a late or
+  re-ordered event (InProgress after Completed) does not bring it back, and a stop of it is refused.
 
 Every `StopTrainingJob` is recorded with the account it was served in and the access key that signed it
 (`stop_calls`): the organization demo shows whether a member's job was stopped through that member's role.
@@ -57,6 +60,14 @@ _TIME_FIELDS = {
 _MOTO_ONLY = ("final_metric_data_list", "model_artifacts")
 
 
+# SageMaker's answer for a training job that does not exist: ValidationException "Requested resource not found."
+# (DescribeTrainingJob: aws/aws-sdk#165, aws/amazon-sagemaker-examples#2360); moto says "Could not find ...".
+# ListTags/AddTags of a missing resource are ValidationException too (aws/amazon-sagemaker-feedback#108); that
+# thread quotes no message, so they answer with the same one.
+NOT_FOUND = "Requested resource not found."
+ENDED = ("Completed", "Failed", "Stopped")  # SageMaker's final states: no event moves a job out of them
+_LIFECYCLE = ("TrainingJobStatus", "SecondaryStatus", "FailureReason", "TrainingEndTime")
+
 _ARN_ALIASES = "_training_guard_arn_aliases"  # backend attribute: an event's job ARN -> the job's name
 
 
@@ -82,22 +93,29 @@ _moto_resource_from_arn = sm_models.SageMakerModelBackend._get_resource_from_arn
 
 def _resource_from_arn(self: Any, arn: str) -> Any:
     """moto's lookup (by the name the ARN ends in); else the job whose event reported this ARN; else "not
-    found" as moto's own ValidationError (where its lookup returns None it then failed with AttributeError)."""
+    found" in SageMaker's words (where moto's lookup returns None it then failed with AttributeError)."""
     resource = _moto_resource_from_arn(self, arn)
     if resource is None:
         name = getattr(self, _ARN_ALIASES, {}).get(arn)
         resource = self.training_jobs.get(name) if name is not None else None
     if resource is None:
-        kind, _, target = arn.rsplit(":", maxsplit=1)[-1].partition("/")
-        raise ValidationError(message=f"Could not find {kind} with name {target}")
+        raise ValidationError(message=NOT_FOUND)
     return resource
+
+
+_moto_describe_training_job = sm_models.SageMakerModelBackend.describe_training_job
+
+
+def _describe_training_job(self: Any, training_job_name: str) -> Any:
+    if training_job_name not in self.training_jobs:
+        raise ValidationError(message=NOT_FOUND)
+    return _moto_describe_training_job(self, training_job_name)
 
 
 def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
     job = self.training_jobs.get(training_job_name)
     if job is None:
-        arn = sm_models.FakeTrainingJob.arn_formatter(training_job_name, self.account_id, self.region_name)
-        raise ValidationError(message=f"Could not find training job '{arn}'.")
+        raise ValidationError(message=NOT_FOUND)
     if job.training_job_status != "InProgress":
         raise ValidationError(
             message=f"The request was rejected because the training job is in status {job.training_job_status}."
@@ -132,8 +150,9 @@ def forget_stop_calls() -> None:
 
 
 def install() -> None:
-    """Teach moto's SageMaker `StopTrainingJob` (idempotent)."""
+    """Teach moto's SageMaker `StopTrainingJob` and SageMaker's "not found" (idempotent)."""
     sm_models.SageMakerModelBackend.stop_training_job = _stop_training_job_backend  # type: ignore[attr-defined]
+    sm_models.SageMakerModelBackend.describe_training_job = _describe_training_job  # type: ignore[method-assign]
     sm_responses.SageMakerResponse.stop_training_job = _stop_training_job_response  # type: ignore[attr-defined]
     sm_models.SageMakerModelBackend._get_resource_from_arn = _resource_from_arn  # type: ignore[method-assign]
 
@@ -141,12 +160,14 @@ def install() -> None:
 def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
     """Create the job an event names, or bring it to the state the event reports.
 
-    A job the emulation already stopped (`Stopping`/`Stopped`) is not moved back to `InProgress`
-    by a late or duplicate event, as in SageMaker, where a stop cannot be undone.
+    A job that has ended (`ENDED`) keeps its end state whatever a late or duplicate event reports, and a job
+    stopping keeps stopping unless the event reports an end: as in SageMaker, where these are final and a stop
+    cannot be undone.
     """
     backend = _backend(account, region)
     name = str(detail["TrainingJobName"])
     job = backend.training_jobs.get(name)
+    existed = job is not None
     if job is None:
         job = backend.create_training_job(
             training_job_name=name,
@@ -177,15 +198,21 @@ def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
     if isinstance(arn, str) and arn:
         aliases: dict[str, str] = backend.__dict__.setdefault(_ARN_ALIASES, {})
         aliases[arn] = name
-    status = detail.get("TrainingJobStatus")
-    guard_stopped = job.training_job_status in ("Stopping", "Stopped") and status == "InProgress"
+    # moto creates a job Completed: a new job takes the event's state
+    kept = existed and _keeps_its_state(str(job.training_job_status), detail.get("TrainingJobStatus"))
     for key, attr in _DETAIL_FIELDS.items():
-        if key in detail and not (guard_stopped and key in ("TrainingJobStatus", "SecondaryStatus")):
+        if key in detail and not (kept and key in _LIFECYCLE):
             setattr(job, attr, _rule_times(detail[key]) if key.endswith("RuleEvaluationStatuses") else detail[key])
     for key, attr in _TIME_FIELDS.items():
-        if key in detail:
+        if key in detail and not (kept and key in _LIFECYCLE):
             setattr(job, attr, parse_time(detail[key]))
     return job
+
+
+def _keeps_its_state(current: str, reported: Any) -> bool:
+    """Whether the job's status must not follow the event: it has ended, or it is stopping and the event
+    reports no end."""
+    return current in ENDED or (current == "Stopping" and reported not in ENDED)
 
 
 def _rule_times(statuses: Any) -> Any:

@@ -40,6 +40,7 @@ name the field (docs/scenarios.md is the user's guide).
 A configuration with an `organization` makes the demo a hub (moto's default account, in the emulation's region)
 with its member accounts; a job's `account` says where it runs (docs/scenarios.md, "Many accounts").
 Rule statuses are cumulative: each event carries every rule's latest status, as SageMaker's do.
+A job that has ended (Completed, Failed, Stopped) takes no later status step: those are final in SageMaker.
 A `price_list` path is read when the scenario is loaded, relative to the scenario's folder, else to the
 shipped scenarios' folder (so a copy of a shipped scenario keeps its recordings).
 Shipped scenarios (in `scenarios/`) can be named instead of given as a path: `--scenario dry_run`.
@@ -59,6 +60,7 @@ from training_guard.pricing import gpu_count
 from training_guard_local.inputs import UsageError, read_json
 
 JOB_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
+ENDED = ("Completed", "Failed", "Stopped")  # final in SageMaker: a job that has ended never runs again
 RULE_STATUSES = ("InProgress", "NoIssuesFound", "IssuesFound", "Error", "Stopping", "Stopped")
 # SageMaker's SecondaryStatus values (the API model; docs: domain §2)
 SECONDARY_STATUSES = (
@@ -350,6 +352,7 @@ def _steps(
         return ()
     steps: list[Step] = []
     last_minute = 0.0
+    ended: dict[str, tuple[str, str]] = {}  # job key -> (its end state, the step that reported it)
     for i, spec in enumerate(raw):
         where = f"steps[{i}]"
         if not isinstance(spec, Mapping):
@@ -361,7 +364,17 @@ def _steps(
             problems.append(f"{where}.minute: must be a number, not before the previous step ({last_minute:g})")
             minute = last_minute
         last_minute = float(minute)
-        steps.append(_step(spec, where, float(minute), jobs=jobs, config=config, problems=problems, blame=blame))
+        step = _step(spec, where, float(minute), jobs=jobs, config=config, problems=problems, blame=blame)
+        if step.job is not None and step.status is not None:
+            if step.job in ended and step.status != ended[step.job][0]:
+                status, at = ended[step.job]
+                problems.append(
+                    f"{where}.status: job {step.job!r} ended {status} at {at}; Completed, Failed and Stopped are final "
+                    "in SageMaker (a job that has ended does not run again)"
+                )
+            elif step.status in ENDED:
+                ended.setdefault(step.job, (step.status, where))
+        steps.append(step)
     return tuple(steps)
 
 

@@ -6,16 +6,22 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.test_readme import check_demo_block
+from tests.helpers import EVENTS_DIR
+from training_guard.config import GuardConfig
+from training_guard_local import configs, emulator
 from training_guard_local import scenario as scenarios
 from training_guard_local.cli import demo_of, main
 from training_guard_local.demo import Demo
+from training_guard_local.emulator import Emulation
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Path(scenarios.__file__).parent / "scenarios"
+ROOT = Path(__file__).resolve().parents[2]  # the project folder: its cdk.json
 
 
 def run(path: Path) -> tuple[int, str]:
@@ -61,7 +67,8 @@ def test_the_seed_scenario_meets_its_expectations(seed: Played) -> None:
     )
     assert '"alarmName": [{"prefix": "training-guard-"}]' in out
     # the diverging MNIST job: stopped once despite three deliveries, rule errors only reported
-    assert out.count("StopTrainingJob called") == 2  # mnist and resnet, once each (the budget's stop is the sweeper's)
+    # every stop the guard makes is shown, once: mnist (its rule), resnet (its alarm), exp (the sweeper's budget)
+    assert out.count("StopTrainingJob called") == 3
     assert (
         "slack #default │ 🔴 Stopped pytorch-mnist-lr01-2026-11-30-02-10-00: rule VanishingGradient found issues" in out
     )
@@ -126,7 +133,10 @@ def test_a_job_over_its_budget_is_warned_once_then_stopped_by_the_sweeper(seed: 
         "│ Why: budgets[0] (jobs starting exp-): $5.00 cap, warned at 50 %, then stop: $5.05 spent (list price)" in stop
     )
     assert "│ Spend: $5.05 so far · up to $285.83 avoided" in stop
-    assert "guard: over budget: exp; idle GPUs: llm" in out
+    assert (
+        "guard: over budget: exp; idle GPUs: llm\n         guard: StopTrainingJob called for exp (the sweeper's)\n"
+        in out
+    )
     assert seed.summary["exp"] == [
         "budgets[0] Warning, budgets[0] Exceeded",
         "notified, stopped",
@@ -175,3 +185,29 @@ def test_a_users_config_replaces_the_scenarios(tmp_path: Path, capsys: pytest.Ca
     # the seed expects stops; under the user's dry-run policy nothing is stopped, so the demo says so
     assert main(["demo", "--config", str(config), "--scenario", str(SCENARIOS / "dry_run.json")]) == 1
     assert "The outcome differs from the scenario's expectations" in capsys.readouterr().out
+
+
+def test_the_demos_config_is_the_one_simulate_and_the_deploy_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A policy that only routes critical messages to cdk.json's webhook `default`: valid, and posting to Slack, only
+    # layered over cdk.json, as `make deploy CONFIG=FILE` reads it (the file alone names a webhook it lacks).
+    config = tmp_path / "routing.json"
+    config.write_text(json.dumps({"slack": {"by_severity": {"critical": "default"}}}))
+    monkeypatch.chdir(ROOT)
+    played: list[GuardConfig] = []
+
+    class Recorded(Emulation):
+        def __init__(self, config: GuardConfig | None = None, **kwargs: Any) -> None:
+            played.append(config or GuardConfig())
+            super().__init__(config, **kwargs)
+
+    monkeypatch.setattr(emulator, "Emulation", Recorded)
+    assert main(["simulate", "--config", str(config), str(EVENTS_DIR / "vanishing_gradient_issues_found.json")]) == 0
+    out = io.StringIO()
+    demo = demo_of(str(SCENARIOS / "dry_run.json"), config, out=out)
+    assert demo.scenario.config == played[0] == configs.deployed(config).config
+    assert set(played[0].slack.webhooks) == {"default"}  # cdk.json's webhook, which the file's routing names
+    capsys.readouterr()
+    demo.run()
+    assert "slack #default │ 🔴 Stopped cnn-dry-run-2026-11-30-03-00-00: rule Overfit found issues" in out.getvalue()

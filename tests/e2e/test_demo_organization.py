@@ -194,4 +194,4 @@ def test_the_scenario_runs_by_name_from_the_command_line(capsys: pytest.CaptureF
     assert main(["demo", "--scenario", "organization", "--config", str(example)]) == 2
     err = capsys.readouterr().err
     assert "organization.hub_account: the demo's hub is moto's default account 123456789012" in err
-    assert f"--config {example} names 111122223333" in err
+    assert f"--config {example} (layered over cdk.json context 'training-guard') names 111122223333" in err

@@ -55,6 +55,7 @@ SLOTS: dict[str, Callable[[str], list[str]]] = {
     "check-metrics --definitions": lambda f: ["check-metrics", "--definitions", f, "--log", LOG],
     "demo --scenario": lambda f: ["demo", "--scenario", f],
     "demo --config": lambda f: ["demo", "--config", f],
+    "plan --config": lambda f: ["plan", "--config", f],
 }
 WHAT = {
     "--config": "config",

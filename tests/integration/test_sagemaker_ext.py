@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -30,9 +32,48 @@ def test_stop_of_a_job_not_in_progress_is_the_validation_exception_sagemaker_sen
     assert error["Message"] == "The request was rejected because the training job is in status Failed."
 
 
-def test_stop_of_an_unknown_job_is_not_found(aws: Emulation) -> None:
-    with pytest.raises(ClientError, match="Could not find training job"):
-        aws.client("sagemaker").stop_training_job(TrainingJobName="nope")
+# SageMaker's answer for a job that does not exist (aws/amazon-sagemaker-examples#2360), not moto's "Could not find".
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda sm: sm.describe_training_job(TrainingJobName="nope"),
+        lambda sm: sm.stop_training_job(TrainingJobName="nope"),
+        lambda sm: sm.list_tags(ResourceArn="arn:aws:sagemaker:us-east-1:123456789012:training-job/nope"),
+        lambda sm: sm.add_tags(
+            ResourceArn="arn:aws:sagemaker:us-east-1:123456789012:training-job/nope", Tags=[{"Key": "k", "Value": "v"}]
+        ),
+    ],
+    ids=["DescribeTrainingJob", "StopTrainingJob", "ListTags", "AddTags"],
+)
+def test_a_job_that_does_not_exist_is_answered_in_sagemakers_words(aws: Emulation, call: Any) -> None:
+    with pytest.raises(ClientError) as caught:
+        call(aws.client("sagemaker"))
+    error = caught.value.response["Error"]
+    assert (error["Code"], error["Message"]) == ("ValidationException", "Requested resource not found.")
+
+
+@pytest.mark.parametrize("ended", ["Completed", "Failed", "Stopped"])
+@pytest.mark.parametrize("late", ["InProgress", "Stopping", "Completed", "Failed", "Stopped"])
+def test_an_ended_job_keeps_its_end_state_whatever_a_late_event_says(aws: Emulation, ended: str, late: str) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    name = detail["TrainingJobName"]
+    aws.put_job({**detail, "TrainingJobStatus": ended, "SecondaryStatus": ended, "TrainingEndTime": 1764470000000})
+    aws.put_job({**detail, "TrainingJobStatus": late, "SecondaryStatus": "Training", "TrainingEndTime": None})
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName=name)
+    assert (described["TrainingJobStatus"], described["SecondaryStatus"]) == (ended, ended)
+    assert described["TrainingEndTime"].year == 2025
+    with pytest.raises(ClientError, match=f"is in status {ended}"):
+        aws.client("sagemaker").stop_training_job(TrainingJobName=name)
+
+
+def test_a_stopping_job_ends_as_its_event_says_but_never_runs_again(aws: Emulation) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    aws.put_job(detail)
+    aws.client("sagemaker").stop_training_job(TrainingJobName=detail["TrainingJobName"])
+    aws.put_job({**detail, "TrainingJobStatus": "InProgress"})
+    assert aws.job_status(detail["TrainingJobName"]) == "Stopping"
+    aws.put_job({**detail, "TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"})
+    assert aws.job_status(detail["TrainingJobName"]) == "Stopped"
 
 
 def test_describe_returns_the_events_state_with_rule_statuses(aws: Emulation) -> None:

@@ -191,3 +191,63 @@ def test_check_metrics_strict_fails_on_warnings_and_bad_input_exits_2(capsys: py
     assert main(["check-metrics", "--definitions", '[{"Name": "x", "Regex": "("}]', "--log", LOG]) == 2
     assert "definitions[0] (x): invalid regex" in capsys.readouterr().err
     assert main(["check-metrics", "--definitions", DEFS, "--log", "/nonexistent.log"]) == 2
+
+
+@pytest.mark.parametrize("ended", ["Completed", "Failed"])
+def test_a_late_in_progress_event_does_not_revive_an_ended_job(
+    ended: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # SageMaker refuses to stop a job that has ended: the finding arrives too late to stop anything.
+    finding = load_event("vanishing_gradient_issues_found")
+    end = with_detail(finding, TrainingJobStatus=ended, SecondaryStatus=ended, DebugRuleEvaluationStatuses=[])
+    timeline = tmp_path / "late.json"
+    timeline.write_text(json.dumps([end, finding]))
+    code, results, _ = run(capsys, str(timeline))
+    assert code == 0
+    assert [r["job_status"] for r in results] == [ended, ended]
+    assert results[1]["stopped"] is False
+    assert results[1]["outcomes"] == ["already_ended"]
+
+
+def test_a_stop_reports_spend_so_far_and_avoided_from_the_shipped_price_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ml.g5.2xlarge in us-east-1 is in the shipped table at $1.515 an hour (moto has no Price List API). Trained
+    # 215 s at the event's time (02:11:30 to 02:15:05): $0.09 so far; 86,185 s left of MaxRuntimeInSeconds: $36.27.
+    event = tmp_path / "g5.json"
+    finding = load_event("vanishing_gradient_issues_found")
+    event.write_text(
+        json.dumps(with_detail(finding, ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1}))
+    )
+    code, [line], _ = run(capsys, str(event))
+    assert (code, line["outcomes"]) == (0, ["stopped"])
+    assert line["spend"] == {
+        "so_far_usd": 0.09,
+        "avoided_usd": 36.27,
+        "price_source": "shipped price table (2026-08-20, second-hand)",
+    }
+
+
+def test_spend_without_a_price_is_null_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # ml.c4.8xlarge has no entry in the shipped table, and the emulation reaches no Price List API.
+    resources = {"InstanceType": "ml.c4.8xlarge", "InstanceCount": 1}
+    timeline = tmp_path / "c4.json"
+    timeline.write_text(
+        json.dumps(
+            [
+                with_detail(load_event("vanishing_gradient_issues_found"), ResourceConfig=resources),
+                with_detail(load_event("failed"), ResourceConfig=resources),
+            ]
+        )
+    )
+    code, [stop, failed], _ = run(capsys, str(timeline))
+    assert (code, stop["outcomes"], failed["outcomes"]) == (0, ["stopped"], ["notified"])
+    unknown = {"so_far_usd": None, "avoided_usd": None, "price_source": None}
+    assert stop["spend"] == {**unknown, "why": "no price for ml.c4.8xlarge"}
+    # a failed job's notification: no stop in question, so nothing avoided (not applicable, not unknown)
+    assert failed["spend"] == {**unknown, "why": "no price for ml.c4.8xlarge; no stop in question: nothing avoided"}
+
+
+def test_a_line_without_a_notification_carries_no_spend(capsys: pytest.CaptureFixture[str]) -> None:
+    code, [line], _ = run(capsys, str(EVENTS_DIR / "in_progress_no_rule_lists.json"))
+    assert (code, line["notifications"], line["spend"]) == (0, [], None)

@@ -52,6 +52,22 @@ def minimal(**changes: Any) -> dict[str, Any]:
             "steps[1].minute: must be a number, not before",
         ),
         (minimal(steps=[{"minute": 0, "job": "a", "status": "InProgress", "deliveries": 0}]), "steps[0].deliveries"),
+        (
+            minimal(
+                steps=[
+                    {"minute": 0, "job": "a", "status": "InProgress"},
+                    {"minute": 5, "job": "a", "status": "Completed"},
+                    {"minute": 6, "job": "a", "status": "InProgress"},
+                ]
+            ),
+            "steps[2].status: job 'a' ended Completed at steps[1]; Completed, Failed and Stopped are final",
+        ),
+        (
+            minimal(
+                steps=[{"minute": 0, "job": "a", "status": "Failed"}, {"minute": 1, "job": "a", "status": "Stopped"}]
+            ),
+            "steps[1].status: job 'a' ended Failed at steps[0]",
+        ),
         (minimal(config={"dry_rn": True}), "config.dry_rn: unknown setting"),
         (minimal(expect={"zz": {}}), "expect.zz: no job 'zz' in jobs"),
         (minimal(colour=1), "colour: unknown field"),

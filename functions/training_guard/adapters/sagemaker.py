@@ -11,6 +11,18 @@ from training_guard.adapters.clients import error_code, error_message
 from training_guard.errors import ActionFailed
 from training_guard.events import EventError, TrainingJob, parse_job
 
+# SageMaker answers a training job that does not exist with ValidationException "Requested resource not found."
+# (DescribeTrainingJob: aws/aws-sdk#165, aws/amazon-sagemaker-examples#2360), not the ResourceNotFound its API model
+# declares; "Could not find ..." is the wording of other SageMaker answers (and moto's). Code and wording both.
+_NOT_FOUND_CODES = ("ValidationException", "ResourceNotFound", "ResourceNotFoundException")
+_NOT_FOUND_WORDS = ("requested resource not found", "could not find")
+
+
+def is_missing(exc: ClientError) -> bool:
+    """Whether SageMaker said the job (or resource) does not exist."""
+    message = error_message(exc).lower()
+    return error_code(exc) in _NOT_FOUND_CODES and any(words in message for words in _NOT_FOUND_WORDS)
+
 
 class SageMakerJobs:
     def __init__(self, client: Any) -> None:
@@ -21,10 +33,7 @@ class SageMakerJobs:
         try:
             response = self._client.describe_training_job(TrainingJobName=name)
         except ClientError as exc:
-            if (
-                error_code(exc) in ("ValidationException", "ResourceNotFound")
-                and "not find" in error_message(exc).lower()
-            ):
+            if is_missing(exc):
                 return None
             raise ActionFailed(f"DescribeTrainingJob {name}", exc) from exc
         try:
@@ -33,12 +42,15 @@ class SageMakerJobs:
             return None
 
     def stop(self, name: str) -> bool:
+        """True if this call stopped the job; False if it was no longer running (or no longer exists)."""
         try:
             self._client.stop_training_job(TrainingJobName=name)
         except ClientError as exc:
             # "The request was rejected because the training job is in status Stopped." is the
             # expected race with a person, SageMaker or the job finishing: not a failure.
             if error_code(exc) == "ValidationException" and "status" in error_message(exc).lower():
+                return False
+            if is_missing(exc):  # nothing left to stop: not a failure to retry until the dead-letter queue
                 return False
             raise ActionFailed(f"StopTrainingJob {name}", exc) from exc
         return True
