@@ -228,6 +228,18 @@ def test_a_stop_reports_spend_so_far_and_avoided_from_the_shipped_price_table(
     }
 
 
+def test_a_stop_of_an_ml_p3_2xlarge_job_reports_spend_at_its_cited_price(capsys: pytest.CaptureFixture[str]) -> None:
+    # The shipped event trains 1 x ml.p3.2xlarge; eu-west-1's entry is $4.131 an hour (an AWS bill, December 2023,
+    # cited in price_data/training_prices.py). 215 s trained: $0.25; 86,185 s of MaxRuntimeInSeconds left: $98.90.
+    code, [line], _ = run(capsys, "--region", "eu-west-1", str(EVENTS_DIR / "vanishing_gradient_issues_found.json"))
+    assert (code, line["outcomes"], line["region"]) == (0, ["stopped"], "eu-west-1")
+    assert line["spend"] == {
+        "so_far_usd": 0.25,
+        "avoided_usd": 98.9,
+        "price_source": "shipped price table (2023-12-31, second-hand)",
+    }
+
+
 def test_spend_without_a_price_is_null_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # ml.c4.8xlarge has no entry in the shipped table, and the emulation reaches no Price List API.
     resources = {"InstanceType": "ml.c4.8xlarge", "InstanceCount": 1}
