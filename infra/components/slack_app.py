@@ -174,7 +174,6 @@ class SlackApp(Construct):
             table=table,
             topic=topic,
             dead_letters=self.dead_letters,
-            read_tags=True,
             stop_requires_tag=config.stop_requires_tag,
         )
         self.worker.role.add_to_policy(

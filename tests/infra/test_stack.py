@@ -108,7 +108,16 @@ def test_job_events_role_has_exactly_the_permissions_it_needs(synth: Synth) -> N
         [
             ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
             (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
-            ("ObserveStopAndAttributeTrainingJobs", list(job_events.JOB_EVENTS_ACTIONS), training_jobs),
+            (
+                "ObserveStopAndAttributeTrainingJobs",
+                [
+                    "sagemaker:DescribeTrainingJob",
+                    "sagemaker:StopTrainingJob",
+                    "sagemaker:AddTags",
+                    "sagemaker:ListTags",
+                ],
+                training_jobs,
+            ),
             ("TransitionLedger", list(job_events.LEDGER_ACTIONS), getatt(table_id)),
             ("DeadLetterFailedEvents", "sqs:SendMessage", getatt(dlq_id)),
             ("PublishNotifications", "sns:Publish", {"Ref": topic_id}),
