@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
+from infra.partitions import SUPPORTED_PARTITIONS, partition_of
 from training_guard import contract
 from training_guard.chat import NotConfigured, check_url
 from training_guard.config import ConfigError
@@ -183,6 +184,20 @@ def check_powertools_layer(ssm: Any, region: str, parameter: str) -> Check:
     return Check(name, OK, f"{parameter} in {region} -> {value}")
 
 
+def check_partition(region: str) -> Check | None:
+    """A failure when the region is in a partition the guard cannot run in (`make synth` refuses it too)."""
+    partition = partition_of(region)
+    if partition is None or partition in SUPPORTED_PARTITIONS:
+        return None
+    return Check(
+        "partition",
+        FAIL,
+        f"region {region} is in the {partition} partition: the guard runs only in the aws partition (its Price "
+        "List client signs in us-east-1, and the Powertools layer is not published there)",
+        "deploy to a region of the aws partition (AWS_REGION=<region>, e.g. eu-west-1)",
+    )
+
+
 def check_layer_arn(arn: str, region: str) -> Check:
     """A configured layer must live in the region of the functions that use it."""
     name = "powertools-layer"
@@ -333,7 +348,9 @@ def run_checks(
         checks += [not_checked(n, why) for n in ("powertools-layer", "lambda-concurrency", "slack-secrets")]
     else:
         region = aws.region
-        if isinstance(plan, Plan) and plan.layer_arn:
+        if (wrong_partition := check_partition(region)) is not None:
+            checks.append(wrong_partition)  # no layer or layer ARN there can help
+        elif isinstance(plan, Plan) and plan.layer_arn:
             checks.append(check_layer_arn(plan.layer_arn, region))
         elif isinstance(plan, Plan):
             checks.append(check_powertools_layer(aws.client("ssm"), region, plan.layer_parameter))

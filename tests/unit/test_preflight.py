@@ -212,6 +212,29 @@ def test_an_unreadable_layer_parameter_is_a_warning(stubbed) -> None:
     assert check.message.endswith("AccessDeniedException")
 
 
+@pytest.mark.parametrize(("region", "partition"), [("cn-north-1", "aws-cn"), ("us-gov-east-1", "aws-us-gov")])
+def test_a_region_of_another_partition_fails_instead_of_the_layer_check(stubbed, region: str, partition: str) -> None:
+    sts, sts_stub = stubbed("sts")
+    sts_stub.add_response("get_caller_identity", {"Account": ACCOUNT, "Arn": ARN, "UserId": "AIDAEXAMPLE"}, {})
+    lam, lam_stub = stubbed("lambda")
+    lam_stub.add_response("get_account_settings", settings(1000, 1000), {})
+    # no ssm client: neither the layer parameter nor a layer ARN can make the guard run there
+    aws = Aws(region, "AWS_REGION", {"sts": sts, "lambda": lam}.__getitem__)
+    no_webhooks = Plan(source="cdk.json", layer_parameter=PARAMETER, secrets=())
+    checks = preflight.run_checks(no_webhooks, aws, which=which_all, version_of=node("v22.0.0"))
+    [wrong] = [c for c in checks if c.name == "partition"]
+    assert wrong.status == FAIL
+    assert f"region {region} is in the {partition} partition" in wrong.message
+    assert "deploy to a region of the aws partition" in wrong.fix
+    assert "powertools-layer" not in [c.name for c in checks]
+    assert preflight.exit_code(checks) == 1
+
+
+def test_aws_partition_regions_pass_the_partition_check() -> None:
+    assert preflight.check_partition("eu-west-1") is None
+    assert preflight.check_partition("me-central-1") is None  # the layer check says what is missing there
+
+
 # --- Lambda concurrency -------------------------------------------------------------------------
 
 
