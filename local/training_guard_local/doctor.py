@@ -27,7 +27,7 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from infra import outputs
-from training_guard import contract
+from training_guard import contract, metric_guards
 from training_guard.chat import NOT_CONFIGURED, NotConfigured, check_url
 from training_guard_local.cli import UsageError
 from training_guard_local.preflight import (
@@ -894,6 +894,35 @@ def check_alarms(cloudwatch: Any, stack: Stack) -> list[Check]:
     return checks
 
 
+def check_fleet_caps(cloudwatch: Any) -> list[Check]:
+    """The metric guards' Metrics Insights alarms against CloudWatch's caps (metric_guards.over_cap): past one, a
+    breaching job may get no event and the sweeper judges the guard's jobs itself, once a sweep."""
+    fleet = [
+        a
+        for a in _alarms(cloudwatch, contract.ALARM_NAME_PREFIX)
+        if not str(a["AlarmName"]).startswith(contract.JOB_ALARM_PREFIX) and a.get("Metrics")
+    ]
+    if not fleet:
+        return []
+    capped = []
+    for alarm in fleet:
+        if alarm.get("EvaluationState") == metric_guards.PARTIAL_DATA:
+            capped.append(f"{alarm['AlarmName']} evaluates partial data (over 500 series or 10,000 metrics)")
+        elif metric_guards.CAPPED_REASON_MARK in str(alarm.get("StateReason") or ""):
+            capped.append(f"{alarm['AlarmName']} has 100+ contributors in ALARM (CloudWatch lists 100)")
+    if not capped:
+        return [Check("metric-guard-caps", OK, f"{_count(len(fleet), 'fleet alarm')} within CloudWatch's caps")]
+    return [
+        Check(
+            "metric-guard-caps",
+            WARN,
+            "; ".join(capped) + ": breaching jobs past the cap get no alarm event; the sweeper judges them "
+            "itself, once a sweep (docs/limits.md)",
+            "split the guard with job_prefix or job_tag so that each alarm sees at most 500 jobs (or hosts)",
+        )
+    ]
+
+
 # --- putting it together ---------------------------------------------------------------------------------
 
 
@@ -952,6 +981,7 @@ def examine(
     )
     report.checks += dead_letters
     report.checks += check_alarms(cloudwatch, stack)
+    report.checks += _guard(lambda: check_fleet_caps(cloudwatch), "metric-guard-caps", [])
     if fix:
         report.fixed += redrive_waiting(sqs, stack, wait, report)
     return report

@@ -88,10 +88,12 @@ def test_the_synthesized_stack_deployed_and_set_up_passes_every_check(stack: Dep
         "dead-letters:chat",
         "dead-letters:subscriptions",
         "alarms",
+        "metric-guard-caps",
     }
+    assert checks["metric-guard-caps"].message == "1 fleet alarm within CloudWatch's caps"
     # the layer check compared each function with the layer CloudFormation resolved for the stack
     assert "AWSLambdaPowertoolsPythonV3-python313-arm64" in checks["powertools-layer"].message
-    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 15 alarm(s)"
+    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 16 alarm(s)"
 
 
 def test_a_fresh_deployment_fails_only_on_the_webhook_urls_not_yet_put() -> None:
@@ -123,7 +125,7 @@ def test_the_command_prints_a_checklist_and_exits_0_or_1(
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"Training Guard doctor: stack {STACK} in {REGION} (account 123456789012)"
     assert "✓  rule:job-events" in out
-    assert out.rstrip().endswith("doctor: healthy (21 checks, 0 warning(s))")
+    assert out.rstrip().endswith("doctor: healthy (22 checks, 0 warning(s))")
 
     stack.client("events").disable_rule(Name=stack.outputs[outputs.JOB_EVENTS_RULE])
     assert cli.main(["doctor", "--json"]) == 1
@@ -321,6 +323,21 @@ def test_a_metric_guard_in_alarm_is_a_warning_not_a_failure(stack: Deployment) -
     check = by_name(report)["metric-guards"]
     assert (check.status, check.message.split(":")[0]) == (WARN, "in ALARM")
     assert "training-guard-loss-diverging" in check.message
+
+
+def test_a_fleet_alarm_with_100_plus_contributors_in_alarm_is_a_warning_naming_the_cap(stack: Deployment) -> None:
+    stack.client("cloudwatch").set_alarm_state(
+        AlarmName="training-guard-loss-diverging",
+        StateValue="ALARM",
+        StateReason="Threshold Crossed: 100+ time series evaluated to ALARM.",  # CloudWatch's wording past the cap
+    )
+    report = examine(stack)
+    check = by_name(report)["metric-guard-caps"]
+    assert report.exit_code == 0
+    assert check.status == WARN
+    assert check.message.startswith("training-guard-loss-diverging has 100+ contributors in ALARM")
+    assert "the sweeper judges them itself" in check.message
+    assert "job_prefix" in check.fix
 
 
 def test_errors_older_than_the_window_are_not_counted(stack: Deployment) -> None:
