@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from infra import guard_config
 from infra.components.names import STACK_NAME
+from infra.partitions import TARGET_PARTITIONS_CONTEXT, check_partitions
 from training_guard.config import ConfigError
 
 if TYPE_CHECKING:
@@ -30,6 +31,12 @@ FEATURE_FLAG_EXCEPTIONS: dict[str, tuple[object, str]] = {
         "refuses the template (circular dependency, F3004). The key already lets SNS use it only on behalf "
         "of this account (encryption.SID_CONDITIONED_SERVICES).",
     ),
+    "@aws-cdk/core:target-partitions": (
+        ["aws"],
+        "The guard runs in the aws partition only: its Price List client signs in us-east-1, which credentials of "
+        "the China or GovCloud partitions cannot do, and the Powertools layer parameter exists in none of their "
+        "regions. build_app refuses any other partition here or in the deploy region (infra/partitions.py).",
+    ),
     "@aws-cdk/core:enableAdditionalMetadataCollection": (
         False,
         "It widens the usage data the CDK reports about the app (property keys, boolean and enum values); "
@@ -49,6 +56,7 @@ def build_app(app: App | None = None, *, checks: bool = True) -> tuple[App, Trai
 
     app = app or App(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
     config = guard_config.load(app.node)
+    check_partitions({TARGET_PARTITIONS_CONTEXT: app.node.try_get_context(TARGET_PARTITIONS_CONTEXT)}, os.environ)
     if checks:
         add_checks(app)
     if config.organization is not None:

@@ -9,7 +9,7 @@ from datetime import datetime
 from training_guard.errors import ActionFailed
 from training_guard.events import TrainingJob
 from training_guard.messages import Notification
-from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
+from training_guard.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec
 from training_guard.ports import Claim, StopClaim, StopRecord, StopSpend
 from training_guard.pricing import PriceQuote
 
@@ -124,6 +124,7 @@ class FakeAlarms:
     deleted: list[str] = field(default_factory=list)
     firing_jobs: list[AlarmObservation] = field(default_factory=list)
     contributors: dict[str, list[AlarmObservation]] = field(default_factory=dict)  # fleet alarm -> in ALARM
+    fleet_states: dict[str, FleetAlarmState] = field(default_factory=dict)  # fleet alarm -> DescribeAlarms
 
     def put_job_alarm(self, spec: JobAlarmSpec) -> None:
         self.put.append(spec)
@@ -142,6 +143,9 @@ class FakeAlarms:
     def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
         return list(self.contributors.get(alarm_name, []))
 
+    def fleet_alarm_states(self, names: Sequence[str]) -> dict[str, FleetAlarmState]:
+        return {n: self.fleet_states[n] for n in names if n in self.fleet_states}
+
 
 @dataclass
 class FakeTrainingMetrics:
@@ -152,6 +156,9 @@ class FakeTrainingMetrics:
     reads: list[tuple[list[tuple[str, str]], datetime, datetime, int]] = field(default_factory=list)
     host_points: dict[str, list[tuple[datetime, float]]] = field(default_factory=dict)  # host -> 1-minute averages
     host_reads: list[tuple[list[str], str, datetime, datetime]] = field(default_factory=list)
+    # series_values: (dimension value, metric) -> one-minute datapoints; every read recorded
+    series_points: dict[tuple[str, str], list[tuple[datetime, float]]] = field(default_factory=dict)
+    series_reads: list[tuple[str, list[str], str, str]] = field(default_factory=list)
 
     def jobs_with_datapoints(
         self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
@@ -167,6 +174,13 @@ class FakeTrainingMetrics:
         self.host_reads.append((list(hosts), metric, since, until))
         found = {h: [(t, v) for t, v in self.host_points.get(h, []) if since <= t < until] for h in hosts}
         return {h: points for h, points in found.items() if points}
+
+    def series_values(
+        self, dimension: str, values: Sequence[str], *, metric: str, statistic: str, since: datetime, until: datetime
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        self.series_reads.append((dimension, list(values), metric, statistic))
+        found = {v: [(t, x) for t, x in self.series_points.get((v, metric), []) if since <= t < until] for v in values}
+        return {v: points for v, points in found.items() if points}
 
 
 @dataclass

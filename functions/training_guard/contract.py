@@ -95,6 +95,8 @@ GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
 # Per stop by the guard: what it avoided, up to, in US dollars at list price (never sent when unknown), with the
 # stopping rule or metric guard as a dimension; the dashboard sums it per day and per rule (Metrics Insights).
 SPEND_AVOIDED_METRIC: Final = "SpendAvoidedUSD"
+# Fleet guards whose Metrics Insights alarm was over a CloudWatch cap in a sweep (the sweeper judged their jobs).
+FLEET_ALARMS_OVER_CAP_METRIC: Final = "FleetAlarmsOverCap"
 RULE_DIMENSION: Final = "rule"
 # A refusal because a Slack secret holds a placeholder, nothing, or no credential (the endpoint's 503, the bot's and a
 # webhook's parked message): one self-alarm watches it.

@@ -8,8 +8,9 @@ a job's tags with `job_alarm_specs`.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -227,3 +228,78 @@ def _parse_tag(job: str, metric: str, value: str) -> tuple[JobAlarmSpec | None, 
         ),
         None,
     )
+
+
+# --- the caps of a Metrics Insights alarm -----------------------------------------------------------------
+# CloudWatch, "Limits that apply to alarms based on Metrics Insights queries"
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html): at most 100 contributors in
+# ALARM (the reason then reads "100+ time series evaluated to ALARM"), and the alarm's EvaluationState is
+# PARTIAL_DATA when the query returns more than 500 time series or matches more than 10,000 metrics
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-alarms-partial-data.html).
+# Past a cap a breaching job may get no contributor event and not be listed by DescribeAlarmContributors.
+CONTRIBUTORS_IN_ALARM_MAX = 100
+PARTIAL_DATA_SERIES_MAX = 500
+PARTIAL_DATA_METRICS_MAX = 10_000
+PARTIAL_DATA = "PARTIAL_DATA"
+CAPPED_REASON_MARK = "100+ time series"
+_BREACHES: dict[str, Callable[[float, float], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
+
+
+@dataclass(frozen=True)
+class FleetAlarmState:
+    """What DescribeAlarms says of a fleet guard's alarm: its state, its reason and its EvaluationState."""
+
+    name: str
+    state: str | None
+    reason: str
+    evaluation_state: str | None  # PARTIAL_DATA, EVALUATION_FAILURE, ... or None when evaluating all data
+
+
+def over_cap(guard: MetricGuard, *, listed: int | None, state: FleetAlarmState | None, series: int) -> str | None:
+    """Why the fleet alarm of `guard` may miss a breaching job (then the sweeper judges the jobs itself), or None.
+
+    `listed`: the contributors DescribeAlarmContributors returned (None: not read); `series`: the running jobs (or
+    hosts) the guard selects, a lower bound of the series the query returns (ended jobs' series stay 3 hours)."""
+    if listed is not None and listed >= CONTRIBUTORS_IN_ALARM_MAX:
+        return f"{listed} contributors in ALARM: CloudWatch lists at most {CONTRIBUTORS_IN_ALARM_MAX}"
+    if state is not None and CAPPED_REASON_MARK in state.reason:
+        return f"the alarm reports {CAPPED_REASON_MARK} in ALARM: CloudWatch lists at most {CONTRIBUTORS_IN_ALARM_MAX}"
+    if state is not None and state.evaluation_state == PARTIAL_DATA:
+        return (
+            f"the alarm evaluates partial data ({PARTIAL_DATA}: over {PARTIAL_DATA_SERIES_MAX} series or "
+            f"{PARTIAL_DATA_METRICS_MAX:,} metrics)"
+        )
+    if series > PARTIAL_DATA_SERIES_MAX:
+        unit = "hosts" if guard.instance_metric else "jobs"
+        return f"{series} running {unit}: the alarm evaluates partial data past {PARTIAL_DATA_SERIES_MAX} series"
+    return None
+
+
+def selects(guard: MetricGuard, job: str, tags: Mapping[str, str]) -> bool:
+    """Whether the guard's job_prefix and job_tag select the job (the responder applies the same two)."""
+    if guard.job_prefix and not job.startswith(guard.job_prefix):
+        return False
+    return not (guard.job_tag and guard.job_tag not in tags)
+
+
+def cloudwatch_statistic(guard: MetricGuard) -> str:
+    """The GetMetricData statistic of the guard's query statistic (MAX -> Maximum)."""
+    return _STATISTIC_NAMES[guard.statistic.upper()]
+
+
+def breaching_minutes(points: list[tuple[datetime, float]], guard: MetricGuard) -> int:
+    """Of the last `periods` one-minute datapoints of one series (up to its newest minute), how many breach.
+
+    As the alarm: a missing minute does not breach (treat_missing_data notBreaching). Counting back from the
+    newest datapoint, not from now, so that CloudWatch's publishing delay does not hide the latest minutes."""
+    if not points:
+        return 0
+    newest = max(t for t, _ in points)
+    window = [(t, v) for t, v in points if (newest - t).total_seconds() < guard.periods * 60]
+    compare = _BREACHES[guard.comparison]
+    return sum(1 for _, value in window if compare(value, guard.threshold))

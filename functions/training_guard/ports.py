@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from training_guard.events import TrainingJob
     from training_guard.messages import Notification
-    from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
+    from training_guard.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec
     from training_guard.pricing import PriceQuote
 
 
@@ -149,6 +149,10 @@ class AlarmsPort(Protocol):
         """The contributors (one per job or host) of a fleet guard's alarm that are in ALARM now."""
         ...
 
+    def fleet_alarm_states(self, names: Sequence[str]) -> dict[str, FleetAlarmState]:
+        """The fleet guards' alarms that exist, with their state, reason and EvaluationState (one read)."""
+        ...
+
 
 class TrainingMetricsPort(Protocol):
     def jobs_with_datapoints(
@@ -162,4 +166,11 @@ class TrainingMetricsPort(Protocol):
     ) -> dict[str, list[tuple[datetime, float]]]:
         """Each host's (`<job>/algo-<n>`) one-minute averages of an instance metric in [since, until): the hosts
         that published any, each with its (start of the minute, value) datapoints."""
+        ...
+
+    def series_values(
+        self, dimension: str, values: Sequence[str], *, metric: str, statistic: str, since: datetime, until: datetime
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """One-minute `statistic` datapoints of `metric` per value of `dimension` (a job name or a host) in
+        [since, until): the values that published any."""
         ...

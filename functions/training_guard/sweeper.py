@@ -11,6 +11,8 @@ Every few minutes, over the jobs running now:
    event, so a stop deferred by `min_training_minutes` would never happen. Every fleet guard's
    contributors in ALARM (`DescribeAlarmContributors`) and every per-job alarm in ALARM go through
    the alarm path again: after the grace period the stop happens; anything handled is a no-op.
+   A fleet alarm over a CloudWatch cap (100 contributors in ALARM, PARTIAL_DATA past 500 series: a breaching
+   job may then get no event and not be listed) has its jobs judged here from GetMetricData instead.
 4. **Stalls**: a job in the secondary status Training for longer than `stall.minutes` that published
    no datapoint of *any* of its declared metrics in that window. Counted from when it last entered
    Training (not from TrainingStartTime, which includes the data download). A job that never
@@ -49,7 +51,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from training_guard import contract, metric_guards, policy, pricing
-from training_guard.config import Action, GuardConfig, IdleGpuGuard
+from training_guard.config import Action, GuardConfig, IdleGpuGuard, MetricGuard
 from training_guard.errors import GuardError, TransitionBusy
 from training_guard.events import TRAINING, Finding, JobEvent, TrainingJob
 from training_guard.metric_guards import AlarmObservation
@@ -95,6 +97,8 @@ class SweepReport:
     # Jobs a budget or the idle-GPU guard could not judge, and why: each said once (the ledger remembers).
     not_judged: dict[str, str] = field(default_factory=dict)
     price_problems: list[str] = field(default_factory=list)  # what the price lookups ran into
+    # Fleet guards whose alarm was over a CloudWatch cap, and which: their jobs were judged by this sweep instead.
+    fleet_alarms_over_cap: dict[str, str] = field(default_factory=dict)
 
 
 class SweepIncomplete(GuardError):
@@ -250,7 +254,7 @@ class Sweeper:
             reconciled = self._guarded(report, name, partial(self._reconcile, name, now, account, region))
             if reconciled is not None and not self._note(report, reconciled[1]).stopped:
                 still_running[name] = reconciled[0]
-        for alarm in self._firing(report, still_running):
+        for alarm in self._firing(report, still_running, now):
             observed = replace(alarm, event_id=f"sweep-{now:%Y%m%dT%H%M%S}", account=account, region=region)
             receipt = self._guarded(report, alarm.job or "", partial(self.responder.handle_alarm, observed, now=now))
             if receipt is not None and self._note(report, receipt).stopped:
@@ -283,21 +287,74 @@ class Sweeper:
             report.reconciled.append(receipt.as_dict())
         return receipt
 
-    def _firing(self, report: SweepReport, running: dict[str, TrainingJob]) -> list[AlarmObservation]:
+    def _firing(self, report: SweepReport, running: dict[str, TrainingJob], now: datetime) -> list[AlarmObservation]:
         """Per-job alarms and stopping fleet guards' contributors in ALARM now, for jobs still running,
         once per (alarm, job) (an instance-metric guard has a contributor per host). A notify-only guard
-        is not re-read: its event said all there was to say, and nothing of it waits on a grace period."""
+        is not re-read: its event said all there was to say, and nothing of it waits on a grace period.
+        A fleet guard whose alarm is over one of CloudWatch's caps (`metric_guards.over_cap`), stopping or not,
+        is judged here job by job from GetMetricData: past a cap a breaching job may get no event at all."""
         firing = (
             (self._guarded(report, "per-job alarms", self.alarms.firing_job_alarms) or [])
             if (self.config.per_job_alarms)
             else []
         )
-        for guard in self.config.metric_guards:
+        guards = self.config.metric_guards
+        names = [metric_guards.fleet_alarm_name(g) for g in guards]
+        read = partial(self.alarms.fleet_alarm_states, names)
+        states = (self._guarded(report, "fleet alarms", read) or {}) if guards else {}
+        for guard, name in zip(guards, names, strict=True):
+            listed: list[AlarmObservation] | None = None
             if guard.action is Action.STOP:
-                name = metric_guards.fleet_alarm_name(guard)
-                firing += self._guarded(report, f"alarm {name}", partial(self.alarms.firing_contributors, name)) or []
+                listed = self._guarded(report, f"alarm {name}", partial(self.alarms.firing_contributors, name))
+                firing += listed or []
+            watched = fleet_series(guard, running)
+            count = None if listed is None else len(listed)
+            why = metric_guards.over_cap(guard, listed=count, state=states.get(name), series=len(watched))
+            if why is not None:
+                report.fleet_alarms_over_cap[guard.name] = why
+                judge = partial(self._judge_fleet_guard, guard, watched, why, now)
+                firing += self._guarded(report, f"alarm {name}", judge) or []
         once = {(alarm.alarm_name, alarm.job): alarm for alarm in firing if alarm.job in running}
         return list(once.values())
+
+    def _judge_fleet_guard(
+        self, guard: MetricGuard, watched: list[tuple[str, str]], why: str, now: datetime
+    ) -> list[AlarmObservation]:
+        """The guard's alarm, evaluated by the sweeper for every series it watches: one GetMetricData read per
+        500 series; each job with a series breaching `datapoints` of the last `periods` minutes, as a contributor."""
+        if not watched:
+            return []
+        points = self.metrics.series_values(
+            contract.HOST_DIMENSION if guard.instance_metric else contract.JOB_DIMENSION,
+            [key for key, _ in watched],
+            metric=guard.metric,
+            statistic=metric_guards.cloudwatch_statistic(guard),
+            since=now - timedelta(minutes=guard.periods) - IDLE_READ_MARGIN,
+            until=now,
+        )
+        breaching: dict[str, int] = {}
+        for key, job in watched:
+            minutes = metric_guards.breaching_minutes(points.get(key, []), guard)
+            if minutes >= guard.datapoints:
+                breaching[job] = max(breaching.get(job, 0), minutes)
+        return [
+            AlarmObservation(
+                event_id="",
+                account=None,
+                region=None,
+                time=now,
+                alarm_name=metric_guards.fleet_alarm_name(guard),
+                state="ALARM",
+                reason=(
+                    f"judged by the sweeper ({why}): {minutes} of the last {guard.periods} min "
+                    f"{guard.statistic}({guard.metric}) {guard.comparison} {guard.threshold:g}"
+                ),
+                job=job,
+                metric=guard.metric,
+                contributor=True,
+            )
+            for job, minutes in breaching.items()
+        ]
 
     def _event(self, job: TrainingJob, now: datetime, account: str | None, region: str | None) -> JobEvent:
         return JobEvent(
@@ -548,6 +605,16 @@ def training_since(job: TrainingJob) -> datetime | None:
 def series(jobs: list[TrainingJob]) -> list[tuple[str, str]]:
     """Every declared metric of every job: a job is alive if any of them moves."""
     return [(job.name, metric) for job in jobs for metric in job.metric_names]
+
+
+def fleet_series(guard: MetricGuard, running: dict[str, TrainingJob]) -> list[tuple[str, str]]:
+    """The (series, job) pairs a fleet guard's query has for the running jobs it selects: a host of each job for an
+    instance metric, else the job itself when it declares the metric (its MetricDefinitions)."""
+    jobs = [j for j in running.values() if j.running and metric_guards.selects(guard, j.name, j.tags)]
+    if guard.instance_metric:
+        # A job whose instances are unknown still has its first host.
+        return [(host, job.name) for job in jobs for host in hosts_of(job) or [f"{job.name}/algo-1"]]
+    return [(job.name, job.name) for job in jobs if guard.metric in job.metric_names]
 
 
 def hosts_of(job: TrainingJob) -> list[str]:

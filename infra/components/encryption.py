@@ -19,10 +19,16 @@ SERVICE_WRITE_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey*")
 
 # Services that document the confused-deputy conditions for this grant; they get aws:SourceAccount.
 # sns: topic -> queue subscriptions (the SQS key guide lists SNS among the services that send the
-#   source keys with SSE queues). cloudwatch: alarm actions publishing to the encrypted topic
-#   (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Notify_Users_Alarm_Changes.html
-#   documents aws:SourceAccount and aws:SourceArn for CloudWatch's publish).
-CONDITIONED_SERVICE_PRINCIPALS = ("sns.amazonaws.com", "cloudwatch.amazonaws.com")
+#   source keys with SSE queues).
+CONDITIONED_SERVICE_PRINCIPALS = ("sns.amazonaws.com",)
+# CloudWatch alarm actions publishing to the encrypted topic. The SNS key guide ("Enable compatibility between
+# event sources from AWS services and encrypted topics") and AWS's knowledge-center article for alarms on an
+# encrypted topic both show this grant to cloudwatch.amazonaws.com with no condition; CloudWatch documents
+# aws:SourceArn/aws:SourceAccount for the topic policy only (which keeps them: SNS Publish is limited to the guard's
+# own alarms). A condition CloudWatch does not send to KMS would silence every self-alarm.
+# https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services
+# https://repost.aws/knowledge-center/cloudwatch-configure-alarm-sns
+CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 # EventBridge writing into its rule targets' encrypted dead-letter queues. The SQS key guide shows
 # this grant without any condition, and the SNS key guide says aws:SourceAccount / aws:SourceArn are
 # not supported for EventBridge writing to encrypted destinations: the documented form, no condition.
@@ -38,6 +44,7 @@ LOGS_CONTEXT_KEY = "kms:EncryptionContext:aws:logs:arn"
 
 SID_CONDITIONED_SERVICES = "AllowAwsServicesOfThisAccount"
 SID_EVENTBRIDGE = "AllowEventBridgeDeadLetters"
+SID_CLOUDWATCH = "AllowCloudWatchAlarmActions"
 SID_LOGS = "AllowCloudWatchLogsOfThisAccount"
 
 
@@ -65,6 +72,14 @@ class GuardKey(Construct):
                 actions=list(SERVICE_WRITE_ACTIONS),
                 resources=["*"],  # in a key policy, "*" means this key
                 conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=SID_CLOUDWATCH,
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                actions=list(SERVICE_WRITE_ACTIONS),
+                resources=["*"],
             )
         )
         self.key.add_to_resource_policy(

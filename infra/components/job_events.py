@@ -27,7 +27,10 @@ EVENT_RETRY_ATTEMPTS = 8
 FUNCTION_RETRY_ATTEMPTS = 2
 
 JOB_EVENTS_ACTIONS = ("sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob", "sagemaker:AddTags")
-# The alarm-events and sweeper functions also read a job's tags (events carry them, the API does not).
+# Every responder reads a job's tags with ListTags when what it has carries none (an event without `Tags`,
+# DescribeTrainingJob, an alarm): without it that read is AccessDenied, retried, then dead-lettered.
+# ListTags takes the training-job resource type (service authorization reference, SageMaker AI:
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemakerai.html).
 JOB_TAG_READ_ACTIONS = ("sagemaker:ListTags",)
 JOB_ALARM_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:TagResource")
 LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
@@ -74,14 +77,13 @@ def grant_responder(
     table: dynamodb.ITable,
     topic: sns.ITopic,
     dead_letters: sqs.IQueue,
-    read_tags: bool = False,
     stop_requires_tag: str | None = None,
 ) -> None:
     """What every function that reacts to a job needs: observe, stop and attribute jobs, the ledger (and the
     price cache in the same table), the topic, the key, list prices, and its dead-letter queue. One grant,
     three functions."""
     role = function.role
-    actions = list(JOB_EVENTS_ACTIONS) + (list(JOB_TAG_READ_ACTIONS) if read_tags else [])
+    actions = [*JOB_EVENTS_ACTIONS, *JOB_TAG_READ_ACTIONS]
     jobs = training_job_arn_pattern(function)
     if stop_requires_tag:
         # IAM itself refuses to stop a job without the opt-in tag, whatever the code does.

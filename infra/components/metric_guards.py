@@ -92,7 +92,6 @@ class MetricGuards(Construct):
             "table": table,
             "topic": topic,
             "dead_letters": self.dead_letters,
-            "read_tags": True,
             "stop_requires_tag": config.stop_requires_tag,
         }
 

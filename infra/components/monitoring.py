@@ -26,7 +26,13 @@ DELIVERY_METRICS = (
     "SlackDelivered",
     "SlackFailed",
 )
-SWEEP_METRICS = ("RunningJobs", "Reconciled", "StalledJobs", "OrphanedAlarmsDeleted")
+SWEEP_METRICS = (
+    "RunningJobs",
+    "Reconciled",
+    "StalledJobs",
+    "OrphanedAlarmsDeleted",
+    contract.FLEET_ALARMS_OVER_CAP_METRIC,
+)
 # Spend avoided by the guard's stops: one metric, SpendAvoidedUSD, with the stopping rule as a dimension
 # (handlers/receipts.SpendMeter). Rules are only known at run time, so the dashboard asks Metrics Insights,
 # which groups by a dimension and serves dashboards up to two weeks of data
@@ -121,6 +127,13 @@ class Monitoring(Construct):
                 "secret holds the stack's placeholder, nothing, or no credential. `training-guard doctor` names the "
                 "secret and the put-secret-value command that sets it.",
             )
+        alarm(
+            "FleetAlarmsOverCap",
+            guard_metric(contract.FLEET_ALARMS_OVER_CAP_METRIC),
+            "A metric guard's Metrics Insights alarm is over a CloudWatch cap (100 contributors in ALARM, or "
+            "PARTIAL_DATA past 500 series): breaching jobs may get no alarm event. The sweeper judges them itself, "
+            "once a sweep instead of every minute; `training-guard doctor` names the guard (docs/limits.md).",
+        )
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=names.dashboard_name(stack))
         self.dashboard.add_widgets(

@@ -37,6 +37,11 @@ from training_guard.config import GuardConfig
 
 # The acknowledgement reads a secret, writes one item and sends one message: Slack waits 3 seconds for it.
 INTERACTION_TIMEOUT = Duration.seconds(10)
+# Its cold start must answer within Slack's 3 s with the secret read, the replay marker and the queued click. Modelled
+# (bench/ack_model.py, docs/benchmarks.md "Slack acknowledgement on a cold start"): at the default 256 MB (a seventh
+# of a vCPU) the imports alone take about 1.6 s and 0.14 s is left for the writes and the network; 512 MB leaves
+# 1.0 s, just the wanted margin on imports timed on a faster core than Lambda's; 1024 MB leaves 1.45 s.
+INTERACTION_MEMORY_MB = 1024
 WORKER_TIMEOUT = Duration.seconds(60)
 CLICK_VISIBILITY = Duration.seconds(6 * 60)  # 6 x the worker's timeout, as for the chat queue
 CLICK_MAX_RECEIVES = 3  # a click is acted on within minutes or not at all: then its dead-letter queue
@@ -125,6 +130,7 @@ class SlackApp(Construct):
                 contract.ENV_SLACK_ALLOWED_USERS: ",".join(app.allowed_users),
             },
             timeout=INTERACTION_TIMEOUT,
+            memory_size=INTERACTION_MEMORY_MB,
         )
         role = self.endpoint.role
         role.add_to_policy(
@@ -174,7 +180,6 @@ class SlackApp(Construct):
             table=table,
             topic=topic,
             dead_letters=self.dead_letters,
-            read_tags=True,
             stop_requires_tag=config.stop_requires_tag,
         )
         self.worker.role.add_to_policy(

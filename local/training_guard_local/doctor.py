@@ -19,6 +19,7 @@ import fnmatch
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from infra import outputs
-from training_guard import contract, credentials
+from training_guard import contract, credentials, metric_guards
 from training_guard.chat import NOT_CONFIGURED, NotConfigured, check_url
 from training_guard_local.cli import UsageError
 from training_guard_local.preflight import (
@@ -924,6 +925,114 @@ def check_alarms(cloudwatch: Any, stack: Stack) -> list[Check]:
     return checks
 
 
+def check_fleet_caps(cloudwatch: Any) -> list[Check]:
+    """The metric guards' Metrics Insights alarms against CloudWatch's caps (metric_guards.over_cap): past one, a
+    breaching job may get no event and the sweeper judges the guard's jobs itself, once a sweep."""
+    fleet = [
+        a
+        for a in _alarms(cloudwatch, contract.ALARM_NAME_PREFIX)
+        if not str(a["AlarmName"]).startswith(contract.JOB_ALARM_PREFIX) and a.get("Metrics")
+    ]
+    if not fleet:
+        return []
+    capped = []
+    for alarm in fleet:
+        if alarm.get("EvaluationState") == metric_guards.PARTIAL_DATA:
+            capped.append(f"{alarm['AlarmName']} evaluates partial data (over 500 series or 10,000 metrics)")
+        elif metric_guards.CAPPED_REASON_MARK in str(alarm.get("StateReason") or ""):
+            capped.append(f"{alarm['AlarmName']} has 100+ contributors in ALARM (CloudWatch lists 100)")
+    if not capped:
+        return [Check("metric-guard-caps", OK, f"{_count(len(fleet), 'fleet alarm')} within CloudWatch's caps")]
+    return [
+        Check(
+            "metric-guard-caps",
+            WARN,
+            "; ".join(capped) + ": breaching jobs past the cap get no alarm event; the sweeper judges them "
+            "itself, once a sweep (docs/limits.md)",
+            "split the guard with job_prefix or job_tag so that each alarm sees at most 500 jobs (or hosts)",
+        )
+    ]
+
+
+# How long `--self-alarm` waits for CloudWatch to record the alarm's action, and how often it looks (a choice: alarm
+# actions run within seconds of the state change; a minute leaves room without keeping the operator long).
+SELF_ALARM_WAIT_SECONDS: Final = 60.0
+SELF_ALARM_POLL_SECONDS: Final = 2.0
+SELF_ALARM_REASON: Final = "training-guard doctor --self-alarm: a test of the alarm's notification, set back at once"
+# The alarm history's action items say "Successfully executed action <arn>" or "Failed to execute action <arn>.
+# Received error: ..." (https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger).
+_ACTION_FAILED = "Failed to execute action"
+
+
+def check_self_alarm(
+    cloudwatch: Any,
+    stack: Stack,
+    *,
+    wait_seconds: float = SELF_ALARM_WAIT_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Check:
+    """`--self-alarm`: force one of the guard's own alarms to ALARM (SetAlarmState), read its history until
+    CloudWatch records the publish to the topic (or its failure: a key or topic policy that refuses CloudWatch
+    fails silently otherwise), then set it back to OK. The topic's subscribers get both notifications."""
+    name = "self-alarm"
+    topic = stack.output(outputs.TOPIC_ARN)
+    if topic is None:
+        return _skipped(name, outputs.TOPIC_ARN)
+    candidates = [
+        a
+        for a in _alarms(cloudwatch, self_alarm_prefix(stack.name))
+        if a.get("StateValue") == "OK" and topic in a.get("AlarmActions", [])
+    ]
+    if not candidates:
+        return Check(
+            name, WARN, f"no alarm {self_alarm_prefix(stack.name)}* in OK with the topic as its action: not tested"
+        )
+    alarm = str(sorted(candidates, key=lambda a: str(a["AlarmName"]))[0]["AlarmName"])
+    started = clock() - timedelta(seconds=1)
+    cloudwatch.set_alarm_state(AlarmName=alarm, StateValue="ALARM", StateReason=SELF_ALARM_REASON)
+    try:
+        action = _action_on(cloudwatch, alarm, topic, since=started, wait_seconds=wait_seconds, sleep=sleep)
+    finally:
+        cloudwatch.set_alarm_state(AlarmName=alarm, StateValue="OK", StateReason=SELF_ALARM_REASON)
+    if action is None:
+        return Check(
+            name,
+            WARN,
+            f"{alarm} forced to ALARM and back: no action recorded in its history within {wait_seconds:g} s",
+            f"look again later: aws cloudwatch describe-alarm-history --region {stack.region} --alarm-name {alarm} "
+            "--history-item-type Action",
+        )
+    if action.startswith(_ACTION_FAILED):
+        return Check(
+            name,
+            FAIL,
+            f"{alarm} could not publish to the topic: {action}"[:400],
+            "the key policy must let cloudwatch.amazonaws.com use the key (kms:Decrypt, kms:GenerateDataKey*) and "
+            "the topic policy let the alarm publish: make deploy (the topic-policy line says more)",
+        )
+    return Check(name, OK, f"{alarm} forced to ALARM published to the topic ({action}); set back to OK")
+
+
+def _action_on(
+    cloudwatch: Any, alarm: str, topic: str, *, since: datetime, wait_seconds: float, sleep: Callable[[float], None]
+) -> str | None:
+    """The summary of the first action on `topic` the alarm's history records after `since`, or None in time."""
+    waited = 0.0
+    while True:
+        items = cloudwatch.describe_alarm_history(
+            AlarmName=alarm, HistoryItemType="Action", StartDate=since, ScanBy="TimestampAscending"
+        ).get("AlarmHistoryItems", [])
+        for item in items:
+            summary = str(item.get("HistorySummary") or "")
+            if topic in summary or topic in str(item.get("HistoryData") or ""):
+                return summary
+        if waited >= wait_seconds:
+            return None
+        sleep(SELF_ALARM_POLL_SECONDS)
+        waited += SELF_ALARM_POLL_SECONDS
+
+
 # --- putting it together ---------------------------------------------------------------------------------
 
 
@@ -941,7 +1050,13 @@ class Report:
 
 
 def examine(
-    aws: Aws, stack_name: str, *, hours: int = DEFAULT_HOURS, fix: bool = False, now: datetime | None = None
+    aws: Aws,
+    stack_name: str,
+    *,
+    hours: int = DEFAULT_HOURS,
+    fix: bool = False,
+    now: datetime | None = None,
+    self_alarm: Callable[[Any, Stack], Check] | None = None,
 ) -> Report:
     """Every check against the stack; with `fix`, the chat messages that waited for a URL are handed back."""
     now = now or datetime.now(UTC)
@@ -983,6 +1098,9 @@ def examine(
     )
     report.checks += dead_letters
     report.checks += check_alarms(cloudwatch, stack)
+    report.checks += _guard(lambda: check_fleet_caps(cloudwatch), "metric-guard-caps", [])
+    if self_alarm is not None:  # `--self-alarm`: changes an alarm's state, so only when asked
+        report.checks += _guard(lambda: [self_alarm(cloudwatch, stack)], "self-alarm", [])
     if fix:
         report.fixed += redrive_waiting(sqs, stack, wait, report)
     return report
@@ -1105,6 +1223,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="hand the Slack messages that waited for a webhook URL back to the chat queue (once every URL is set)",
     )
+    parser.add_argument(
+        "--self-alarm",
+        action="store_true",
+        help="force one of the guard's own alarms to ALARM and back, and check that CloudWatch published it to "
+        "the topic (its subscribers get the two notifications)",
+    )
     parser.set_defaults(run=_run)
     return parser
 
@@ -1113,7 +1237,13 @@ def _run(args: argparse.Namespace) -> int:
     if not 1 <= args.hours <= MAX_HOURS:
         raise UsageError(f"--hours must be between 1 and {MAX_HOURS}")
     try:
-        report = examine(connect(os.environ, args.region), args.stack, hours=args.hours, fix=args.fix)
+        report = examine(
+            connect(os.environ, args.region),
+            args.stack,
+            hours=args.hours,
+            fix=args.fix,
+            self_alarm=check_self_alarm if args.self_alarm else None,
+        )
     except ClientError as exc:  # DescribeStacks itself refused: nothing else can be read either
         raise UsageError(refused(exc)) from None
     print(as_json(report) if args.json else render(report, symbols(sys.stdout)), flush=True)

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
+from infra.partitions import SUPPORTED_PARTITIONS, partition_of
 from training_guard import contract
 from training_guard.chat import NotConfigured, check_url
 from training_guard.config import ConfigError
@@ -64,6 +65,18 @@ AWS_CLI_INSTALL_PAGE: Final = "https://docs.aws.amazon.com/cli/latest/userguide/
 
 WEBHOOK_URL_EXAMPLE: Final = "https://hooks.slack.com/services/..."
 
+# A service-managed StackSet is created with CallAs SELF from the organization's management account, or with
+# DELEGATED_ADMIN from an account the management account registered as a delegated administrator for StackSets
+# (CreateStackSet, CallAs: https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_CreateStackSet.html;
+# https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stacksets-orgs-delegated-admin.html), and only once
+# trusted access with Organizations is activated
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stacksets-orgs-activate-trusted-access.html;
+# DescribeOrganizationsAccess: https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeOrganizationsAccess.html).
+STACK_SETS_SERVICE_PRINCIPAL: Final = "member.org.stacksets.cloudformation.amazonaws.com"
+STACK_SETS_DELEGATED_ADMIN_PAGE: Final = (
+    "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stacksets-orgs-delegated-admin.html"
+)
+
 
 @dataclass(frozen=True)
 class Check:
@@ -82,6 +95,14 @@ class WebhookSecret:
 
 
 @dataclass(frozen=True)
+class StackSetPlan:
+    """The service-managed StackSet the hub's stack creates (organization.organizational_units not empty)."""
+
+    hub_account: str
+    call_as: str  # organization.stack_set_call_as: SELF or DELEGATED_ADMIN
+
+
+@dataclass(frozen=True)
 class Plan:
     """What `cdk deploy` will deploy, as far as the checks need it."""
 
@@ -89,6 +110,7 @@ class Plan:
     layer_parameter: str
     secrets: tuple[WebhookSecret, ...]
     layer_arn: str | None = None  # the configuration's powertools_layer_arn, used instead of the parameter
+    stack_set: StackSetPlan | None = None  # the organization's StackSet, when the hub's stack creates one
 
 
 @dataclass(frozen=True)
@@ -183,6 +205,20 @@ def check_powertools_layer(ssm: Any, region: str, parameter: str) -> Check:
             )
         return Check(name, WARN, f"could not read {parameter} in {region}: {_error_code(exc)}")
     return Check(name, OK, f"{parameter} in {region} -> {value}")
+
+
+def check_partition(region: str) -> Check | None:
+    """A failure when the region is in a partition the guard cannot run in (`make synth` refuses it too)."""
+    partition = partition_of(region)
+    if partition is None or partition in SUPPORTED_PARTITIONS:
+        return None
+    return Check(
+        "partition",
+        FAIL,
+        f"region {region} is in the {partition} partition: the guard runs only in the aws partition (its Price "
+        "List client signs in us-east-1, and the Powertools layer is not published there)",
+        "deploy to a region of the aws partition (AWS_REGION=<region>, e.g. eu-west-1)",
+    )
 
 
 def check_layer_arn(arn: str, region: str) -> Check:
@@ -287,6 +323,114 @@ def check_slack_secret(secrets: Any, region: str, secret: WebhookSecret) -> Chec
     return Check(name, OK, f"{sid} holds a webhook URL")
 
 
+def check_stack_set(organizations: Any, cloudformation: Any, account: str, stack_set: StackSetPlan) -> list[Check]:
+    """Whether CloudFormation will create the hub's service-managed StackSet from this account: the management
+    account with `stack_set_call_as: SELF`, a registered delegated administrator with `DELEGATED_ADMIN`, and trusted
+    access activated. Each check is one line with the command that fixes it."""
+    name = "stack-set"
+    register = (
+        "from the management account: aws organizations register-delegated-administrator "
+        f"--service-principal {STACK_SETS_SERVICE_PRINCIPAL} --account-id {account}"
+    )
+    checks: list[Check] = []
+    if account != stack_set.hub_account:
+        checks.append(
+            Check(
+                name,
+                FAIL,
+                f"these credentials are of account {account}, the configuration's hub_account is "
+                f"{stack_set.hub_account}: the hub's stack (with the StackSet) goes to the hub",
+                "deploy the hub with credentials of hub_account (AWS_PROFILE=...), or correct organization.hub_account",
+            )
+        )
+        return checks
+    try:
+        management = organizations.describe_organization()["Organization"]["MasterAccountId"]
+    except ClientError as exc:
+        if _error_code(exc) == "AWSOrganizationsNotInUseException":
+            return [
+                Check(
+                    name,
+                    FAIL,
+                    f"account {account} belongs to no organization: a StackSet has no OUs to deploy to",
+                    "remove organization.organizational_units and deploy the member stack per account "
+                    "(docs/organization.md, path 2)",
+                )
+            ]
+        return [Check(name, WARN, f"could not read the organization: {_error_code(exc)}")]
+    if stack_set.call_as == "SELF" and account != management:
+        return [
+            Check(
+                name,
+                FAIL,
+                f"organization.stack_set_call_as is SELF, which CloudFormation accepts for a service-managed StackSet "
+                f"only from the management account ({management}); the hub {account} is not it",
+                f'set organization.stack_set_call_as to "DELEGATED_ADMIN" and register the hub, {register}; or make '
+                f"the management account the hub ({STACK_SETS_DELEGATED_ADMIN_PAGE})",
+            )
+        ]
+    if stack_set.call_as == "DELEGATED_ADMIN" and account == management:
+        return [
+            Check(
+                name,
+                FAIL,
+                f"organization.stack_set_call_as is DELEGATED_ADMIN, but the hub {account} is the management account, "
+                "which CloudFormation cannot register as a delegated administrator",
+                'set organization.stack_set_call_as to "SELF"',
+            )
+        ]
+    if stack_set.call_as == "DELEGATED_ADMIN":
+        checks.append(_check_delegated_admin(organizations, account, register))
+    checks.append(_check_trusted_access(cloudformation, stack_set.call_as))
+    return checks
+
+
+def _check_delegated_admin(organizations: Any, account: str, register: str) -> Check:
+    name = "stack-set-delegated-admin"
+    try:
+        pages = organizations.get_paginator("list_delegated_administrators").paginate(
+            ServicePrincipal=STACK_SETS_SERVICE_PRINCIPAL
+        )
+        admins = {a["Id"] for page in pages for a in page.get("DelegatedAdministrators", [])}
+    except ClientError as exc:
+        # Only the management account and delegated administrators may list them: refused, this one is neither.
+        if _error_code(exc) == "AccessDeniedException":
+            return Check(
+                name,
+                FAIL,
+                f"account {account} may not list StackSets' delegated administrators: it is not one",
+                register,
+            )
+        return Check(name, WARN, f"could not list StackSets' delegated administrators: {_error_code(exc)}")
+    if account not in admins:
+        return Check(name, FAIL, f"account {account} is not a delegated administrator for StackSets", register)
+    return Check(name, OK, f"account {account} is a delegated administrator for StackSets")
+
+
+def _check_trusted_access(cloudformation: Any, call_as: str) -> Check:
+    name = "stack-set-trusted-access"
+    try:
+        status = cloudformation.describe_organizations_access(CallAs=call_as)["Status"]
+    except ClientError as exc:
+        return Check(name, WARN, f"could not read StackSets' trusted access: {_error_code(exc)}")
+    if status != "ENABLED":
+        return Check(
+            name,
+            FAIL,
+            f"trusted access between StackSets and Organizations is {status}: service-managed StackSets cannot deploy",
+            "from the management account: aws cloudformation activate-organizations-access",
+        )
+    return Check(name, OK, "trusted access between StackSets and Organizations is enabled")
+
+
+def _stack_set_checks(aws: Aws, stack_set: StackSetPlan) -> list[Check]:
+    try:
+        account = str(aws.client("sts").get_caller_identity()["Account"])
+    except (ClientError, BotoCoreError) as exc:
+        return [not_checked("stack-set", f"the account is unknown ({exc})")]
+    return check_stack_set(aws.client("organizations"), aws.client("cloudformation"), account, stack_set)
+
+
 def check_aws_cli(which: Callable[[str], str | None]) -> Check:
     path = which("aws")
     if path is None:
@@ -344,7 +488,9 @@ def run_checks(
         checks += [not_checked(n, why) for n in ("powertools-layer", "lambda-concurrency", "slack-secrets")]
     else:
         region = aws.region
-        if isinstance(plan, Plan) and plan.layer_arn:
+        if (wrong_partition := check_partition(region)) is not None:
+            checks.append(wrong_partition)  # no layer or layer ARN there can help
+        elif isinstance(plan, Plan) and plan.layer_arn:
             checks.append(check_layer_arn(plan.layer_arn, region))
         elif isinstance(plan, Plan):
             checks.append(check_powertools_layer(aws.client("ssm"), region, plan.layer_parameter))
@@ -358,6 +504,8 @@ def run_checks(
         else:
             client = aws.client("secretsmanager")
             checks += [check_slack_secret(client, region, s) for s in plan.secrets]
+        if isinstance(plan, Plan) and plan.stack_set is not None:
+            checks += _stack_set_checks(aws, plan.stack_set)
     checks.append(check_aws_cli(which))
     checks.append(check_node(which, version_of))
     return checks
@@ -445,11 +593,15 @@ def load_plan(config_file: str | None, project: Path) -> Plan | Check:
             ),
         )
     source = f"-c config={config_file}" if config_file else f"cdk.json context {guard_config.CONTEXT_KEY!r}"
+    organization = config.organization
     return Plan(
         source=f"{source}, stack {STACK_NAME}",
         layer_parameter=POWERTOOLS_LAYER_PARAMETER,
         secrets=secrets,
         layer_arn=config.powertools_layer_arn,
+        stack_set=StackSetPlan(organization.hub_account, organization.stack_set_call_as)
+        if organization is not None and organization.organizational_units
+        else None,
     )
 
 

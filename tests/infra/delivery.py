@@ -31,8 +31,8 @@ SENT: dict[tuple[str, str], tuple[frozenset[str], str]] = {
         frozenset({"aws:sourcearn", "aws:sourceaccount"}),
         "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Notify_Users_Alarm_Changes.html",
     ),
-    ("cloudwatch.amazonaws.com", "kms"): (
-        frozenset({"aws:sourcearn", "aws:sourceaccount"}),
+    ("cloudwatch.amazonaws.com", "kms"): (  # documented without any condition
+        frozenset(),
         "https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services",
     ),
     ("events.amazonaws.com", "sqs"): (

@@ -13,6 +13,7 @@ import pytest
 from aws_cdk import App
 
 from infra.app import build_app, check_context_config
+from infra.partitions import DEPLOY_REGION_VARIABLE, TARGET_PARTITIONS_CONTEXT, partition_problems
 from tests.infra.conftest import ConfigSynth, Synth, shipped_context, synthesized
 from training_guard.config import ConfigError, GuardConfig
 
@@ -107,3 +108,48 @@ def test_a_configured_powertools_layer_replaces_the_ssm_parameter(tmp_path: Path
 def test_a_powertools_layer_that_is_not_a_layer_arn_is_named() -> None:
     with pytest.raises(ConfigError, match="powertools_layer_arn: not a Lambda layer version ARN"):
         GuardConfig.from_dict({"powertools_layer_arn": "arn:aws:lambda:us-east-1:123456789012:function:x"})
+
+
+# --- partitions: the guard runs in aws only -----------------------------------------------------------------
+
+
+def test_cdk_json_targets_the_aws_partition_only() -> None:
+    assert shipped_context()[TARGET_PARTITIONS_CONTEXT] == ["aws"]
+
+
+@pytest.mark.parametrize("partitions", [["aws", "aws-cn"], ["aws-us-gov"]])
+def test_a_context_naming_another_partition_is_refused_at_synth(partitions: list[str]) -> None:
+    other = next(p for p in partitions if p != "aws")
+    app = App(context={TARGET_PARTITIONS_CONTEXT: partitions})
+    with pytest.raises(ConfigError, match=re.escape(f"names {other}: the guard runs only in the aws partition")):
+        build_app(app, checks=False)
+
+
+@pytest.mark.parametrize(("region", "partition"), [("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov")])
+def test_a_deploy_region_of_another_partition_is_refused_at_synth(
+    monkeypatch: pytest.MonkeyPatch, region: str, partition: str
+) -> None:
+    monkeypatch.setenv(DEPLOY_REGION_VARIABLE, region)
+    with pytest.raises(ConfigError, match=re.escape(f"region {region} is in the {partition} partition")):
+        build_app(App(context={TARGET_PARTITIONS_CONTEXT: ["aws"]}), checks=False)
+
+
+def test_aws_regions_and_unknown_regions_are_not_refused() -> None:
+    assert partition_problems(["aws"], {DEPLOY_REGION_VARIABLE: "eu-west-1"}) == []
+    assert partition_problems(None, {DEPLOY_REGION_VARIABLE: "xx-nowhere-9"}) == []  # botocore's data may lag
+
+
+def test_synth_for_china_prints_one_line_per_problem_and_no_traceback(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({TARGET_PARTITIONS_CONTEXT: ["aws", "aws-cn"]}),
+        "CDK_DEFAULT_REGION": "cn-northwest-1",
+        "CDK_OUTDIR": str(tmp_path / "out"),
+    }
+    app = "import sys, infra.app as a; sys.exit(a.main())"
+    result = subprocess.run([sys.executable, "-c", app], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    assert "error: the deployment target is invalid:" in result.stderr
+    assert "names aws-cn" in result.stderr
+    assert "region cn-northwest-1 is in the aws-cn partition" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -77,7 +77,9 @@ def test_the_graph_has_every_kind_of_delivery(full: Synth) -> None:
         (f"logs.{delivery.REGION}.amazonaws.com", "logs", "encrypted log group"),
     }
     alarms = [e for e in edges_of(full) if e.sender == "cloudwatch.amazonaws.com"]
-    assert len(alarms) == 16  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet
+    assert (
+        len(alarms) == 17
+    )  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap
 
 
 def test_every_sender_has_a_documented_request_context() -> None:
@@ -93,7 +95,7 @@ def test_a_topic_policy_without_the_cloudwatch_allow_is_reported_for_every_alarm
         document["Statement"] = [s for s in document["Statement"] if s["Effect"] == "Deny"]
 
     problems = broken(full, drop_cloudwatch_allow)
-    assert len(problems) == 16
+    assert len(problems) == 17
     assert all(p.startswith("cloudwatch.amazonaws.com -> AlertingTopic") for p in problems)
     assert (
         "cloudwatch.amazonaws.com -> AlertingTopic08189029 (alarm action of TrainingGuard-self-JobEventsErrors): "

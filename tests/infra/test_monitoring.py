@@ -57,7 +57,23 @@ def test_every_dead_letter_queue_alarms_when_it_holds_a_message(synth: Synth) ->
         assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
         assert alarm["Threshold"] == 1
         assert "redrive" in alarm["AlarmDescription"]
-    assert len(alarms) == 2 * len(FUNCTIONS) + len(QUEUES) + 1  # + SlackSecretNotSet (test below)
+    assert (
+        len(alarms) == 2 * len(FUNCTIONS) + len(QUEUES) + 2
+    )  # + SlackSecretNotSet and FleetAlarmsOverCap (tests below)
+
+
+def test_a_fleet_alarm_over_a_cloudwatch_cap_alarms_to_the_topic(synth: Synth) -> None:
+    alarm = self_alarms(synth)["TrainingGuard-self-FleetAlarmsOverCap"]
+    topic_id, _ = synth.one("AWS::SNS::Topic")
+    assert (alarm["Namespace"], alarm["MetricName"]) == (contract.GUARD_METRICS_NAMESPACE, "FleetAlarmsOverCap")
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "training-guard"}]
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "Sum",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
+    assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+    assert "doctor" in alarm["AlarmDescription"]
 
 
 def test_self_alarms_are_not_routed_as_metric_guards(synth: Synth) -> None:

@@ -74,6 +74,22 @@ def test_the_function_url_is_public_and_both_invoke_permissions_are_granted(app:
     assert app.json["Outputs"][outputs.SLACK_INTERACTIVITY_URL]["Value"] == getatt(url_id, "FunctionUrl")
 
 
+def test_the_endpoint_is_sized_so_that_a_cold_acknowledgement_holds_slacks_3_seconds(app: Synth) -> None:
+    """bench/ack_model.py: at the default 256 MB the imports alone eat the budget; 1024 MB leaves 1.45 s."""
+    from bench import ack_model
+
+    _, function = app.one("AWS::Lambda::Function", "SlackAppInteractions")
+    assert function["Properties"]["MemorySize"] == slack_app.INTERACTION_MEMORY_MB == 1024
+    assert function["Properties"]["Timeout"] == 10
+    rows = {r.memory_mb: r for r in ack_model.model(import_ms=234.0, first_call_ms=20.5)}  # docs/benchmarks.md
+    assert rows[1024].headroom_ms >= ack_model.REQUIRED_HEADROOM_MS
+    smallest = ack_model.smallest_that_holds(list(rows.values()))
+    assert smallest is not None
+    assert smallest <= slack_app.INTERACTION_MEMORY_MB
+    _, worker = app.one("AWS::Lambda::Function", "SlackAppClickWorker")
+    assert worker["Properties"]["MemorySize"] == 256  # acts later, from the queue: no 3 s to meet
+
+
 def test_the_apps_secrets_are_created_as_placeholders_encrypted_with_the_guards_key(app: Synth) -> None:
     key_id, _ = app.one("AWS::KMS::Key")
     _, token = app.one("AWS::SecretsManager::Secret", "BotToken")

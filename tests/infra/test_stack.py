@@ -108,7 +108,16 @@ def test_job_events_role_has_exactly_the_permissions_it_needs(synth: Synth) -> N
         [
             ("WriteOwnLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], getatt(log_id)),
             (None, ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"),
-            ("ObserveStopAndAttributeTrainingJobs", list(job_events.JOB_EVENTS_ACTIONS), training_jobs),
+            (
+                "ObserveStopAndAttributeTrainingJobs",
+                [
+                    "sagemaker:DescribeTrainingJob",
+                    "sagemaker:StopTrainingJob",
+                    "sagemaker:AddTags",
+                    "sagemaker:ListTags",
+                ],
+                training_jobs,
+            ),
             ("TransitionLedger", list(job_events.LEDGER_ACTIONS), getatt(table_id)),
             ("DeadLetterFailedEvents", "sqs:SendMessage", getatt(dlq_id)),
             ("PublishNotifications", "sns:Publish", {"Ref": topic_id}),
@@ -246,9 +255,21 @@ def test_key_rotates_and_lets_only_this_accounts_services_use_it(synth: Synth) -
     _, key = synth.one("AWS::KMS::Key")
     assert key["Properties"]["EnableKeyRotation"] is True
     service = _key_statements(synth)[encryption.SID_CONDITIONED_SERVICES]
-    assert sorted(service["Principal"]["Service"]) == ["cloudwatch.amazonaws.com", "sns.amazonaws.com"]
+    assert service["Principal"] == {"Service": "sns.amazonaws.com"}
     assert service["Action"] == list(encryption.SERVICE_WRITE_ACTIONS) == ["kms:Decrypt", "kms:GenerateDataKey*"]
     assert service["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_cloudwatch_alarms_may_use_the_key_in_the_documented_form_without_a_condition(synth: Synth) -> None:
+    # The SNS key guide and AWS's article on alarms with an encrypted topic grant cloudwatch.amazonaws.com
+    # kms:Decrypt and kms:GenerateDataKey* with no condition; the topic policy limits which alarms may publish.
+    cloudwatch = _key_statements(synth)[encryption.SID_CLOUDWATCH]
+    assert cloudwatch["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert cloudwatch["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert (cloudwatch["Effect"], cloudwatch["Resource"]) == ("Allow", "*")
+    assert "Condition" not in cloudwatch
+    others = [s for sid, s in _key_statements(synth).items() if sid != encryption.SID_CLOUDWATCH]
+    assert not [s for s in others if "cloudwatch.amazonaws.com" in json.dumps(s.get("Principal"))]
 
 
 def test_eventbridge_may_write_its_encrypted_dead_letters_without_a_condition(synth: Synth) -> None:
@@ -288,7 +309,9 @@ def test_the_topic_lets_the_guards_own_alarms_publish_and_nothing_else_of_cloudw
         for a in synth.resources("AWS::CloudWatch::Alarm").values()
         if {"Ref": topic_id} in a["Properties"].get("AlarmActions", []) + a["Properties"].get("OKActions", [])
     ]
-    assert len(publishers) == 16  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet
+    assert (
+        len(publishers) == 17
+    )  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap
     assert all(name.startswith(monitoring.self_alarm_prefix(synth.stack.stack_name)) for name in publishers)
 
 

@@ -10,12 +10,14 @@ import io
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
 
 from infra import outputs
+from tests.integration.alarm_actions import AlarmActions
 from tests.integration.deployed import CONFIG, EMAIL, REGION, STACK, WEBHOOKS, Deployment, deployed, notifier
 from training_guard import contract
 from training_guard.config import GuardConfig
@@ -88,10 +90,12 @@ def test_the_synthesized_stack_deployed_and_set_up_passes_every_check(stack: Dep
         "dead-letters:chat",
         "dead-letters:subscriptions",
         "alarms",
+        "metric-guard-caps",
     }
+    assert checks["metric-guard-caps"].message == "1 fleet alarm within CloudWatch's caps"
     # the layer check compared each function with the layer CloudFormation resolved for the stack
     assert "AWSLambdaPowertoolsPythonV3-python313-arm64" in checks["powertools-layer"].message
-    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 16 alarm(s)"  # + SlackSecretNotSet
+    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 17 alarm(s)"
 
 
 def test_a_fresh_deployment_fails_only_on_the_webhook_urls_not_yet_put() -> None:
@@ -123,7 +127,7 @@ def test_the_command_prints_a_checklist_and_exits_0_or_1(
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"Training Guard doctor: stack {STACK} in {REGION} (account 123456789012)"
     assert "✓  rule:job-events" in out
-    assert out.rstrip().endswith("doctor: healthy (21 checks, 0 warning(s))")
+    assert out.rstrip().endswith("doctor: healthy (22 checks, 0 warning(s))")
 
     stack.client("events").disable_rule(Name=stack.outputs[outputs.JOB_EVENTS_RULE])
     assert cli.main(["doctor", "--json"]) == 1
@@ -323,6 +327,21 @@ def test_a_metric_guard_in_alarm_is_a_warning_not_a_failure(stack: Deployment) -
     assert "training-guard-loss-diverging" in check.message
 
 
+def test_a_fleet_alarm_with_100_plus_contributors_in_alarm_is_a_warning_naming_the_cap(stack: Deployment) -> None:
+    stack.client("cloudwatch").set_alarm_state(
+        AlarmName="training-guard-loss-diverging",
+        StateValue="ALARM",
+        StateReason="Threshold Crossed: 100+ time series evaluated to ALARM.",  # CloudWatch's wording past the cap
+    )
+    report = examine(stack)
+    check = by_name(report)["metric-guard-caps"]
+    assert report.exit_code == 0
+    assert check.status == WARN
+    assert check.message.startswith("training-guard-loss-diverging has 100+ contributors in ALARM")
+    assert "the sweeper judges them itself" in check.message
+    assert "job_prefix" in check.fix
+
+
 def test_errors_older_than_the_window_are_not_counted(stack: Deployment) -> None:
     errors_lately(stack)
     assert failed(examine(stack, hours=1)) == []
@@ -497,3 +516,66 @@ def test_credentials_that_may_not_read_the_stack_are_a_usage_error(
     assert capsys.readouterr().err == (
         "training-guard doctor: DescribeStacks was refused (AccessDenied): the credentials cannot read the stack\n"
     )
+
+
+# --- --self-alarm: one of the guard's own alarms forced to ALARM, its notification confirmed ------------------
+
+
+def chat_messages(stack: Deployment) -> list[dict[str, Any]]:
+    sqs = stack.client("sqs")
+    got = sqs.receive_message(QueueUrl=stack.outputs[outputs.CHAT_QUEUE], MaxNumberOfMessages=10)
+    bodies = [json.loads(m["Body"]) for m in got.get("Messages", [])]
+    # raw delivery (the body is the message) or the SNS envelope
+    return [json.loads(b["Message"]) if b.get("Type") == "Notification" else b for b in bodies]
+
+
+def self_alarm_check(stack: Deployment) -> Check:
+    report = examine(stack, self_alarm=partial(doctor.check_self_alarm, sleep=lambda _s: None))
+    return by_name(report)["self-alarm"]
+
+
+def test_self_alarm_forces_an_own_alarm_confirms_its_publish_and_sets_it_back(stack: Deployment) -> None:
+    AlarmActions(stack)
+    check = self_alarm_check(stack)
+    alarm = "TrainingGuard-self-AlarmEventsErrors"  # the first in name order
+    assert check.status == OK, check
+    assert check.message.startswith(f"{alarm} forced to ALARM published to the topic (Successfully executed action")
+    [state] = stack.client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
+    assert state["StateValue"] == "OK"
+    # the chat path received both notifications: the forced ALARM and the OK that set it back
+    assert [(m["AlarmName"], m["NewStateValue"]) for m in chat_messages(stack)] == [(alarm, "ALARM"), (alarm, "OK")]
+
+
+def test_self_alarm_fails_when_the_key_lets_cloudwatch_in_only_with_a_source_account(stack: Deployment) -> None:
+    """The key policy the guard shipped before: CloudWatch sends KMS no aws:SourceAccount (the SNS key guide shows
+    the grant without a condition), so the alarm's publish is refused and nothing arrives."""
+    kms = stack.client("kms")
+    key = stack.client("sns").get_topic_attributes(TopicArn=stack.outputs[outputs.TOPIC_ARN])["Attributes"][
+        "KmsMasterKeyId"
+    ]
+    policy = json.loads(kms.get_key_policy(KeyId=key, PolicyName="default")["Policy"])
+    for statement in policy["Statement"]:
+        if "cloudwatch.amazonaws.com" in json.dumps(statement.get("Principal")):
+            statement["Condition"] = {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    kms.put_key_policy(KeyId=key, PolicyName="default", Policy=json.dumps(policy))
+    AlarmActions(stack)
+    check = self_alarm_check(stack)
+    assert check.status == FAIL
+    assert "does not have authorization to access the SNS topic encryption key" in check.message
+    assert "kms:GenerateDataKey*" in check.fix
+    assert chat_messages(stack) == []
+
+
+def test_self_alarm_warns_when_no_action_is_recorded_in_time(stack: Deployment) -> None:
+    AlarmActions(stack).history_off = True
+    waits: list[float] = []
+    report = examine(stack, self_alarm=partial(doctor.check_self_alarm, sleep=waits.append, wait_seconds=6))
+    check = by_name(report)["self-alarm"]
+    assert check.status == WARN
+    assert "no action recorded in its history within 6 s" in check.message
+    assert waits == [doctor.SELF_ALARM_POLL_SECONDS] * 3
+    assert "describe-alarm-history" in check.fix
+
+
+def test_self_alarm_runs_only_when_asked(stack: Deployment) -> None:
+    assert "self-alarm" not in by_name(examine(stack))

@@ -179,3 +179,69 @@ def test_host_averages_fail_as_an_action_that_failed() -> None:
     stub.add_client_error("get_metric_data", "Throttling", "Rate exceeded")
     with stub, pytest.raises(ActionFailed, match="GetMetricData"):
         metrics.host_averages(["job-a/algo-1"], metric="GPUUtilization", since=AT, until=AT)
+
+
+def loss_query(query_id: str, job: str) -> dict[str, object]:
+    return {
+        "Id": query_id,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
+                "MetricName": "train:loss",
+                "Dimensions": [{"Name": contract.JOB_DIMENSION, "Value": job}],
+            },
+            "Period": 60,
+            "Stat": "Maximum",
+        },
+        "ReturnData": True,
+    }
+
+
+def test_501_series_are_read_in_two_get_metric_data_requests_of_500_and_1() -> None:
+    """GetMetricData takes at most 500 queries: the sweeper's own judgement of job 501 needs a second request."""
+    client = cloudwatch()
+    metrics, stub = TrainingMetrics(client), Stubber(client)
+    jobs = [f"job-{n}" for n in range(1, 502)]
+    since = datetime(2026, 11, 30, 2, 52, tzinfo=UTC)
+    first = {
+        "MetricDataQueries": [loss_query(f"h{i}", j) for i, j in enumerate(jobs[:500])],
+        "StartTime": since,
+        "EndTime": AT,
+    }
+    second = {"MetricDataQueries": [loss_query("h0", "job-501")], "StartTime": since, "EndTime": AT}
+    minute = datetime(2026, 11, 30, 2, 58, tzinfo=UTC)
+    stub.add_response("get_metric_data", {"MetricDataResults": []}, first)
+    stub.add_response(
+        "get_metric_data", {"MetricDataResults": [{"Id": "h0", "Timestamps": [minute], "Values": [9.0]}]}, second
+    )
+    with stub:
+        found = metrics.series_values(
+            contract.JOB_DIMENSION, jobs, metric="train:loss", statistic="Maximum", since=since, until=AT
+        )
+    stub.assert_no_pending_responses()
+    assert found == {"job-501": [(minute, 9.0)]}
+
+
+def test_fleet_alarm_states_read_the_evaluation_state_by_name_100_at_a_time() -> None:
+    alarms, stub = stubbed()
+    names = [f"training-guard-g{n}" for n in range(101)]
+    partial = {
+        "MetricAlarms": [
+            {
+                "AlarmName": "training-guard-g0",
+                "StateValue": "ALARM",
+                "StateReason": "Threshold Crossed: 100+ time series evaluated to ALARM.",
+                "EvaluationState": "PARTIAL_DATA",
+            }
+        ]
+    }
+    stub.add_response("describe_alarms", partial, {"AlarmNames": names[:100], "AlarmTypes": ["MetricAlarm"]})
+    stub.add_response(
+        "describe_alarms", {"MetricAlarms": []}, {"AlarmNames": names[100:], "AlarmTypes": ["MetricAlarm"]}
+    )
+    with stub:
+        states = alarms.fleet_alarm_states(names)
+    stub.assert_no_pending_responses()
+    [state] = states.values()
+    assert (state.name, state.state, state.evaluation_state) == ("training-guard-g0", "ALARM", "PARTIAL_DATA")
+    assert "100+" in state.reason

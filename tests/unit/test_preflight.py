@@ -213,6 +213,29 @@ def test_an_unreadable_layer_parameter_is_a_warning(stubbed) -> None:
     assert check.message.endswith("AccessDeniedException")
 
 
+@pytest.mark.parametrize(("region", "partition"), [("cn-north-1", "aws-cn"), ("us-gov-east-1", "aws-us-gov")])
+def test_a_region_of_another_partition_fails_instead_of_the_layer_check(stubbed, region: str, partition: str) -> None:
+    sts, sts_stub = stubbed("sts")
+    sts_stub.add_response("get_caller_identity", {"Account": ACCOUNT, "Arn": ARN, "UserId": "AIDAEXAMPLE"}, {})
+    lam, lam_stub = stubbed("lambda")
+    lam_stub.add_response("get_account_settings", settings(1000, 1000), {})
+    # no ssm client: neither the layer parameter nor a layer ARN can make the guard run there
+    aws = Aws(region, "AWS_REGION", {"sts": sts, "lambda": lam}.__getitem__)
+    no_webhooks = Plan(source="cdk.json", layer_parameter=PARAMETER, secrets=())
+    checks = preflight.run_checks(no_webhooks, aws, which=which_all, version_of=node("v22.0.0"))
+    [wrong] = [c for c in checks if c.name == "partition"]
+    assert wrong.status == FAIL
+    assert f"region {region} is in the {partition} partition" in wrong.message
+    assert "deploy to a region of the aws partition" in wrong.fix
+    assert "powertools-layer" not in [c.name for c in checks]
+    assert preflight.exit_code(checks) == 1
+
+
+def test_aws_partition_regions_pass_the_partition_check() -> None:
+    assert preflight.check_partition("eu-west-1") is None
+    assert preflight.check_partition("me-central-1") is None  # the layer check says what is missing there
+
+
 # --- Lambda concurrency -------------------------------------------------------------------------
 
 
@@ -508,3 +531,90 @@ def test_the_command_exits_0_when_nothing_fails(monkeypatch, capsys) -> None:
     monkeypatch.setattr(preflight, "gather", lambda _config: [Check("aws-cli", WARN, "not on PATH")])
     assert cli.main(["preflight"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "WARN  aws-cli  not on PATH"
+
+
+# --- the organization's StackSet: who may create it ------------------------------------------------------------
+
+HUB = "111122223333"
+MANAGEMENT = "999988887777"
+
+
+def organization_answers(stubbed, management: str = MANAGEMENT) -> tuple[Any, Stubber]:
+    org, stub = stubbed("organizations")
+    stub.add_response(
+        "describe_organization", {"Organization": {"Id": "o-a1b2c3d4e5", "MasterAccountId": management}}, {}
+    )
+    return org, stub
+
+
+def trusted_access(stubbed, call_as: str, status: str = "ENABLED") -> Any:
+    cfn, stub = stubbed("cloudformation")
+    stub.add_response("describe_organizations_access", {"Status": status}, {"CallAs": call_as})
+    return cfn
+
+
+def test_call_as_self_from_a_hub_that_is_not_the_management_account_fails_with_the_delegated_admin_fix(
+    stubbed,
+) -> None:
+    """The example as it shipped: CloudFormation refuses SELF from any account but the management account."""
+    org, _ = organization_answers(stubbed)
+    cfn, _ = stubbed("cloudformation")  # not asked: the first failure decides
+    [check] = preflight.check_stack_set(org, cfn, HUB, preflight.StackSetPlan(HUB, "SELF"))
+    assert check.status == FAIL
+    assert f"only from the management account ({MANAGEMENT}); the hub {HUB} is not it" in check.message
+    assert 'stack_set_call_as to "DELEGATED_ADMIN"' in check.fix
+    assert (
+        "aws organizations register-delegated-administrator --service-principal "
+        f"member.org.stacksets.cloudformation.amazonaws.com --account-id {HUB}"
+    ) in check.fix
+
+
+def test_a_registered_delegated_administrator_with_trusted_access_passes(stubbed) -> None:
+    org, stub = organization_answers(stubbed)
+    stub.add_response(
+        "list_delegated_administrators",
+        {"DelegatedAdministrators": [{"Id": HUB}]},
+        {"ServicePrincipal": "member.org.stacksets.cloudformation.amazonaws.com"},
+    )
+    cfn = trusted_access(stubbed, "DELEGATED_ADMIN")
+    checks = preflight.check_stack_set(org, cfn, HUB, preflight.StackSetPlan(HUB, "DELEGATED_ADMIN"))
+    assert [(c.name, c.status) for c in checks] == [("stack-set-delegated-admin", OK), ("stack-set-trusted-access", OK)]
+
+
+def test_delegated_admin_not_registered_fails_with_the_register_command(stubbed) -> None:
+    org, stub = organization_answers(stubbed)
+    stub.add_client_error("list_delegated_administrators", service_error_code="AccessDeniedException")
+    cfn = trusted_access(stubbed, "DELEGATED_ADMIN")
+    checks = preflight.check_stack_set(org, cfn, HUB, preflight.StackSetPlan(HUB, "DELEGATED_ADMIN"))
+    assert checks[0].status == FAIL
+    assert "register-delegated-administrator" in checks[0].fix
+
+
+def test_delegated_admin_from_the_management_account_fails_naming_self(stubbed) -> None:
+    org, _ = organization_answers(stubbed, management=HUB)
+    cfn, _ = stubbed("cloudformation")
+    [check] = preflight.check_stack_set(org, cfn, HUB, preflight.StackSetPlan(HUB, "DELEGATED_ADMIN"))
+    assert (check.status, check.fix) == (FAIL, 'set organization.stack_set_call_as to "SELF"')
+
+
+def test_self_from_the_management_account_needs_trusted_access(stubbed) -> None:
+    org, _ = organization_answers(stubbed, management=HUB)
+    cfn = trusted_access(stubbed, "SELF", status="DISABLED")
+    [check] = preflight.check_stack_set(org, cfn, HUB, preflight.StackSetPlan(HUB, "SELF"))
+    assert check.status == FAIL
+    assert check.fix == "from the management account: aws cloudformation activate-organizations-access"
+
+
+def test_credentials_of_another_account_than_the_hub_fail_before_asking_organizations(stubbed) -> None:
+    org, _ = stubbed("organizations")
+    cfn, _ = stubbed("cloudformation")
+    [check] = preflight.check_stack_set(org, cfn, "444455556666", preflight.StackSetPlan(HUB, "DELEGATED_ADMIN"))
+    assert check.status == FAIL
+    assert "the configuration's hub_account is 111122223333" in check.message
+
+
+@pytest.mark.infra
+def test_the_organization_example_plans_a_stack_set_created_by_a_delegated_administrator() -> None:
+    plan = preflight.load_plan(str(ROOT / "configs" / "organization.json"), ROOT)
+    assert isinstance(plan, Plan)
+    assert plan.stack_set == preflight.StackSetPlan("111122223333", "DELEGATED_ADMIN")

@@ -117,7 +117,7 @@ def test_only_stopping_guards_are_re_read_and_each_alarm_and_job_once() -> None:
         FakeTrainingMetrics(publishing={"job-a"}),
     )
     report = SweepReport()
-    firing = sweeper._firing(report, {"job-a": job("job-a")})
+    firing = sweeper._firing(report, {"job-a": job("job-a")}, NOW)
     assert asked == ["training-guard-loss"]  # the notify-only gpu guard is not re-read
     assert [(a.alarm_name, a.job) for a in firing] == [("training-guard-loss", "job-a")]
     assert report.failed == {}

@@ -12,9 +12,10 @@ from botocore.exceptions import ClientError
 from training_guard import contract
 from training_guard.adapters.clients import error_code
 from training_guard.errors import ActionFailed
-from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_of_dimensions
+from training_guard.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec, job_of_dimensions
 
 DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
+DESCRIBE_BATCH = 100  # DescribeAlarms takes at most 100 AlarmNames
 METRIC_DATA_BATCH = 500  # GetMetricData takes at most 500 queries
 
 
@@ -110,6 +111,26 @@ class CloudWatchAlarms:
                 return firing
             raise ActionFailed(f"DescribeAlarmContributors {alarm_name}", exc) from exc
 
+    def fleet_alarm_states(self, names: Sequence[str]) -> dict[str, FleetAlarmState]:
+        """DescribeAlarms by name (at most 100 names a call), every page: EvaluationState says PARTIAL_DATA."""
+        states: dict[str, FleetAlarmState] = {}
+        for start in range(0, len(names), DESCRIBE_BATCH):
+            batch = list(names[start : start + DESCRIBE_BATCH])
+            try:
+                for page in self._client.get_paginator("describe_alarms").paginate(
+                    AlarmNames=batch, AlarmTypes=["MetricAlarm"]
+                ):
+                    for alarm in page.get("MetricAlarms", []):
+                        states[alarm["AlarmName"]] = FleetAlarmState(
+                            name=alarm["AlarmName"],
+                            state=alarm.get("StateValue"),
+                            reason=str(alarm.get("StateReason") or ""),
+                            evaluation_state=alarm.get("EvaluationState"),
+                        )
+            except ClientError as exc:
+                raise ActionFailed(f"DescribeAlarms {batch[0]}...", exc) from exc
+        return states
+
     def delete_alarms(self, names: Sequence[str]) -> None:
         for start in range(0, len(names), DELETE_BATCH):
             batch = list(names[start : start + DELETE_BATCH])
@@ -170,12 +191,20 @@ class TrainingMetrics:
     def host_averages(
         self, hosts: Sequence[str], *, metric: str, since: datetime, until: datetime
     ) -> dict[str, list[tuple[datetime, float]]]:
-        """One-minute averages of an instance metric per host (dimension `Host`), one GetMetricData call per 500
-        hosts, every page read (a host's datapoints can span pages). Hosts without a datapoint are left out."""
+        """One-minute averages of an instance metric per host (dimension `Host`)."""
+        return self.series_values(
+            contract.HOST_DIMENSION, hosts, metric=metric, statistic="Average", since=since, until=until
+        )
+
+    def series_values(
+        self, dimension: str, values: Sequence[str], *, metric: str, statistic: str, since: datetime, until: datetime
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """One-minute datapoints per dimension value, one GetMetricData call per 500 values, every page read (a
+        series' datapoints can span pages). Values without a datapoint are left out."""
         found: dict[str, list[tuple[datetime, float]]] = {}
-        for start in range(0, len(hosts), METRIC_DATA_BATCH):
-            batch = list(hosts[start : start + METRIC_DATA_BATCH])
-            ids = {f"h{i}": host for i, host in enumerate(batch)}
+        for start in range(0, len(values), METRIC_DATA_BATCH):
+            batch = list(values[start : start + METRIC_DATA_BATCH])
+            ids = {f"h{i}": value for i, value in enumerate(batch)}
             request = [
                 {
                     "Id": query_id,
@@ -183,14 +212,14 @@ class TrainingMetrics:
                         "Metric": {
                             "Namespace": contract.SAGEMAKER_TRAINING_NAMESPACE,
                             "MetricName": metric,
-                            "Dimensions": [{"Name": contract.HOST_DIMENSION, "Value": host}],
+                            "Dimensions": [{"Name": dimension, "Value": value}],
                         },
                         "Period": 60,
-                        "Stat": "Average",
+                        "Stat": statistic,
                     },
                     "ReturnData": True,
                 }
-                for query_id, host in ids.items()
+                for query_id, value in ids.items()
             ]
             try:
                 pages = self._client.get_paginator("get_metric_data").paginate(

@@ -115,6 +115,9 @@ def _said(report: SweepReport) -> None:
         logger.warning("not judged", extra={**extra, "jobs": report.not_judged})
     if report.price_problems:
         logger.warning("price lookup problems", extra={**extra, "problems": report.price_problems})
+    if report.fleet_alarms_over_cap:
+        # Their jobs were judged by the sweep (every sweep_minutes), not by the alarm's events (every minute).
+        logger.warning("fleet alarms over a CloudWatch cap", extra={**extra, "guards": report.fleet_alarms_over_cap})
 
 
 def _count(reports: list[SweepReport]) -> None:
@@ -128,3 +131,5 @@ def _count(reports: list[SweepReport]) -> None:
     )
     metrics.add_metric(name="StalledJobs", unit=MetricUnit.Count, value=sum(len(r.stalled) for r in reports))
     metrics.add_metric(name="Reconciled", unit=MetricUnit.Count, value=sum(len(r.reconciled) for r in reports))
+    over_cap = sum(len(r.fleet_alarms_over_cap) for r in reports)
+    metrics.add_metric(name=contract.FLEET_ALARMS_OVER_CAP_METRIC, unit=MetricUnit.Count, value=over_cap)
