@@ -524,14 +524,12 @@ def cost(calls: list[dict[str, Any]], latency: dict[str, Any]) -> list[dict[str,
 # What handlers/wiring.py builds for the function URL's first acknowledgement (wiring.interactions): the module
 # imports slack_sdk.signature and the click decoder itself; tests/unit/test_bench.py checks the builder adds nothing.
 ACK_FIRST_CALL_IMPORTS = (
-    "training_guard.handlers.wiring",
     "training_guard.settings",
     "training_guard.adapters.interactions",
 )
 # What the click worker's first invocation imports: wiring.click_worker, wiring.responder (worker_handler sets its
 # lease), the mute a click writes (ClickWorker.handle) and a stop's account (ResponderStops.stop).
 WORKER_FIRST_CALL_IMPORTS = (
-    "training_guard.handlers.wiring",
     "training_guard.settings",
     "training_guard.config",
     "training_guard.adapters.interactions",

@@ -18,38 +18,18 @@ single-account guard, so turning a guard into a hub keeps its history.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from training_guard.errors import GuardError
 
 if TYPE_CHECKING:
     from training_guard.config import GuardConfig, OrganizationConfig
-    from training_guard.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
-    from training_guard.responder import Responder
-    from training_guard.sweeper import Sweeper
 
 # arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
 ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"
 # A member's job in the state table: "<account>/<job>". Job names are letters, digits and hyphens (the API reference
 # above), so the separator cannot be part of one.
 SCOPE_SEPARATOR = "/"
-
-
-class MemberAccessPort(Protocol):
-    """Responders that act in a member account (adapters.accounts.MemberAccess; fakes in tests)."""
-
-    def responder_for(self, base: Responder, account: str) -> Responder: ...
-
-
-class MemberSweepersPort(Protocol):
-    """Sweepers that sweep a member account (adapters.accounts.MemberAccess; fakes in tests)."""
-
-    def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
-        """`base` sweeping `account`: its jobs, alarms and metrics, its responder acting there. Raises a GuardError
-        when the account cannot be reached (AssumeRole refused) and NotAMember for one that is not configured."""
-        ...
 
 
 class NotAMember(GuardError):
@@ -89,47 +69,3 @@ def member_role_arn(organization: OrganizationConfig, account: str | None, parti
 
 def scoped(account: str, name: str) -> str:
     return f"{account}{SCOPE_SEPARATOR}{name}"
-
-
-class AccountLedger:
-    """The ledger of one member account: its transition keys and stop records carry the account, so that a job
-    of the same name in another account is another job. Everything else is the shared ledger's."""
-
-    def __init__(self, ledger: LedgerPort, account: str) -> None:
-        self.inner = ledger
-        self.account = account
-
-    def _unscoped(self, record: StopRecord) -> StopRecord:
-        prefix = scoped(self.account, "")
-        return replace(record, job=record.job.removeprefix(prefix))
-
-    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
-        return self.inner.claim(scoped(self.account, key), now=now, lease_seconds=lease_seconds)
-
-    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
-        self.inner.complete(scoped(self.account, key), now=now, ttl_seconds=ttl_seconds, outcome=outcome)
-
-    def release(self, key: str) -> None:
-        self.inner.release(scoped(self.account, key))
-
-    def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
-        claim = self.inner.claim_stop(replace(record, job=scoped(self.account, record.job)), ttl_seconds=ttl_seconds)
-        if claim.previous is None:
-            return claim
-        return replace(claim, previous=self._unscoped(claim.previous))
-
-    def get_stop(self, job: str) -> StopRecord | None:
-        record = self.inner.get_stop(scoped(self.account, job))
-        return None if record is None else self._unscoped(record)
-
-    def drop_stop(self, job: str) -> None:
-        self.inner.drop_stop(scoped(self.account, job))
-
-    def confirm_stop(self, job: str) -> None:
-        self.inner.confirm_stop(scoped(self.account, job))
-
-    def fold(self, job: str, key: str) -> bool:
-        return self.inner.fold(scoped(self.account, job), scoped(self.account, key))
-
-    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
-        self.inner.record_stop_spend(scoped(self.account, job), spend)

@@ -16,27 +16,13 @@ from urllib.parse import quote
 
 from training_guard import contract
 from training_guard.events import Finding, JobEvent, TrainingJob
+from training_guard.outcome import STOP_OUTCOMES, Outcome
 from training_guard.policy import BUDGET, Decision, Kind
 from training_guard.pricing import Spend, spend_line
 from training_guard.text import clock, ended_status, format_duration, person, status_text
 
 SUBJECT_MAX_CHARS = 99  # SNS: subjects must be under 100 characters
 _SMS_MAX_CHARS = 140
-
-
-class Outcome(StrEnum):
-    """What the guard did about a decision."""
-
-    STOPPED = "stopped"
-    WOULD_STOP = "would_stop"
-    DEFERRED = "deferred"
-    NOTIFIED = "notified"
-    ALREADY_ENDED = "already_ended"  # asked to stop, but the job had left InProgress already
-    ALREADY_STOPPING = "already_stopping"  # another rule's stop of this job is under way
-
-
-# The outcomes whose notification says what a stop avoided ("up to"): one that stopped, one that would have.
-STOP_OUTCOMES = frozenset({Outcome.STOPPED, Outcome.WOULD_STOP})
 
 
 _SEVERITY = {

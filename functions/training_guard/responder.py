@@ -53,9 +53,9 @@ from training_guard.events import (
     TrainingJob,
 )
 from training_guard.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
-from training_guard.messages import Outcome
 from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
 from training_guard.mutes import Mutes
+from training_guard.outcome import Outcome
 from training_guard.policy import NO_MUTES, Decision, GuardStop, Plan
 from training_guard.ports import (
     AlarmsPort,
@@ -95,6 +95,12 @@ BUSY_POLL_SECONDS = 0.25
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
 _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
 FOLDED = "folded"  # the ledger's outcome of a transition folded into the guard's stop of its job
+
+
+class MemberAccessPort(Protocol):
+    """Responders that act in a member account (adapters.accounts.MemberAccess; fakes in tests)."""
+
+    def responder_for(self, base: Responder, account: str) -> Responder: ...
 
 
 class MutesPort(Protocol):

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from training_guard import contract, metric_guards, policy, pricing
 from training_guard.config import Action, GuardConfig, IdleGpuGuard, MetricGuard
@@ -59,9 +59,6 @@ from training_guard.policy import Decision, Kind
 from training_guard.ports import AlarmsPort, JobsPort, TrainingMetricsPort
 from training_guard.pricing import Spend
 from training_guard.responder import Receipt, Responder
-
-if TYPE_CHECKING:
-    from training_guard.accounts import MemberSweepersPort
 
 SWEEP_SOURCE = "training-guard.sweeper"
 # How far back "did it ever publish" looks: SageMaker's longest training run (MaxRuntimeInSeconds,
@@ -79,6 +76,15 @@ IDLE_READ_MARGIN = timedelta(minutes=5)
 # account sweep so far in it (a choice: a started sweep killed by the function's timeout leaves its account half
 # done and hides what the other accounts found; one not started is first in line a later sweep).
 ACCOUNT_SWEEP_RESERVE_SECONDS = 30.0
+
+
+class MemberSweepersPort(Protocol):
+    """Sweepers that sweep a member account (adapters.accounts.MemberAccess; fakes in tests)."""
+
+    def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
+        """`base` sweeping `account`: its jobs, alarms and metrics, its responder acting there. Raises a GuardError
+        when the account cannot be reached (AssumeRole refused) and NotAMember for one that is not configured."""
+        ...
 
 
 @dataclass

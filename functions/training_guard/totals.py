@@ -42,7 +42,7 @@ from typing import Any, Final
 
 from training_guard import contract
 from training_guard.events import parse_time
-from training_guard.messages import Outcome
+from training_guard.outcome import Outcome
 
 REPORT_SCHEMA: Final = "training-guard.report/1"
 STOP_KEY_PREFIX: Final = "stop#"  # adapters/ledger.py: the audit record of the guard's stop of a job

@@ -25,7 +25,7 @@ from infra.components.job_events import (
 from infra.components.queues import DeadLetterQueue
 from training_guard import contract
 from training_guard.config import Digest, GuardConfig
-from training_guard.digest import KEY_PREFIX
+from training_guard.digest_week import KEY_PREFIX
 
 # A digest is not urgent and reads the whole state table (a Scan returns at most 1 MB per request,
 # https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html): more time than the reacting

@@ -17,16 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from training_guard.config import GuardConfig
-from training_guard_local.inputs import UsageError, read_text
+from training_guard_local.inputs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, read_text
 
 if TYPE_CHECKING:
     from training_guard_local.demo import Demo
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "load_config", "main"]
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):

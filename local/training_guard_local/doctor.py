@@ -30,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 from infra import outputs
 from training_guard import contract, credentials, metric_guards
 from training_guard.chat import NOT_CONFIGURED, NotConfigured, check_url
-from training_guard_local.cli import UsageError
+from training_guard_local.inputs import EXIT_FAILED, EXIT_OK, UsageError
 from training_guard_local.preflight import (
     FAIL,
     LAMBDA_CONCURRENCY_QUOTA_CODE,
@@ -41,9 +41,6 @@ from training_guard_local.preflight import (
     Check,
     resolve_region,
 )
-
-EXIT_OK = 0
-EXIT_FAILED = 1
 
 DEFAULT_STACK: Final = "TrainingGuard"  # infra.app.STACK_NAME (the tools do not import the CDK app; a test pins it)
 DEFAULT_HOURS: Final = 24

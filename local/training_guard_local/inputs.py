@@ -15,6 +15,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
 
 class UsageError(Exception):
     """Bad input to the command; printed as one line on stderr, exit 2."""

@@ -32,7 +32,7 @@ from training_guard import contract
 from training_guard.chat import DELIVERED, NOT_CONFIGURED, delivery_key
 from training_guard.errors import ActionFailed
 from training_guard_local import doctor
-from training_guard_local.cli import UsageError
+from training_guard_local.inputs import UsageError
 from training_guard_local.preflight import FAIL, OK, WARN, WEBHOOK_URL_EXAMPLE, Aws, Check, Status
 
 EXIT_OK = 0

@@ -48,7 +48,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from training_guard_local import configs
-    from training_guard_local.cli import EXIT_OK, UsageError
+    from training_guard_local.inputs import EXIT_OK, UsageError
 
     cdk_json = Path(CDK_JSON)
     if not cdk_json.is_file():

@@ -36,7 +36,7 @@ from training_guard.adapters import activity
 from training_guard.errors import ActionFailed
 from training_guard.totals import StopEntry
 from training_guard_local import doctor
-from training_guard_local.cli import UsageError
+from training_guard_local.inputs import UsageError
 
 EXIT_OK: Final = 0
 EXIT_USAGE: Final = 2

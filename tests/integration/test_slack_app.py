@@ -31,9 +31,10 @@ from training_guard.adapters.mutes import DynamoMutes
 from training_guard.adapters.slack import Deadline
 from training_guard.adapters.slack_app import OUT_OF_TIME, SlackApp, SlackAppError, bot_token
 from training_guard.adapters.threads import DynamoThreads
+from training_guard.clicks import NOT_ALLOWED, ClickWorker, Interactions
 from training_guard.credentials import BOT_TOKEN_PREFIX
 from training_guard.errors import ActionFailed
-from training_guard.handlers.interactions import NOT_ALLOWED, ClickWorker, Interactions, process
+from training_guard.handlers.interactions import process
 from training_guard.slack_actions import Act, Click, button
 from training_guard.threads import (
     ClaimOutcome,

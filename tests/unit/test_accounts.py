@@ -15,10 +15,11 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, load_event
 from training_guard import accounts
-from training_guard.accounts import AccountLedger, NotAMember, member_role_arn
+from training_guard.accounts import NotAMember, member_role_arn
 from training_guard.adapters.accounts import (
     REFRESH_MARGIN_SECONDS,
     SESSION_NAME,
+    AccountLedger,
     CredentialedClients,
     MemberAccess,
     MemberSessions,

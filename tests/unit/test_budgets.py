@@ -17,6 +17,7 @@ from tests.helpers import NOW, SWEEP_ACCOUNT, SWEEP_REGION, job_arn, running_job
 from training_guard import contract, messages, slack_messages
 from training_guard.config import Action, Budget, GuardConfig, budget_from_tag
 from training_guard.events import Finding, TrainingJob
+from training_guard.outcome import Outcome
 from training_guard.policy import Kind, Plan, cents, decide_budget
 from training_guard.ports import StopRecord
 from training_guard.pricing import PriceQuote
@@ -349,7 +350,7 @@ def test_amounts_are_compared_in_the_cents_people_read() -> None:
 def test_the_new_kinds_have_a_severity_and_a_title_for_every_outcome() -> None:
     finding = Finding(name="budgets[0]", source="budget", status="Exceeded", details="$1.00 spent of its $1.00 budget")
     for kind in (Kind.BUDGET_WARNING, Kind.BUDGET_EXCEEDED, Kind.IDLE_GPU):
-        for outcome in messages.Outcome:
+        for outcome in Outcome:
             title = messages.title(kind, outcome, job("exp-1", 1), finding)
             assert title.startswith(("exp-1", "Stopped exp-1", "Would have stopped exp-1"))
         assert messages._KIND_SEVERITY[kind] == "warning"

@@ -15,7 +15,8 @@ from training_guard.chat import ChatDelivery, delivery_key
 from training_guard.config import ConfigError, GuardConfig
 from training_guard.events import parse_event
 from training_guard.handlers import slack_notifier
-from training_guard.messages import Outcome, build
+from training_guard.messages import build
+from training_guard.outcome import Outcome
 from training_guard.policy import decide
 
 HUB = "111122223333"

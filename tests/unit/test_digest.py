@@ -12,15 +12,17 @@ import pytest
 
 from tests.fakes import FakeLedger, FakePublisher
 from tests.unit.test_import_weight import loaded_after_import
-from training_guard import contract, digest, slack_messages, totals
+from training_guard import contract, digest, digest_week, slack_messages, totals, weekly
 from training_guard.adapters.sns import SNS_MAX_MESSAGE_BYTES, message_attributes, sns_message
 from training_guard.chat import ChatDelivery, delivery_key
 from training_guard.config import GuardConfig
-from training_guard.digest import TOP, WeeklyDigest, week_of
+from training_guard.digest_week import TOP, week_of
 from training_guard.errors import ActionFailed
-from training_guard.messages import Notice, Notification, Outcome
+from training_guard.messages import Notice, Notification
+from training_guard.outcome import Outcome
 from training_guard.ports import Claim
 from training_guard.totals import StopEntry
+from training_guard.weekly import DigestReceipt, WeeklyDigest
 
 # The digest's hour on a Monday of ISO week 49 (seconds late, as a scheduled event may be).
 SCHEDULED = datetime(2026, 11, 30, 9, 0, 12, tzinfo=UTC)
@@ -59,7 +61,7 @@ def week_totals(
 
 
 def note(result: totals.Totals, *, dry_run: bool = False, warnings: Sequence[str] = ()) -> Notification:
-    return digest.compose(
+    return weekly.compose(
         result, WEEK, account="123456789012", region="eu-west-1", now=NOW, dry_run=dry_run, warnings=warnings
     )
 
@@ -104,7 +106,7 @@ def test_the_week_ends_at_the_scheduled_hour_and_is_named_by_its_iso_week(
 def test_consecutive_digests_tile_time_a_stop_on_the_hour_counts_in_one() -> None:
     on_the_hour = stop("edge-run-1", WEEK.until)
     at_the_start = stop("edge-run-2", WEEK.since)
-    this_week = digest.document(week_totals([on_the_hour, at_the_start]), WEEK)
+    this_week = digest_week.document(week_totals([on_the_hour, at_the_start]), WEEK)
     next_week = week_of(WEEK.until + timedelta(days=7))
     following = totals.compute([on_the_hour], {}, since=next_week.since, until=next_week.until)
     assert this_week["stops"] == 1  # the stop at the window's start, not the one at its end
@@ -319,7 +321,7 @@ def sender(ledger: FakeLedger, publisher: FakePublisher, reads: Reads) -> Weekly
     )
 
 
-def send(weekly: WeeklyDigest, scheduled: datetime = SCHEDULED, now: datetime = NOW) -> digest.DigestReceipt:
+def send(weekly: WeeklyDigest, scheduled: datetime = SCHEDULED, now: datetime = NOW) -> DigestReceipt:
     return weekly.send(scheduled, now=now, account="123456789012", region="eu-west-1")
 
 

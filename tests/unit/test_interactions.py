@@ -19,18 +19,18 @@ import pytest
 
 from tests.fakes_slack_app import FakeMutes, FakeReplayMarkers
 from tests.helpers import NOW
-from training_guard.credentials import SLACK_EXAMPLE_SIGNING_SECRET
-from training_guard.errors import ActionFailed
-from training_guard.handlers.interactions import (
+from training_guard.clicks import (
     ACT,
     NOT_ALLOWED,
     REFUSE,
     SIGNATURE_WINDOW_SECONDS,
     ClickWorker,
     Interactions,
-    process,
     raw_body,
 )
+from training_guard.credentials import SLACK_EXAMPLE_SIGNING_SECRET
+from training_guard.errors import ActionFailed
+from training_guard.handlers.interactions import process
 from training_guard.mutes import SNOOZE_SECONDS, Effect
 from training_guard.slack_actions import CLICK_SCHEMA, VALUE_MAX_CHARS, Act, Click, NotAClick, button, decode
 

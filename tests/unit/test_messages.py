@@ -10,15 +10,8 @@ from training_guard import contract
 from training_guard.adapters.sns import SNS_MAX_MESSAGE_BYTES, message_attributes, sns_message
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
-from training_guard.messages import (
-    TEST_TITLE_PREFIX,
-    Notice,
-    Notification,
-    Outcome,
-    build,
-    links,
-    make_test_notification,
-)
+from training_guard.messages import TEST_TITLE_PREFIX, Notice, Notification, build, links, make_test_notification
+from training_guard.outcome import Outcome
 from training_guard.policy import Kind, decide
 from training_guard.text import format_duration
 

@@ -21,7 +21,8 @@ from training_guard.charts import chart_for, console_url
 from training_guard.chat import AppMode, ChatDelivery, MessageResult, chart_key, delivery_key
 from training_guard.config import Action, ConfigError, GuardConfig
 from training_guard.events import Finding, JobEvent
-from training_guard.messages import Outcome, build, q_developer_notification
+from training_guard.messages import build, q_developer_notification
+from training_guard.outcome import Outcome
 from training_guard.policy import Kind, Plan
 from training_guard.responder import Responder
 from training_guard.slack_actions import Act

@@ -13,7 +13,8 @@ from training_guard import contract
 from training_guard.chat import DELIVERED, NOT_CONFIGURED, ChatDelivery, check_url, delivery_key
 from training_guard.config import GuardConfig
 from training_guard.events import parse_event
-from training_guard.messages import Outcome, build, make_test_notification, q_developer_notification
+from training_guard.messages import build, make_test_notification, q_developer_notification
+from training_guard.outcome import Outcome
 from training_guard.policy import decide
 from training_guard.slack_messages import NotADocument, escape, fit, render
 

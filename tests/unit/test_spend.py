@@ -20,7 +20,8 @@ from training_guard import contract, pricing
 from training_guard.config import GuardConfig
 from training_guard.errors import ActionFailed
 from training_guard.events import InstanceGroup, parse_event, parse_job
-from training_guard.messages import Notification, Outcome, make_test_notification, q_developer_notification
+from training_guard.messages import Notification, make_test_notification, q_developer_notification
+from training_guard.outcome import Outcome
 from training_guard.ports import StopSpend
 from training_guard.pricing import PriceQuote, job_spend, spend_from_describe, spend_line
 from training_guard.responder import Receipt, Responder

@@ -14,7 +14,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, job_arn, running_job
-from training_guard.accounts import AccountLedger, member_role_arn
+from training_guard.accounts import member_role_arn
+from training_guard.adapters.accounts import AccountLedger
 from training_guard.config import GuardConfig
 from training_guard.errors import ActionFailed
 from training_guard.events import Finding, TrainingJob

@@ -9,7 +9,7 @@ import pytest
 
 from training_guard import totals
 from training_guard.adapters.ledger import _stop_key
-from training_guard.messages import Outcome
+from training_guard.outcome import Outcome
 from training_guard.totals import SpendSum, StopEntry, compute, job_prefix
 
 SINCE = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

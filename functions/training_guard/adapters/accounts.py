@@ -20,20 +20,21 @@ import copy
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from training_guard.accounts import AccountLedger, MemberAccessPort, is_member, member_role_arn
+from training_guard.accounts import is_member, member_role_arn, scoped
 from training_guard.adapters.clients import RETRY_CONFIG, client
 from training_guard.errors import ActionFailed
 
 if TYPE_CHECKING:
     from training_guard.config import OrganizationConfig
-    from training_guard.responder import Responder
+    from training_guard.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
+    from training_guard.responder import MemberAccessPort, Responder
     from training_guard.sweeper import Sweeper
 
 # Replace a session this long before its credentials expire (longer than any invocation of the guard).
@@ -188,3 +189,47 @@ def responder_in(
     if organization is None or account is None or not is_member(guard.config, own, account):
         return guard
     return (members or member_access(organization)).responder_for(guard, account)
+
+
+class AccountLedger:
+    """The ledger of one member account: its transition keys and stop records carry the account, so that a job
+    of the same name in another account is another job. Everything else is the shared ledger's."""
+
+    def __init__(self, ledger: LedgerPort, account: str) -> None:
+        self.inner = ledger
+        self.account = account
+
+    def _unscoped(self, record: StopRecord) -> StopRecord:
+        prefix = scoped(self.account, "")
+        return replace(record, job=record.job.removeprefix(prefix))
+
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
+        return self.inner.claim(scoped(self.account, key), now=now, lease_seconds=lease_seconds)
+
+    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
+        self.inner.complete(scoped(self.account, key), now=now, ttl_seconds=ttl_seconds, outcome=outcome)
+
+    def release(self, key: str) -> None:
+        self.inner.release(scoped(self.account, key))
+
+    def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
+        claim = self.inner.claim_stop(replace(record, job=scoped(self.account, record.job)), ttl_seconds=ttl_seconds)
+        if claim.previous is None:
+            return claim
+        return replace(claim, previous=self._unscoped(claim.previous))
+
+    def get_stop(self, job: str) -> StopRecord | None:
+        record = self.inner.get_stop(scoped(self.account, job))
+        return None if record is None else self._unscoped(record)
+
+    def drop_stop(self, job: str) -> None:
+        self.inner.drop_stop(scoped(self.account, job))
+
+    def confirm_stop(self, job: str) -> None:
+        self.inner.confirm_stop(scoped(self.account, job))
+
+    def fold(self, job: str, key: str) -> bool:
+        return self.inner.fold(scoped(self.account, job), scoped(self.account, key))
+
+    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
+        self.inner.record_stop_spend(scoped(self.account, job), spend)

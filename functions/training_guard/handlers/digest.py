@@ -13,10 +13,10 @@ from training_guard.adapters import activity
 from training_guard.adapters.clients import client
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sns import SnsPublisher
-from training_guard.digest import WeeklyDigest
 from training_guard.events import parse_time
 from training_guard.handlers import wiring
 from training_guard.settings import Settings
+from training_guard.weekly import WeeklyDigest
 
 logger = Logger()
 

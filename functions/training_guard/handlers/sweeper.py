@@ -16,9 +16,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard import clock, contract
-from training_guard.accounts import MemberSweepersPort
 from training_guard.handlers import wiring
 from training_guard.sweeper import (
+    MemberSweepersPort,
     OrganizationSweepIncomplete,
     OrganizationSweepReport,
     Sweeper,

@@ -18,6 +18,8 @@ from training_guard.adapters.clients import client
 from training_guard.leases import lease_for
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from training_guard.adapters.interactions import SigningSecret
     from training_guard.adapters.mutes import DynamoMutes
     from training_guard.adapters.price_list import PriceList
@@ -26,9 +28,10 @@ if TYPE_CHECKING:
     from training_guard.adapters.sqs import DeadLetterParker
     from training_guard.adapters.threads import DynamoThreads
     from training_guard.chat import ChatDelivery
-    from training_guard.handlers.interactions import ClickWorker, Interactions
+    from training_guard.clicks import ClickWorker, Interactions
     from training_guard.responder import Responder
     from training_guard.settings import Settings
+    from training_guard.slack_actions import Click
     from training_guard.sweeper import Sweeper
 
 
@@ -209,7 +212,7 @@ def signing_secret() -> SigningSecret:
 def interactions() -> Interactions:
     """The interactivity endpoint's acknowledgement: boto3 and the light modules only (no configuration file)."""
     from training_guard.adapters.interactions import ClickQueue, ReplayMarkers
-    from training_guard.handlers.interactions import Interactions
+    from training_guard.clicks import Interactions
     from training_guard.settings import InteractionSettings
 
     settings_ = InteractionSettings.from_env()
@@ -226,7 +229,7 @@ def click_worker() -> ClickWorker:
     """What acts on a click: the responder's one path to a stop, the mutes, the bot's thread, the response_url."""
     from training_guard.adapters.interactions import ResponseUrl
     from training_guard.adapters.slack_app import ThreadSay
-    from training_guard.handlers.interactions import ClickWorker, ResponderStops
+    from training_guard.clicks import ClickWorker
 
     return ClickWorker(
         mutes=mutes(),
@@ -288,3 +291,27 @@ def reset() -> None:
     ):
         built.cache_clear()
     forget_member_access()
+
+
+class ResponderStops:
+    """Stop now through the responder's one path to a stop (`Responder.stop_requested`), in the job's account: the
+    guard's own, or a member's through its role (organization mode)."""
+
+    def __init__(self, responder: Callable[[], Responder]) -> None:
+        self._responder = responder
+        self.own_account: str | None = None  # the worker's account and region, set at each invocation
+        self.region: str | None = None
+
+    def stop(self, click: Click, *, now: datetime) -> str:
+        from training_guard.adapters.accounts import responder_in
+
+        guard = responder_in(self._responder(), self.own_account, click.account)
+        return guard.stop_requested(
+            click.job,
+            by=click.by,
+            rule=click.rule,
+            request_id=f"slack-{click.action_ts or int(now.timestamp())}",
+            region=self.region,
+            now=now,
+            account=self.own_account,
+        )

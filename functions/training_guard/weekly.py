@@ -1,0 +1,117 @@
+"""The weekly digest, sent exactly once per week: claimed in the state table under `digest#<ISO week>` before
+anything is read, completed once published, released when anything fails (docs/design/digest.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from training_guard.digest import summary, title
+from training_guard.digest_week import JUST_BEFORE, SENT, Week, document, week_of
+from training_guard.errors import ActionFailed
+from training_guard.events import TrainingJob
+from training_guard.messages import Notice, Notification
+from training_guard.outcome import Outcome
+from training_guard.ports import Claim
+from training_guard.totals import StopEntry, Totals, compute
+
+
+def compose(
+    result: Totals,
+    week: Week,
+    *,
+    account: str | None,
+    region: str | None,
+    now: datetime,
+    dry_run: bool,
+    warnings: Sequence[str] = (),
+) -> Notification:
+    """The week's notification: kind `digest`, about no job (its document names the week where a job would be)."""
+    digest = document(result, week, warnings)
+    return Notification(
+        kind=Notice.DIGEST,
+        outcome=Outcome.NOTIFIED,
+        severity="info",
+        title=title(digest),
+        reason=summary(digest),
+        # The document's schema has a job; this one names the week, so that Q Developer threads each digest apart.
+        job=TrainingJob(name=f"training-guard-digest-{week.label}", status="Digest"),
+        finding=None,
+        account=account,
+        region=region,
+        event_id=week.key,
+        time=now,
+        dry_run=dry_run,
+        transition=week.key,  # one Slack delivery per webhook and week, whatever SNS and SQS redeliver
+        digest=digest,
+    )
+
+
+class MarkerPort(Protocol):
+    """The ledger's exactly-once claim (adapters/ledger.DynamoLedger; tests.fakes.FakeLedger)."""
+
+    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim: ...
+
+    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None: ...
+
+    def release(self, key: str) -> None: ...
+
+
+class PublisherPort(Protocol):
+    def publish(self, notification: Notification) -> None: ...
+
+
+@dataclass(frozen=True)
+class DigestReceipt:
+    week: str
+    sent: bool
+    skipped: str | None = None  # why nothing was sent
+    stops: int | None = None
+    would_stop: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class WeeklyDigest:
+    """Reads the week's stop records and guard metrics, computes the totals and publishes them, once per week."""
+
+    marker: MarkerPort
+    publisher: PublisherPort
+    read_stops: Callable[[datetime], Iterable[StopEntry]]  # every stop record stopped at this time or later
+    read_metrics: Callable[[datetime, datetime], Mapping[str, Sequence[tuple[datetime, float]]]]
+    marker_ttl_seconds: int
+    lease_seconds: int
+    dry_run: bool = False
+    prefix_separator: str | None = None
+
+    def send(self, scheduled: datetime, *, now: datetime, account: str | None, region: str | None) -> DigestReceipt:
+        week = week_of(scheduled)
+        claim = self.marker.claim(week.key, now=now, lease_seconds=self.lease_seconds)
+        if claim is Claim.DONE:
+            return DigestReceipt(week.label, sent=False, skipped="already sent this week")
+        if claim is Claim.BUSY:
+            # Another invocation is sending it; should it die, its own retry takes over once its lease has run out.
+            return DigestReceipt(week.label, sent=False, skipped="being sent by another invocation")
+        try:
+            warnings: list[str] = []
+            stops = self.read_stops(week.since)
+            last = week.until - JUST_BEFORE
+            metrics: Mapping[str, Sequence[tuple[datetime, float]]] | None
+            try:
+                metrics = self.read_metrics(week.since, last)
+            except ActionFailed as exc:
+                # As the report does: the stops and spend still count; what only the metrics tell is unknown.
+                metrics = None
+                warnings.append(f"{exc}: would-have-stopped and the other outcomes are unknown")
+            result = compute(stops, metrics, since=week.since, until=last, prefix_separator=self.prefix_separator)
+            notification = compose(
+                result, week, account=account, region=region, now=now, dry_run=self.dry_run, warnings=warnings
+            )
+            self.publisher.publish(notification)
+        except BaseException:
+            self.marker.release(week.key)  # not sent: Lambda's retry may claim it again
+            raise
+        self.marker.complete(week.key, now=now, ttl_seconds=self.marker_ttl_seconds, outcome=SENT)
+        return DigestReceipt(week.label, sent=True, stops=result.stops, would_stop=result.would_stop, warnings=warnings)
