@@ -16,7 +16,8 @@ from training_guard import policy, slack_messages
 from training_guard.config import GuardConfig
 from training_guard.errors import ActionFailed
 from training_guard.events import Finding, JobEvent, parse_event
-from training_guard.messages import Notification, Outcome, build, q_developer_notification
+from training_guard.messages import Notification, build, q_developer_notification
+from training_guard.outcome import Outcome
 from training_guard.responder import Receipt, Responder
 
 ALICE = "U0ALICE"
