@@ -16,7 +16,7 @@ process with its own file and test files set on mutmut's configuration, from an 
 verdict cached for another module or for older code leaks into the figures.
 
 Why `src`: mutmut names a mutant's module after its file path and strips only a leading `src.`; the tests
-import `training_guard.policy`, so the code must be reached as src/training_guard/... The driver links
+import `training_guard.domain.policy`, so the code must be reached as src/training_guard/... The driver links
 src -> functions (git-ignored) and leaves it, so that `mutmut show NAME` / `mutmut browse` work after a run.
 """
 
@@ -53,8 +53,8 @@ class Target:
 
 
 MODULES: dict[str, Target] = {
-    "policy": Target("src/training_guard/policy.py", ("tests/unit/test_policy.py",)),
-    "metric_guards": Target("src/training_guard/metric_guards.py", ("tests/unit/test_metric_guards.py",)),
+    "policy": Target("src/training_guard/domain/policy.py", ("tests/unit/test_policy.py",)),
+    "metric_guards": Target("src/training_guard/domain/metric_guards.py", ("tests/unit/test_metric_guards.py",)),
     "adapters/ledger": Target(
         "src/training_guard/adapters/ledger.py",
         (
@@ -63,7 +63,7 @@ MODULES: dict[str, Target] = {
         ),
     ),
     "responder": Target(
-        "src/training_guard/responder.py",
+        "src/training_guard/services/responder.py",
         (
             "tests/unit/test_responder.py",
             "tests/unit/test_tags_unknown.py",  # an event without Tags
@@ -75,7 +75,7 @@ MODULES: dict[str, Target] = {
         ),
     ),
     "sweeper": Target(
-        "src/training_guard/sweeper.py",
+        "src/training_guard/services/sweeper.py",
         (
             "tests/unit/test_sweeper.py",
             "tests/unit/test_sweeper_resilience.py",  # a failing read or job never ends the sweep

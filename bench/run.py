@@ -38,7 +38,7 @@ IMPORT_RUNS = 15
 HANDLERS = ("job_events", "alarm_events", "sweeper", "slack_notifier")
 # What handlers/wiring.py imports inside the builder each function calls on its first invocation.
 _RESPONDER_IMPORTS = (
-    "training_guard.settings",
+    "training_guard.config.settings",
     "training_guard.adapters.sqs",
     "training_guard.adapters.cloudwatch",
     "training_guard.adapters.ledger",
@@ -48,9 +48,9 @@ _RESPONDER_IMPORTS = (
 FIRST_CALL_IMPORTS = {
     "job_events": _RESPONDER_IMPORTS,
     "alarm_events": _RESPONDER_IMPORTS,
-    "sweeper": (*_RESPONDER_IMPORTS, "training_guard.sweeper"),
+    "sweeper": (*_RESPONDER_IMPORTS, "training_guard.services.sweeper"),
     "slack_notifier": (
-        "training_guard.settings",
+        "training_guard.config.settings",
         "training_guard.adapters.ledger",
         "training_guard.adapters.secrets",
         "training_guard.adapters.slack",
@@ -213,7 +213,7 @@ def _difference(measured: Counter[str], design: Counter[str]) -> dict[str, int]:
 def calls_per_reaction() -> list[dict[str, Any]]:
     say("[2/9] AWS calls per reaction (botocore event hooks) ...")
     from tests.helpers import load_event, with_detail
-    from training_guard.config import GuardConfig
+    from training_guard.config.model import GuardConfig
     from training_guard_local.alarm_events import contributor_event
     from training_guard_local.emulator import Emulation
     from training_guard_local.slack_listener import SlackListener
@@ -293,7 +293,7 @@ def warm_latency() -> dict[str, Any]:
 
     from tests.helpers import load_event
     from training_guard.adapters.clients import RETRY_CONFIG
-    from training_guard.config import GuardConfig
+    from training_guard.config.model import GuardConfig
     from training_guard_local.emulator import Emulation, LambdaContext, handler_output_to_stderr
 
     template = load_event("vanishing_gradient_issues_found")
@@ -360,7 +360,7 @@ import json, resource, sys, time
 from collections import Counter
 sys.path[:0] = [{root!r}, {root!r} + "/functions", {root!r} + "/local"]
 from tests.campaign.streams import deliveries, plan_fleet
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import Emulation
 plans = plan_fleet({jobs}, 42)
 stream = deliveries(plans, seed=42, max_copies=4)
@@ -524,14 +524,14 @@ def cost(calls: list[dict[str, Any]], latency: dict[str, Any]) -> list[dict[str,
 # What handlers/wiring.py builds for the function URL's first acknowledgement (wiring.interactions): the module
 # imports slack_sdk.signature and the click decoder itself; tests/unit/test_bench.py checks the builder adds nothing.
 ACK_FIRST_CALL_IMPORTS = (
-    "training_guard.settings",
+    "training_guard.config.settings",
     "training_guard.adapters.interactions",
 )
 # What the click worker's first invocation imports: wiring.click_worker, wiring.responder (worker_handler sets its
 # lease), the mute a click writes (ClickWorker.handle) and a stop's account (ResponderStops.stop).
 WORKER_FIRST_CALL_IMPORTS = (
-    "training_guard.settings",
-    "training_guard.config",
+    "training_guard.config.settings",
+    "training_guard.config.model",
     "training_guard.adapters.interactions",
     "training_guard.adapters.mutes",
     "training_guard.adapters.secrets",
@@ -542,9 +542,9 @@ WORKER_FIRST_CALL_IMPORTS = (
     "training_guard.adapters.sagemaker",
     "training_guard.adapters.sns",
     "training_guard.adapters.price_list",
-    "training_guard.handlers.receipts",
-    "training_guard.responder",
-    "training_guard.mutes",
+    "training_guard.adapters.receipts",
+    "training_guard.services.responder",
+    "training_guard.domain.mutes",
     "training_guard.adapters.accounts",
 )
 INTERACTION_HANDLER = "training_guard.handlers.interactions"
@@ -579,7 +579,7 @@ def interaction_cold_import(runs: int = IMPORT_RUNS, *, fill: bool = True) -> di
         "of which: Powertools Logger alone": "from aws_lambda_powertools import Logger",
         # what the acknowledgement would import if it verified with the standard library's hmac instead
         "for comparison: the acknowledgement's imports without slack_sdk": "; ".join(
-            ["from aws_lambda_powertools import Logger", "import training_guard.slack_actions"]
+            ["from aws_lambda_powertools import Logger", "import training_guard.render.slack_actions"]
             + [f"import {m}" for m in ACK_FIRST_CALL_IMPORTS]
         ),
         "worker: handlers.interactions + first call's imports": worker,
@@ -631,7 +631,7 @@ def _signed_click(secret: str, user: str, index: int, at: int) -> dict[str, Any]
     import hmac
     from urllib.parse import urlencode
 
-    from training_guard.slack_actions import Act, button
+    from training_guard.render.slack_actions import Act, button
 
     element = button(Act.STOP, label="Stop now", job=f"bench-click-{index:05d}", rule="LossNotDecreasing")
     payload = {

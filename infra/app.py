@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from infra import guard_config
 from infra.components.names import STACK_NAME
 from infra.partitions import TARGET_PARTITIONS_CONTEXT, check_partitions
-from training_guard.config import ConfigError
+from training_guard.config.model import ConfigError
 
 if TYPE_CHECKING:
     from aws_cdk import App

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig
 
 if TYPE_CHECKING:
     from constructs import Node

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from training_guard.config import ConfigError
+from training_guard.config.model import ConfigError
 
 SUPPORTED_PARTITIONS = ("aws",)
 TARGET_PARTITIONS_CONTEXT = "@aws-cdk/core:target-partitions"

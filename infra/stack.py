@@ -20,7 +20,7 @@ from infra.components.monitoring import Monitoring
 from infra.components.slack_app import SlackApp
 from infra.components.state import GuardState
 from infra.nag import acknowledge_findings
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig
 
 
 class TrainingGuardStack(Stack):

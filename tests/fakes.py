@@ -6,12 +6,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from training_guard.errors import ActionFailed
-from training_guard.events import TrainingJob
-from training_guard.messages import Notification
-from training_guard.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec
-from training_guard.ports import Claim, StopClaim, StopRecord, StopSpend
-from training_guard.pricing import PriceQuote
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import TrainingJob
+from training_guard.domain.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec
+from training_guard.domain.pricing import PriceQuote
+from training_guard.render.messages import Notification
+from training_guard.services.ports import Claim, StopClaim, StopRecord, StopSpend
 
 
 @dataclass

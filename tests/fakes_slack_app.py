@@ -10,8 +10,8 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
-from training_guard.mutes import RECORD_TTL_SECONDS, Mute, Mutes
-from training_guard.threads import ClaimOutcome, ParentClaim, ThreadRecord, lease_expiry
+from training_guard.domain.mutes import RECORD_TTL_SECONDS, Mute, Mutes
+from training_guard.services.threads import ClaimOutcome, ParentClaim, ThreadRecord, lease_expiry
 
 
 class FakeThreads:

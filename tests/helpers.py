@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from training_guard.events import TrainingJob
+from training_guard.domain.events import TrainingJob
 
 EVENTS_DIR = Path(__file__).parent / "events"
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)

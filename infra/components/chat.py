@@ -21,7 +21,7 @@ from infra.components.functions import GuardFunction
 from infra.components.job_events import KEY_ACTIONS, LEDGER_ACTIONS, training_job_arn_pattern
 from infra.components.queues import DeadLetterQueue, encrypted_queue
 from training_guard import contract
-from training_guard.config import GuardConfig, QDeveloperConfig, QDeveloperTeamsConfig
+from training_guard.config.model import GuardConfig, QDeveloperConfig, QDeveloperTeamsConfig
 
 NOTIFIER_TIMEOUT = Duration.seconds(60)
 # SQS visibility must exceed the function timeout several times over (AWS recommends 6x).

@@ -21,7 +21,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 LAMBDA_LAYER_ROOT = "/opt"  # where Lambda extracts a layer's content
 CONFIG_FILE = "training-guard/config.json"  # inside the layer

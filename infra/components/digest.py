@@ -24,13 +24,13 @@ from infra.components.job_events import (
 )
 from infra.components.queues import DeadLetterQueue
 from training_guard import contract
-from training_guard.config import Digest, GuardConfig
-from training_guard.digest_week import KEY_PREFIX
+from training_guard.config.model import Digest, GuardConfig
+from training_guard.domain.digest import KEY_PREFIX
 
 # A digest is not urgent and reads the whole state table (a Scan returns at most 1 MB per request,
 # https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html): more time than the reacting
 # functions' 30 s. A longer timeout delays nothing but a retry's takeover of a dead attempt's claim, whose lease
-# follows the invocation's remaining time (training_guard.leases).
+# follows the invocation's remaining time (training_guard.domain.leases).
 DIGEST_TIMEOUT = Duration.minutes(5)
 # The stop records are keyed by job (`stop#<job>`) in a table without an index, so they are found by a Scan with a
 # filter (adapters/activity.py), as `training-guard report` finds them. DynamoDB's item-level condition

@@ -18,7 +18,7 @@ from constructs import Construct
 from infra.bundling import FUNCTIONS_DIR, RUNTIME_PYTHON, bundle
 from infra.components.config_layer import CONFIG_PATH, config_layer
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13  # matches infra.bundling.RUNTIME_PYTHON (bytecode in the asset)
 ARCHITECTURE = lambda_.Architecture.ARM_64

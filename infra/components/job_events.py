@@ -17,7 +17,7 @@ from constructs import Construct
 from infra.components.functions import GuardFunction
 from infra.components.queues import DeadLetterQueue
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 # SageMaker may send several events per change and EventBridge retries delivery for up to a day
 # by default; a reaction older than 2 hours is no longer useful as a stop, so it goes to the DLQ.

@@ -21,8 +21,8 @@ from infra.components.job_events import (
 )
 from infra.components.queues import DeadLetterQueue
 from training_guard import contract
-from training_guard.config import COMPARISONS, GuardConfig, MetricGuard
-from training_guard.metric_guards import fleet_alarm_name, insights_query
+from training_guard.config.model import COMPARISONS, GuardConfig, MetricGuard
+from training_guard.domain.metric_guards import fleet_alarm_name, insights_query
 
 # A sweep must end before the next one is scheduled: at most 4 minutes and a minute less than the
 # interval, but never under the functions' default 30 s (a 1-minute sweep gets 30 s).

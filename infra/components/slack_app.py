@@ -33,7 +33,7 @@ from infra.components.job_events import grant_responder, responder_environment
 from infra.components.queues import DeadLetterQueue, encrypted_queue
 from training_guard import contract
 from training_guard.adapters.interactions import REPLAY_PREFIX
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 # The acknowledgement reads a secret, writes one item and sends one message: Slack waits 3 seconds for it.
 INTERACTION_TIMEOUT = Duration.seconds(10)

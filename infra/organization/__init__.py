@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 if TYPE_CHECKING:
     from aws_cdk import App

@@ -7,7 +7,7 @@
   the configuration's cap on members keeps the listed form within it (tests/infra/test_organization_limits.py).
 - Rules on that bus with the single-account rules' patterns, to the same functions, with the same retries and
   dead-letter queues. The functions accept exactly the hub's own account and the configured members
-  (training_guard.accounts): an event of another account of the organization is ignored and counted.
+  (training_guard.domain.accounts): an event of another account of the organization is ignored and counted.
 - The functions that act on jobs get fixed role names (each member role trusts them by ARN) and may assume the
   member role of each configured member account, and no other. In Slack app mode the click worker is one of them:
   Stop now on a member's job stops it in the member's account.
@@ -30,7 +30,7 @@ from infra.organization.names import CLICK_WORKER, acting_functions, hub_role_na
 from infra.organization.stackset import MemberStackSet
 from infra.stack import TrainingGuardStack
 from training_guard import contract
-from training_guard.config import ConfigError, GuardConfig, OrganizationConfig
+from training_guard.config.model import ConfigError, GuardConfig, OrganizationConfig
 
 BUS_POLICY_STATEMENT_ID = "TrainingGuardMembers"
 IAM_ROLE_NAME_MAX = 64  # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html

@@ -49,7 +49,7 @@ from infra.components.queues import DEAD_LETTER_RETENTION
 from infra.nag import acknowledge_findings
 from infra.organization.names import acting_functions, hub_role_name
 from training_guard import contract
-from training_guard.config import GuardConfig, OrganizationConfig
+from training_guard.config.model import GuardConfig, OrganizationConfig
 
 # Actions of the member role, statement by statement (each list is the single-account functions' own).
 MEMBER_JOB_ACTIONS = (*JOB_EVENTS_ACTIONS, *JOB_TAG_READ_ACTIONS)

@@ -7,7 +7,7 @@ the configuration: the hub bus, the member role, the hub functions' roles.
 
 from __future__ import annotations
 
-from training_guard.config import GuardConfig, OrganizationConfig
+from training_guard.config.model import GuardConfig, OrganizationConfig
 
 HUB_STACK_NAME = "TrainingGuard"  # the hub keeps the single-account stack's name: its tools find it the same way
 MEMBER_STACK_NAME = "TrainingGuardMember"  # `cdk deploy TrainingGuardMember --profile <member>`

@@ -26,7 +26,7 @@ from constructs import Construct
 
 from infra.organization.member import MemberStack
 from infra.organization.names import MEMBER_STACK_NAME, STACK_SET_NAME
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig
 
 TEMPLATE_BODY_MAX_BYTES = 51_200
 PERMISSION_MODEL = "SERVICE_MANAGED"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.inputs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, read_text
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _slack_preview(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from training_guard.config import SlackConfig, SlackWebhook
+    from training_guard.config.model import SlackConfig, SlackWebhook
     from training_guard_local import replay
     from training_guard_local.emulator import Emulation
     from training_guard_local.inputs import check_writable

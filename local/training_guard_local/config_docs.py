@@ -1,4 +1,4 @@
-"""The configuration's documents, generated from its declarations in `training_guard.config`.
+"""The configuration's documents, generated from its declarations in `training_guard.config.model`.
 
 Two documents follow from the `setting()` declarations of `GuardConfig` and its nested classes:
 the configuration table in README.md (between the `config-table` markers) and the JSON Schema
@@ -23,7 +23,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from training_guard.config import SCHEMA_KEY, Declared, GuardConfig, Setting, settings_of
+from training_guard.config.model import SCHEMA_KEY, Declared, GuardConfig, Setting, settings_of
 
 ROOT = Path(__file__).resolve().parents[2]
 README = "README.md"
@@ -50,7 +50,7 @@ def table() -> str:
     lines += [f"| {' | '.join(_cell(c) for c in row)} |" for row in rows()]
     lines += [
         "",
-        "Generated from the declarations in `functions/training_guard/config.py`, like the JSON Schema",
+        "Generated from the declarations in `functions/training_guard/config/model.py`, like the JSON Schema",
         "[configs/schema.json](configs/schema.json) (a configuration file that starts with",
         f'`"{SCHEMA_KEY}": "./schema.json"` gets completion and checks in editors); regenerate both with',
         f"`{COMMAND}`.",

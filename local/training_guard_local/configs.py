@@ -12,7 +12,7 @@ from pathlib import Path
 
 from infra import guard_config
 from infra.guard_config import Layered
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig
 from training_guard_local.inputs import UsageError, parse_json, read_text
 
 CDK_JSON = "cdk.json"

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from training_guard import contract
-from training_guard.metric_guards import fleet_alarm_name, insights_query
-from training_guard.pricing import SOURCE_API, table_quote, usd
+from training_guard.domain.metric_guards import fleet_alarm_name, insights_query
+from training_guard.domain.pricing import SOURCE_API, table_quote, usd
 from training_guard_local import accounts_ext, alarm_events, metric_widget_ext, sagemaker_ext, template_cache
 from training_guard_local.cdk_run import quiet_node_banner
 from training_guard_local.demo_slack_app import AppSlack, NoButton
@@ -575,7 +575,7 @@ class Demo:
 
     def _sweep_organization(self) -> None:
         """The hub's sweep: its own account, then each member through its role (the handler's organization report)."""
-        from training_guard.sweeper import OrganizationSweepIncomplete
+        from training_guard.services.sweeper import OrganizationSweepIncomplete
 
         assert self.organization is not None
         try:

@@ -35,7 +35,7 @@ from urllib.parse import urlencode
 from slack_sdk.signature import SignatureVerifier
 
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local import metric_widget_ext
 from training_guard_local.emulator import Emulation, LambdaContext
 from training_guard_local.slack_listener import render_text
@@ -285,7 +285,7 @@ class AppSlack:
             records = [
                 {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"]} for m in batch
             ]
-            # The worker's clock is the step's time (training_guard.clock, as every handler reads it).
+            # The worker's clock is the step's time (training_guard.adapters.clock, as every handler reads it).
             result = self.aws.invoke(worker, {"Records": records}, self.aws.context("click-worker"), at=at)
             failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
             failures += len(failed)

@@ -28,8 +28,9 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from infra import outputs
-from training_guard import contract, credentials, metric_guards
-from training_guard.chat import NOT_CONFIGURED, NotConfigured, check_url
+from training_guard import contract
+from training_guard.domain import credentials, metric_guards
+from training_guard.services.chat import NOT_CONFIGURED, NotConfigured, check_url
 from training_guard_local.inputs import EXIT_FAILED, EXIT_OK, UsageError
 from training_guard_local.preflight import (
     FAIL,

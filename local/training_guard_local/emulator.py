@@ -17,7 +17,7 @@ AssumeRole handed out for the member's role, and the emulation's own calls in a 
 roles) are made `in_account(...)`. What moto lacks for this (forwarding that keeps the event, AssumeRole that needs
 the role) is in `accounts_ext`.
 
-Time: the handlers read the clock through `training_guard.clock`; `deliver(event, at=...)` runs
+Time: the handlers read the clock through `training_guard.adapters.clock`; `deliver(event, at=...)` runs
 the handler with the clock set to `at` (a replay decides as the guard would have when the event
 arrived, not today).
 
@@ -49,8 +49,9 @@ from unittest import mock
 
 from moto import mock_aws
 
-from training_guard import clock, contract
-from training_guard.config import GuardConfig
+from training_guard import contract
+from training_guard.adapters import clock
+from training_guard.config.model import GuardConfig
 from training_guard_local import accounts_ext, cloudwatch_ext, moto_speed, sagemaker_ext
 from training_guard_local.kept_clients import KEPT
 
@@ -776,7 +777,7 @@ def _forget_history(account: str, region: str, topic_arn: str, queue_name: str) 
 
 @contextlib.contextmanager
 def replay_clock(at: datetime) -> Iterator[None]:
-    """The functions read the time through training_guard.clock; inside this block it is `at`."""
+    """The functions read the time through training_guard.adapters.clock; inside this block it is `at`."""
     real = clock.utcnow
     clock.utcnow = lambda: at
     try:

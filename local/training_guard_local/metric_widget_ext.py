@@ -34,8 +34,8 @@ from typing import Any
 from moto.cloudwatch import responses as cw_responses
 from moto.core.responses import ActionResult
 
-from training_guard import clock
-from training_guard.charts import HEIGHT, WIDTH
+from training_guard.adapters import clock
+from training_guard.render.charts import HEIGHT, WIDTH
 from training_guard_local.pixel_font import ADVANCE, glyph, text_width
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -27,8 +27,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from infra import outputs
-from training_guard.errors import ActionFailed
-from training_guard.mutes import (
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.mutes import (
     ALL_RULES,
     Effect,
     Mute,
@@ -39,7 +39,7 @@ from training_guard.mutes import (
     parse_duration,
     silence,
 )
-from training_guard.text import ascii_int
+from training_guard.domain.text import ascii_int
 from training_guard_local import doctor
 from training_guard_local.inputs import UsageError
 

@@ -29,8 +29,8 @@ from botocore.exceptions import ClientError
 
 from infra import outputs
 from training_guard import contract
-from training_guard.chat import DELIVERED, NOT_CONFIGURED, delivery_key
-from training_guard.errors import ActionFailed
+from training_guard.domain.errors import ActionFailed
+from training_guard.services.chat import DELIVERED, NOT_CONFIGURED, delivery_key
 from training_guard_local import doctor
 from training_guard_local.inputs import UsageError
 from training_guard_local.preflight import FAIL, OK, WARN, WEBHOOK_URL_EXAMPLE, Aws, Check, Status
@@ -89,7 +89,7 @@ def send(
         report.channels.append(doctor.check_outputs(stack))
         return report
     from training_guard.adapters.sns import SnsPublisher
-    from training_guard.messages import make_test_notification
+    from training_guard.render.messages import make_test_notification
 
     report.test_id = test_id or uuid.uuid4().hex[:12]
     note = make_test_notification(

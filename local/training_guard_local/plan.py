@@ -3,7 +3,7 @@
 Read from the same layered configuration the CDK app deploys (cdk.json's `training-guard` context,
 with `--config FILE` layered over it: infra/guard_config.py), and described with the code the stack
 and the functions use (the rule actions of `GuardConfig`, the Metrics Insights queries of
-`training_guard.metric_guards`, the names of infra/components/names.py). No AWS call, no jsii.
+`training_guard.domain.metric_guards`, the names of infra/components/names.py). No AWS call, no jsii.
 
 The text is a view of the JSON document (`--json`), so both always say the same.
 """
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from training_guard.config import SEVERITIES, Action, GuardConfig
+from training_guard.config.model import SEVERITIES, Action, GuardConfig
 
 CDK_JSON = "cdk.json"
 # Enough to read at a glance and stay within 40 lines at the configuration's maxima; --json has all.
@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
 def plan(config: GuardConfig, layers: tuple[str, ...]) -> dict[str, Any]:
     """What the guard will do with this configuration, as a JSON-ready document."""
     from infra.components.names import STACK_NAME, bot_token_secret_name, signing_secret_name, webhook_secret_name
-    from training_guard.metric_guards import fleet_alarm_name, insights_query
+    from training_guard.domain.metric_guards import fleet_alarm_name, insights_query
 
     by_action: dict[str, list[str]] = {a.value: [] for a in Action}
     for rule, action in config.rules.actions.items():

@@ -23,9 +23,16 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 
 from infra.partitions import SUPPORTED_PARTITIONS, partition_of
 from training_guard import contract
-from training_guard.chat import NotConfigured, check_url
-from training_guard.config import ConfigError
-from training_guard.credentials import BOT_TOKEN, PROBLEMS, SIGNING_SECRET, WEBHOOK_URL, WORDS, put_secret_command
+from training_guard.config.model import ConfigError
+from training_guard.domain.credentials import (
+    BOT_TOKEN,
+    PROBLEMS,
+    SIGNING_SECRET,
+    WEBHOOK_URL,
+    WORDS,
+    put_secret_command,
+)
+from training_guard.services.chat import NotConfigured, check_url
 
 Status = Literal["ok", "warn", "fail"]
 OK: Final = "ok"

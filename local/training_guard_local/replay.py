@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from training_guard import contract
-from training_guard.events import parse_time
+from training_guard.domain.events import parse_time
 from training_guard_local.inputs import UsageError, read_json
 
 # The SageMaker API model's values (docs: domain §2); others are kept by the guard but may be typos.

@@ -4,7 +4,7 @@ Reads, with the user's own credentials and changing nothing: the stack's outputs
 `infra.outputs.STATE_TABLE_NAME`, found as `training-guard doctor` finds them), the audit records `stop#<job>`
 of the state table (one paginated Scan) and the guard's metrics (one GetMetricData request for every
 outcome, hourly sums), both through `training_guard.adapters.activity`, the reading path the weekly digest's
-function uses too. The totals are `training_guard.totals`, the same the weekly digest sends. Output: one screen
+function uses too. The totals are `training_guard.domain.totals`, the same the weekly digest sends. Output: one screen
 of text, `--json` (the document the HTML page is made from), and `--html FILE`
 (a self-contained page with the charts, `report_html.py`).
 
@@ -31,10 +31,10 @@ from typing import Any, Final, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from infra import outputs
-from training_guard import totals
 from training_guard.adapters import activity
-from training_guard.errors import ActionFailed
-from training_guard.totals import StopEntry
+from training_guard.domain import totals
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.totals import StopEntry
 from training_guard_local import doctor
 from training_guard_local.inputs import UsageError
 

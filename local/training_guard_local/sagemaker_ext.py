@@ -19,7 +19,7 @@ NotImplementedError on `stop_training_job`. This module adds, for the emulation 
 Every `StopTrainingJob` is recorded with the account it was served in and the access key that signed it
 (`stop_calls`): the organization demo shows whether a member's job was stopped through that member's role.
 
-Times the emulation sets (a stop's `LastModifiedTime`) come from `training_guard.clock`, the clock
+Times the emulation sets (a stop's `LastModifiedTime`) come from `training_guard.adapters.clock`, the clock
 a replay sets to the event's time.
 
 `install()` is idempotent and must run before the first SageMaker call of a mocked session.
@@ -36,8 +36,8 @@ from moto.sagemaker import models as sm_models
 from moto.sagemaker import responses as sm_responses
 from moto.sagemaker.exceptions import ValidationError
 
-from training_guard import clock
-from training_guard.events import parse_time
+from training_guard.adapters import clock
+from training_guard.domain.events import parse_time
 
 _DETAIL_FIELDS = {
     # event detail key -> FakeTrainingJob attribute (describe_training_job camel-cases them back)

@@ -54,9 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_guard.config import ConfigError, GuardConfig
-from training_guard.policy import Kind
-from training_guard.pricing import gpu_count
+from training_guard.config.model import ConfigError, GuardConfig
+from training_guard.domain.policy import Kind
+from training_guard.domain.pricing import gpu_count
 from training_guard_local.inputs import UsageError, read_json
 
 JOB_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")

@@ -51,7 +51,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs
 
-from training_guard.credentials import BOT_TOKEN_PREFIX
+from training_guard.domain.credentials import BOT_TOKEN_PREFIX
 
 DEFAULT_CHANNEL = "C0TRAINING"
 TEAM_ID = "T0EMULATED"

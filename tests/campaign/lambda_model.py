@@ -10,7 +10,7 @@ as dead-lettered. An attempt stopped by its timeout runs none of its `except`/`f
 releases nothing (docs/domain.md §7).
 
 How, on the emulation (moto) with the real handlers:
-- a virtual clock: `training_guard.clock.utcnow` reads it, the context's remaining time follows it,
+- a virtual clock: `training_guard.adapters.clock.utcnow` reads it, the context's remaining time follows it,
   and the responder's busy wait advances it instead of sleeping;
 - botocore hooks on the guard's own clients (`training_guard.adapters.clients.client`) number every AWS
   call of an attempt. At call N a plan can kill the attempt, the call either never reaching AWS or
@@ -43,13 +43,13 @@ from typing import Any
 
 import pytest
 
-from training_guard import clock as guard_clock
 from training_guard import contract
 from training_guard.adapters import clients
-from training_guard.errors import TransitionBusy
+from training_guard.adapters import clock as guard_clock
+from training_guard.domain.errors import TransitionBusy
+from training_guard.domain.mutes import KEY_PREFIX as MUTES_KEY_PREFIX
+from training_guard.domain.pricing import PRICE_KEY_PREFIX
 from training_guard.handlers import wiring
-from training_guard.mutes import KEY_PREFIX as MUTES_KEY_PREFIX
-from training_guard.pricing import PRICE_KEY_PREFIX
 from training_guard_local.emulator import ACCOUNT, REGION, handler_output_to_stderr
 
 # The event handlers' timeout (infra/components/functions.py DEFAULT_TIMEOUT).

@@ -24,8 +24,8 @@ from moto.core.models import botocore_stubber
 from tests.campaign.streams import deliveries, plan_fleet
 from tests.helpers import readme_campaign_row
 from training_guard.adapters import clients
-from training_guard.config import GuardConfig
-from training_guard.errors import GuardError, TransitionBusy
+from training_guard.config.model import GuardConfig
+from training_guard.domain.errors import GuardError, TransitionBusy
 from training_guard_local.emulator import TABLE, Emulation
 
 SEED = 7

@@ -13,11 +13,11 @@ import pytest
 from tests.campaign.junk import Junk
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import EVENTS_DIR, NOW, event_names, load_event
-from training_guard.config import ConfigError, GuardConfig
-from training_guard.events import EventError, parse_event
+from training_guard.config.model import ConfigError, GuardConfig
+from training_guard.domain.events import EventError, parse_event
+from training_guard.domain.metric_guards import parse_alarm_event
 from training_guard.handlers.job_events import process
-from training_guard.metric_guards import parse_alarm_event
-from training_guard.responder import Responder
+from training_guard.services.responder import Responder
 
 EXAMPLES = 3000
 SEED = 20261201

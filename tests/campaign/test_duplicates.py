@@ -8,9 +8,9 @@ from typing import Any
 from tests.campaign.streams import deliveries, plan_fleet
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, readme_campaign_row
-from training_guard.config import GuardConfig
-from training_guard.events import parse_event
-from training_guard.responder import Responder
+from training_guard.config.model import GuardConfig
+from training_guard.domain.events import parse_event
+from training_guard.services.responder import Responder
 from training_guard_local.emulator import Emulation
 
 SEED = 20261130

@@ -40,10 +40,10 @@ from tests.integration.test_organization_moto import HUB, MEMBER_A, MEMBER_B, OU
 from training_guard.adapters.accounts import CredentialedClients, MemberAccess, MemberSessions
 from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
 from training_guard.adapters.sagemaker import SageMakerJobs
-from training_guard.errors import GuardError
+from training_guard.domain.errors import GuardError
 from training_guard.handlers import job_events
 from training_guard.handlers import sweeper as sweeper_handler
-from training_guard.sweeper import OrganizationSweepIncomplete, Sweeper
+from training_guard.services.sweeper import OrganizationSweepIncomplete, Sweeper
 from training_guard_local import cloudwatch_ext, sagemaker_ext
 
 SEED = 16

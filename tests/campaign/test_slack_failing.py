@@ -21,7 +21,7 @@ from slack_sdk.http_retry import builtin_handlers
 from tests.campaign.streams import plan_fleet
 from tests.helpers import readme_campaign_row
 from training_guard.adapters import clients
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import Emulation
 from training_guard_local.slack_listener import Reply, SlackListener
 

@@ -54,9 +54,9 @@ from tests.campaign.lambda_model import (
 from tests.campaign.streams import JobPlan, plan_fleet
 from tests.helpers import NOW, load_event, rule_status
 from training_guard import contract
-from training_guard.config import Action, GuardConfig, RulePolicy
+from training_guard.config.model import Action, GuardConfig, RulePolicy
+from training_guard.domain.policy import transition_key
 from training_guard.handlers import wiring
-from training_guard.policy import transition_key
 from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
 
 SEED = 10

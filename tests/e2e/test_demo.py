@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.test_readme import check_demo_block
 from tests.helpers import EVENTS_DIR
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local import configs, emulator
 from training_guard_local import scenario as scenarios
 from training_guard_local.cli import demo_of, main

@@ -153,7 +153,7 @@ def seeded_report_page(folder: Path) -> Iterator[Path]:
     """`training-guard report --since 7d --html` on the seeded moto deployment: the page's path."""
     from tests.integration import test_report as seeded
     from tests.integration.deployed import deployed
-    from training_guard.config import GuardConfig
+    from training_guard.config.model import GuardConfig
     from training_guard_local import doctor, report
 
     page = folder / "report.html"

@@ -13,7 +13,7 @@ from infra.app import build_app
 from infra.components.config_layer import CONFIG_FILE, CONFIG_PATH
 from infra.stack import TrainingGuardStack
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 pytestmark = pytest.mark.infra
 

@@ -15,7 +15,7 @@ from aws_cdk import App
 from infra.app import build_app, check_context_config
 from infra.partitions import DEPLOY_REGION_VARIABLE, TARGET_PARTITIONS_CONTEXT, partition_problems
 from tests.infra.conftest import ConfigSynth, Synth, shipped_context, synthesized
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

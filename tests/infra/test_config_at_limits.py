@@ -15,7 +15,7 @@ import pytest
 from infra.components import config_layer, functions
 from tests.infra.conftest import Synth
 from training_guard import contract
-from training_guard.config import MAX_FLEET_GUARDS, MAX_WEBHOOKS, GuardConfig
+from training_guard.config.model import MAX_FLEET_GUARDS, MAX_WEBHOOKS, GuardConfig
 
 FUNCTIONS = ("JobEventsHandler", "AlarmEvents", "Sweeper", "ChatNotifier")
 # A value CloudFormation fills in at deploy time (a name, an ARN, a queue URL) counted generously,

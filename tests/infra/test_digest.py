@@ -13,7 +13,7 @@ from tests.infra.conftest import Synth, expected_rows, statement_rows
 from tests.infra.test_stack import getatt
 from tests.integration.test_digest_moto import DIGEST_ACTIONS
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 HANDLER = "training_guard.handlers.digest.handler"
 

@@ -16,7 +16,7 @@ from aws_cdk import App
 from infra import guard_config, outputs
 from infra.guard_config import layer
 from tests.infra.conftest import CDK_JSON, Synth, shipped_context
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "configs" / "example.json"

@@ -12,7 +12,7 @@ from infra.components import job_events, metric_guards
 from tests.infra.conftest import Synth, expected_rows, statement_rows
 from tests.infra.test_stack import getatt, job_alarms_arn, training_jobs_arn
 from training_guard import contract
-from training_guard.config import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig
 
 GUARDS = [
     {"name": "loss-diverging", "metric": "train:loss", "threshold": 5, "datapoints": 3, "periods": 5, "action": "stop"},

@@ -27,7 +27,7 @@ from tests.infra.conftest import (
     unordered,
 )
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "configs" / "organization.json"
@@ -518,7 +518,7 @@ def test_the_hub_and_its_functions_ship_the_organization_to_the_functions(org: O
 
 
 def test_a_region_that_would_make_a_hub_role_name_too_long_is_refused(tmp_path: Path) -> None:
-    from training_guard.config import ConfigError
+    from training_guard.config.model import ConfigError
 
     long_region = "us-" + "x" * 40 + "-1"
     with pytest.raises(ConfigError, match="exceed IAM's 64 characters"):

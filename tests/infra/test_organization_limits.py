@@ -22,7 +22,7 @@ import pytest
 from infra.organization import stackset
 from infra.organization.names import ACTING_FUNCTIONS, MEMBER_STACK_NAME
 from tests.infra.test_organization import FUNCTION_PATHS, OrgSynth, example
-from training_guard.config import MAX_FLEET_GUARDS, MAX_MEMBER_ACCOUNTS, ConfigError
+from training_guard.config.model import MAX_FLEET_GUARDS, MAX_MEMBER_ACCOUNTS, ConfigError
 
 BUS_POLICY_MAX_BYTES = 10 * 1024
 ROLE_POLICY_MAX_CHARS = 10_240

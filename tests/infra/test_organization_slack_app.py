@@ -16,7 +16,7 @@ from infra.organization.names import ACTING_FUNCTIONS, CLICK_WORKER, acting_func
 from tests.infra import test_organization_limits as limits
 from tests.infra.conftest import cfn_lint, synthesized
 from tests.infra.test_organization import HUB, MEMBERS, REGION, OrgSynth, arn, example
-from training_guard.config import MAX_MEMBER_ACCOUNTS, ConfigError, GuardConfig
+from training_guard.config.model import MAX_MEMBER_ACCOUNTS, ConfigError, GuardConfig
 
 APP_SLACK = {
     "mode": "app",

@@ -16,7 +16,7 @@ from aws_cdk import App
 from infra import outputs
 from infra.app import build_app
 from tests.infra.conftest import ConfigSynth, Synth, synthesized
-from training_guard.config import ConfigError
+from training_guard.config.model import ConfigError
 
 CONDITIONAL = {  # only with Slack configured, or with a subscription that has a dead-letter queue
     outputs.SLACK_NOTIFIER_FUNCTION,

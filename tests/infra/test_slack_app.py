@@ -367,7 +367,7 @@ def test_a_teams_channel_is_subscribed_to_the_topic_with_the_read_only_guardrail
     ],
 )
 def test_bad_teams_settings_name_the_field(settings: dict[str, Any], problem: str) -> None:
-    from training_guard.config import ConfigError, GuardConfig
+    from training_guard.config.model import ConfigError, GuardConfig
 
     good = {"team_id": TEAM, "teams_channel_id": TEAMS_CHANNEL, "teams_tenant_id": TENANT}
     with pytest.raises(ConfigError) as raised:

@@ -13,7 +13,7 @@ from tests.helpers import NOW
 from tests.infra.conftest import Synth, cfn_lint, expected_rows, shipped_context, statement_rows, unordered
 from training_guard import contract
 from training_guard.adapters.price_list import PriceList
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 
 
 def getatt(logical_id: str) -> dict[str, list[str]]:

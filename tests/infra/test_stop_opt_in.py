@@ -15,9 +15,9 @@ import pytest
 
 from tests.helpers import NOW
 from tests.infra.conftest import ConfigSynth, synthesized
-from training_guard.config import GuardConfig
-from training_guard.events import DEBUGGER, Finding, TrainingJob
-from training_guard.policy import Plan, decide
+from training_guard.config.model import GuardConfig
+from training_guard.domain.events import DEBUGGER, Finding, TrainingJob
+from training_guard.domain.policy import Plan, decide
 
 TAG = "training-guard:guarded"
 VALUES = ("true", "True", "TRUE", " true", "true ", "yes", "1", "", "false")

@@ -12,8 +12,8 @@ from infra.app import STACK_NAME
 from infra.components.chat import webhook_secret_name
 from infra.components.functions import POWERTOOLS_LAYER_PARAMETER
 from infra.components.monitoring import REACTION_METRICS, SERVICE_DIMENSION, self_alarm_prefix
-from training_guard import totals
 from training_guard.adapters.secrets import CACHE_SECONDS
+from training_guard.domain import totals
 from training_guard_local import doctor, preflight
 from training_guard_local.preflight import FAIL, Check, Plan, WebhookSecret
 

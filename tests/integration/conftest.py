@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import Emulation
 
 

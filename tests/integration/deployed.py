@@ -42,7 +42,7 @@ from botocore.awsrequest import AWSResponse
 
 from infra import outputs
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import kept_boto3_session, mock_aws_kept_session
 from training_guard_local.kept_clients import KEPT
 from training_guard_local.preflight import Aws

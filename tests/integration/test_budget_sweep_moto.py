@@ -17,7 +17,7 @@ import pytest
 from tests.integration.test_job_events_moto import stubbed_price_list
 from training_guard import contract
 from training_guard.adapters import clients
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard.handlers import wiring
 from training_guard_local.emulator import TABLE, Emulation
 

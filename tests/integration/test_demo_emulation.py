@@ -16,9 +16,9 @@ from tests.helpers import EVENTS_DIR
 from training_guard import contract
 from training_guard.adapters.cloudwatch import TrainingMetrics
 from training_guard.adapters.price_list import PriceList
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
+from training_guard.domain.pricing import SOURCE_API, SOURCE_TABLE
 from training_guard.handlers import wiring
-from training_guard.pricing import SOURCE_API, SOURCE_TABLE
 from training_guard_local.emulator import NO_RECORDED_ANSWER, TABLE, Emulation
 
 pytestmark = pytest.mark.integration

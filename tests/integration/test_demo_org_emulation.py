@@ -14,8 +14,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from tests.helpers import load_event, rule_status
-from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
+from training_guard.config.model import GuardConfig
+from training_guard.domain.errors import ActionFailed
 from training_guard_local import accounts_ext, sagemaker_ext
 from training_guard_local import scenario as scenarios
 from training_guard_local.demo import resolve, routes_from

@@ -19,10 +19,10 @@ from botocore.awsrequest import AWSResponse
 from training_guard import contract
 from training_guard.adapters import clients
 from training_guard.adapters.ledger import DynamoLedger
-from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
-from training_guard.ports import StopRecord
-from training_guard.responder import AUDIT_RETENTION_SECONDS
+from training_guard.config.model import GuardConfig
+from training_guard.domain.errors import ActionFailed
+from training_guard.services.ports import StopRecord
+from training_guard.services.responder import AUDIT_RETENTION_SECONDS
 from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
 
 pytestmark = pytest.mark.integration

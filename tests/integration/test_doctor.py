@@ -20,7 +20,7 @@ from infra import outputs
 from tests.integration.alarm_actions import AlarmActions
 from tests.integration.deployed import CONFIG, EMAIL, REGION, STACK, WEBHOOKS, Deployment, deployed, notifier
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local import cli, doctor
 from training_guard_local.preflight import FAIL, OK, WARN, Check
 from training_guard_local.slack_listener import SlackListener

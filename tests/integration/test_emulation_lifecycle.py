@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import MOTO_ACCOUNT_ENV, Emulation
 
 pytestmark = pytest.mark.integration

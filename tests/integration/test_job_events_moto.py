@@ -12,10 +12,10 @@ from botocore.stub import Stubber
 
 from tests.helpers import EVENTS_DIR, NOW, load_event, rule_status, with_detail
 from training_guard import contract
-from training_guard.config import GuardConfig
-from training_guard.events import EventError
+from training_guard.config.model import GuardConfig
+from training_guard.domain.events import EventError
+from training_guard.domain.pricing import get_products_filters
 from training_guard.handlers import wiring
-from training_guard.pricing import get_products_filters
 from training_guard_local.emulator import TABLE, Emulation
 
 JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
@@ -125,7 +125,7 @@ def test_an_unusable_event_is_parked_in_the_dead_letter_queue_at_once_with_its_r
 def test_without_a_dead_letter_queue_an_unusable_event_raises_for_lambdas_retries() -> None:
     from tests.fakes import FakeJobs, FakeLedger, FakePublisher
     from training_guard.handlers.job_events import process
-    from training_guard.responder import Responder
+    from training_guard.services.responder import Responder
 
     guard = Responder(GuardConfig(), FakeJobs(), FakeLedger(), FakePublisher())
     with pytest.raises(EventError, match="TrainingJobName is missing"):

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import load_event
 from training_guard.adapters import clients
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import FUNCTION_SERVICES, Emulation
 from training_guard_local.kept_clients import KEPT
 

@@ -18,8 +18,8 @@ from tests.fakes import FakeLedger
 from tests.helpers import NOW
 from training_guard import contract
 from training_guard.adapters.ledger import DynamoLedger
-from training_guard.errors import ActionFailed
-from training_guard.ports import Claim, LedgerPort, StopRecord, StopSpend
+from training_guard.domain.errors import ActionFailed
+from training_guard.services.ports import Claim, LedgerPort, StopRecord, StopSpend
 from training_guard_local.emulator import TABLE, Emulation
 
 pytestmark = pytest.mark.integration

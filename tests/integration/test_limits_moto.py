@@ -20,7 +20,7 @@ from tests.unit.test_limits import (
     largest_event,
 )
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import TABLE, Emulation
 
 NAME = "j" * JOB_NAME_MAX

@@ -12,8 +12,8 @@ import pytest
 
 from tests.helpers import EVENTS_DIR, load_event
 from training_guard import contract
-from training_guard.config import GuardConfig
-from training_guard.metric_guards import job_alarm_name
+from training_guard.config.model import GuardConfig
+from training_guard.domain.metric_guards import job_alarm_name
 from training_guard_local.alarm_events import contributor_event, metric_alarm_event
 from training_guard_local.emulator import Emulation
 
@@ -278,7 +278,7 @@ def test_one_jobs_failure_does_not_keep_the_others_unswept(aws: Emulation, monke
     from moto.core.models import botocore_stubber
 
     from training_guard.adapters import clients
-    from training_guard.sweeper import SweepIncomplete
+    from training_guard.services.sweeper import SweepIncomplete
 
     for name in ("sweep-a", "sweep-b"):
         finding = load_event("vanishing_gradient_issues_found")

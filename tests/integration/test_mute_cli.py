@@ -12,7 +12,7 @@ import pytest
 from infra import outputs
 from tests.helpers import NOW
 from training_guard.adapters.mutes import DynamoMutes
-from training_guard.mutes import silence
+from training_guard.domain.mutes import silence
 from training_guard_local import doctor, mute
 from training_guard_local.emulator import TABLE, Emulation
 from training_guard_local.inputs import UsageError

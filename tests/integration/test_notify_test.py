@@ -26,7 +26,7 @@ from tests.integration.deployed import (
     patch_https,
 )
 from training_guard import contract
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local import cli, notify_test
 from training_guard_local.preflight import FAIL, OK, WARN
 from training_guard_local.slack_listener import Reply, SlackListener, render_text

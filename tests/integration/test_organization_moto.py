@@ -20,9 +20,9 @@ from training_guard.adapters.cloudwatch import CloudWatchAlarms
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.adapters.sns import SnsPublisher
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard.handlers import alarm_events, job_events
-from training_guard.responder import Responder
+from training_guard.services.responder import Responder
 from training_guard_local import sagemaker_ext
 from training_guard_local.emulator import mock_aws_kept_session
 
@@ -247,7 +247,7 @@ def test_a_members_metric_guard_alarm_stops_that_members_job(org: Organization) 
 
 
 def alarm_job_name(alarm: dict[str, Any]) -> str:
-    from training_guard.metric_guards import parse_alarm_event
+    from training_guard.domain.metric_guards import parse_alarm_event
 
     name = parse_alarm_event(alarm).job
     assert name

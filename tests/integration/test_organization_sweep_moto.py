@@ -26,11 +26,11 @@ from training_guard import contract
 from training_guard.adapters.accounts import CredentialedClients, MemberAccess, MemberSessions
 from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
 from training_guard.adapters.sagemaker import SageMakerJobs
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
+from training_guard.domain.metric_guards import job_alarm_name
 from training_guard.handlers import sweeper as sweeper_handler
-from training_guard.metric_guards import job_alarm_name
-from training_guard.responder import Responder
-from training_guard.sweeper import OrganizationSweepIncomplete, Sweeper
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import OrganizationSweepIncomplete, Sweeper
 from training_guard_local import cloudwatch_ext
 
 CONFIG = GuardConfig.from_dict(

@@ -8,7 +8,7 @@ from typing import Any
 from botocore.stub import Stubber
 
 from tests.helpers import load_event
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local import redrive
 from training_guard_local.emulator import Emulation
 

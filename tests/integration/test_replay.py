@@ -18,8 +18,8 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import Ama
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.constants import MAX_METRICS
 
 from tests.helpers import EVENTS_DIR, load_event, with_detail
-from training_guard import clock
-from training_guard.config import GuardConfig
+from training_guard.adapters import clock
+from training_guard.config.model import GuardConfig
 from training_guard_local import replay
 from training_guard_local.cli import main
 from training_guard_local.emulator import ACCOUNT, REGION, Emulation

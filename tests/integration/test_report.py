@@ -19,11 +19,12 @@ import pytest
 from infra import outputs
 from tests.integration.deployed import ACCOUNT, REGION, STACK, Deployment, deployed
 from tests.integration.test_doctor import clean_environment, refuse
-from training_guard import contract, totals
+from training_guard import contract
 from training_guard.adapters.ledger import DynamoLedger
-from training_guard.config import GuardConfig
-from training_guard.ports import StopRecord
-from training_guard.responder import AUDIT_RETENTION_SECONDS
+from training_guard.config.model import GuardConfig
+from training_guard.domain import totals
+from training_guard.services.ports import StopRecord
+from training_guard.services.responder import AUDIT_RETENTION_SECONDS
 from training_guard_local import doctor, report
 
 pytestmark = pytest.mark.integration

@@ -25,18 +25,19 @@ import pytest
 
 from tests.fakes_slack_app import FakeMutes, FakeThreads
 from tests.helpers import NOW
-from training_guard import contract, mutes
+from training_guard import contract
 from training_guard.adapters.interactions import ClickQueue, ReplayMarkers, ResponseUrl, SigningSecret
 from training_guard.adapters.mutes import DynamoMutes
 from training_guard.adapters.slack import Deadline
 from training_guard.adapters.slack_app import OUT_OF_TIME, SlackApp, SlackAppError, bot_token
 from training_guard.adapters.threads import DynamoThreads
-from training_guard.clicks import NOT_ALLOWED, ClickWorker, Interactions
-from training_guard.credentials import BOT_TOKEN_PREFIX
-from training_guard.errors import ActionFailed
+from training_guard.domain import mutes
+from training_guard.domain.credentials import BOT_TOKEN_PREFIX
+from training_guard.domain.errors import ActionFailed
 from training_guard.handlers.interactions import process
-from training_guard.slack_actions import Act, Click, button
-from training_guard.threads import (
+from training_guard.render.slack_actions import Act, Click, button
+from training_guard.services.clicks import NOT_ALLOWED, ClickWorker, Interactions
+from training_guard.services.threads import (
     ClaimOutcome,
     Thread,
     ThreadRecord,

@@ -20,9 +20,10 @@ import pytest
 
 from infra import outputs
 from tests.integration.deployed import ACCOUNT, Deployment, deployed
-from training_guard import contract, credentials
-from training_guard.config import GuardConfig
-from training_guard.slack_actions import Act, button
+from training_guard import contract
+from training_guard.config.model import GuardConfig
+from training_guard.domain import credentials
+from training_guard.render.slack_actions import Act, button
 from training_guard_local import sagemaker_ext
 from training_guard_local.emulator import LambdaContext, handler_output_to_stderr
 

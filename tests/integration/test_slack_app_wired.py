@@ -23,11 +23,11 @@ from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.secrets import Secrets
 from training_guard.adapters.slack_app import BotFromSecret, SlackAppError
 from training_guard.adapters.threads import DynamoThreads
-from training_guard.chat import AppMode, ChatDelivery
-from training_guard.config import GuardConfig
-from training_guard.policy import Kind
-from training_guard.responder import Responder
-from training_guard.threads import Waiting, thread_key
+from training_guard.config.model import GuardConfig
+from training_guard.domain.policy import Kind
+from training_guard.services.chat import AppMode, ChatDelivery
+from training_guard.services.responder import Responder
+from training_guard.services.threads import Waiting, thread_key
 from training_guard_local.emulator import TABLE, Emulation
 from training_guard_local.slack_web_api import DEFAULT_CHANNEL, SlackWebApi
 

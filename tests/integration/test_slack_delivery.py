@@ -14,8 +14,8 @@ from tests.helpers import load_event, with_detail
 from training_guard import contract
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.slack import ATTEMPT_SECONDS
-from training_guard.config import GuardConfig
-from training_guard.ports import Claim
+from training_guard.config.model import GuardConfig
+from training_guard.services.ports import Claim
 from training_guard_local.emulator import Emulation, LambdaContext
 from training_guard_local.slack_listener import Reply, SlackListener, render_text
 
@@ -187,7 +187,7 @@ def test_the_webhook_url_never_appears_in_logs(
 
 
 def test_the_notifier_settings_name_a_missing_variable() -> None:
-    from training_guard.settings import ChatSettings, SettingsError
+    from training_guard.config.settings import ChatSettings, SettingsError
 
     with pytest.raises(SettingsError, match=contract.ENV_WEBHOOK_SECRETS):
         ChatSettings.from_env({contract.ENV_CONFIG: GuardConfig().to_json(), contract.ENV_TABLE: "t"})

@@ -14,8 +14,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, load_event
-from training_guard import accounts
-from training_guard.accounts import NotAMember, member_role_arn
+from training_guard.adapters import receipts
 from training_guard.adapters.accounts import (
     REFRESH_MARGIN_SECONDS,
     SESSION_NAME,
@@ -26,13 +25,15 @@ from training_guard.adapters.accounts import (
     responder_in,
 )
 from training_guard.adapters.clients import RETRY_CONFIG
-from training_guard.config import GuardConfig, OrganizationConfig
-from training_guard.errors import ActionFailed
-from training_guard.events import parse_job
-from training_guard.handlers import alarm_events, job_events, receipts
-from training_guard.ports import Claim, StopRecord
-from training_guard.responder import Responder
-from training_guard.sweeper import Sweeper
+from training_guard.config.model import GuardConfig, OrganizationConfig
+from training_guard.domain import accounts
+from training_guard.domain.accounts import NotAMember, member_role_arn
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import parse_job
+from training_guard.handlers import alarm_events, job_events
+from training_guard.services.ports import Claim, StopRecord
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import Sweeper
 
 HUB = "111122223333"
 MEMBER_A = "444455556666"
@@ -327,7 +328,7 @@ def test_a_members_alarm_is_handled_through_that_members_role() -> None:
 
 
 def alarm_job(alarm: dict[str, Any]) -> Any:
-    from training_guard.metric_guards import parse_alarm_event
+    from training_guard.domain.metric_guards import parse_alarm_event
 
     name = parse_alarm_event(alarm).job
     detail = load_event("vanishing_gradient_issues_found")["detail"]

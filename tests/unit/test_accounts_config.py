@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training_guard.config import MAX_MEMBER_ACCOUNTS, ConfigError, GuardConfig, OrganizationConfig
+from training_guard.config.model import MAX_MEMBER_ACCOUNTS, ConfigError, GuardConfig, OrganizationConfig
 
 HUB = "111122223333"
 MEMBER_A = "444455556666"

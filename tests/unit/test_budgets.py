@@ -14,15 +14,16 @@ import pytest
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePrices, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, SWEEP_ACCOUNT, SWEEP_REGION, job_arn, running_job
-from training_guard import contract, messages, slack_messages
-from training_guard.config import Action, Budget, GuardConfig, budget_from_tag
-from training_guard.events import Finding, TrainingJob
-from training_guard.outcome import Outcome
-from training_guard.policy import Kind, Plan, cents, decide_budget
-from training_guard.ports import StopRecord
-from training_guard.pricing import PriceQuote
-from training_guard.responder import Responder
-from training_guard.sweeper import Sweeper, SweepReport
+from training_guard import contract
+from training_guard.config.model import Action, Budget, GuardConfig, budget_from_tag
+from training_guard.domain.events import Finding, TrainingJob
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.policy import Kind, Plan, cents, decide_budget
+from training_guard.domain.pricing import PriceQuote
+from training_guard.render import messages, slack_messages
+from training_guard.services.ports import StopRecord
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import Sweeper, SweepReport
 
 ACCOUNT, REGION = SWEEP_ACCOUNT, SWEEP_REGION
 TYPE = "ml.g5.2xlarge"

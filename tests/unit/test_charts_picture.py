@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from training_guard.charts import chart_for
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
+from training_guard.render.charts import chart_for
 from training_guard_local import metric_widget_ext as ext
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)

@@ -11,13 +11,13 @@ import pytest
 
 from tests.fakes import FakeLedger
 from tests.helpers import NOW, load_event
-from training_guard.chat import ChatDelivery, delivery_key
-from training_guard.config import ConfigError, GuardConfig
-from training_guard.events import parse_event
+from training_guard.config.model import ConfigError, GuardConfig
+from training_guard.domain.events import parse_event
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.policy import decide
 from training_guard.handlers import slack_notifier
-from training_guard.messages import build
-from training_guard.outcome import Outcome
-from training_guard.policy import decide
+from training_guard.render.messages import build
+from training_guard.services.chat import ChatDelivery, delivery_key
 
 HUB = "111122223333"
 MEMBER_A = "444455556666"

@@ -10,7 +10,7 @@ from botocore.stub import Stubber
 
 from training_guard import contract
 from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
-from training_guard.errors import ActionFailed
+from training_guard.domain.errors import ActionFailed
 
 AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 

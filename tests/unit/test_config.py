@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from training_guard.config import (
+from training_guard.config.model import (
     MAX_TRAINING_DAYS,
     MIN_DEDUP_TTL_DAYS,
     SCHEMA_KEY,
@@ -239,7 +239,7 @@ def test_every_setting_is_declared_with_a_meaning() -> None:
 
 
 def test_twenty_webhooks_at_most_each_secret_named_not_by_arn() -> None:
-    from training_guard.config import MAX_WEBHOOKS, ConfigError
+    from training_guard.config.model import MAX_WEBHOOKS, ConfigError
 
     hooks: dict[str, dict[str, str]] = {f"team-{i}": {} for i in range(MAX_WEBHOOKS - 1)}
     hooks["default"] = {}

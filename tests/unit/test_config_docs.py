@@ -1,6 +1,6 @@
 """The configuration's generated documents follow its declarations, and the schema agrees with the reader.
 
-The README table and `configs/schema.json` are generated from `training_guard.config`; these tests
+The README table and `configs/schema.json` are generated from `training_guard.config.model`; these tests
 fail when either is stale. The schema must accept every configuration the project ships and reject
 the broken ones the reader rejects (validated with the `jsonschema` package, a dev dependency).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from training_guard.config import ConfigError, GuardConfig, MetricGuard
+from training_guard.config.model import ConfigError, GuardConfig, MetricGuard
 from training_guard_local import config_docs
 
 ROOT = Path(__file__).resolve().parents[2]

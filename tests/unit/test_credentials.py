@@ -6,8 +6,9 @@ import secrets
 
 import pytest
 
-from training_guard import contract, credentials
-from training_guard.chat import NotConfigured, check_url
+from training_guard import contract
+from training_guard.domain import credentials
+from training_guard.services.chat import NotConfigured, check_url
 
 PLACEHOLDERS = [
     contract.WEBHOOK_PLACEHOLDER,

@@ -1,4 +1,4 @@
-"""The weekly digest (training_guard.digest): its week, its words in every channel, and once a week."""
+"""The weekly digest (training_guard.render.digest): its week, its words in every channel, and once a week."""
 
 from __future__ import annotations
 
@@ -12,17 +12,21 @@ import pytest
 
 from tests.fakes import FakeLedger, FakePublisher
 from tests.unit.test_import_weight import loaded_after_import
-from training_guard import contract, digest, digest_week, slack_messages, totals, weekly
+from training_guard import contract
 from training_guard.adapters.sns import SNS_MAX_MESSAGE_BYTES, message_attributes, sns_message
-from training_guard.chat import ChatDelivery, delivery_key
-from training_guard.config import GuardConfig
-from training_guard.digest_week import TOP, week_of
-from training_guard.errors import ActionFailed
-from training_guard.messages import Notice, Notification
-from training_guard.outcome import Outcome
-from training_guard.ports import Claim
-from training_guard.totals import StopEntry
-from training_guard.weekly import DigestReceipt, WeeklyDigest
+from training_guard.config.model import GuardConfig
+from training_guard.domain import digest as digest_week
+from training_guard.domain import totals
+from training_guard.domain.digest import TOP, week_of
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.totals import StopEntry
+from training_guard.render import digest, slack_messages
+from training_guard.render.messages import Notice, Notification
+from training_guard.services import digest as weekly
+from training_guard.services.chat import ChatDelivery, delivery_key
+from training_guard.services.digest import DigestReceipt, WeeklyDigest
+from training_guard.services.ports import Claim
 
 # The digest's hour on a Monday of ISO week 49 (seconds late, as a scheduled event may be).
 SCHEDULED = datetime(2026, 11, 30, 9, 0, 12, tzinfo=UTC)
@@ -285,7 +289,9 @@ def test_a_digest_document_without_its_numbers_is_refused() -> None:
 
 def test_the_notifier_still_loads_neither_the_policy_nor_the_totals() -> None:
     """slack_messages reads the digest's words from digest.py, which imports the totals only where it computes them."""
-    loaded = loaded_after_import("slack_notifier", also=("training_guard.policy", "training_guard.totals"))
+    loaded = loaded_after_import(
+        "slack_notifier", also=("training_guard.domain.policy", "training_guard.domain.totals")
+    )
     assert loaded <= {"slack_sdk"}
     assert loaded_after_import("digest") == set()  # nor does the digest's function load slack_sdk or pydantic
 

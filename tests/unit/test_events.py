@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import event_names, load_event, with_detail
-from training_guard.events import DEBUGGER, PROFILER, EventError, parse_event, parse_time
+from training_guard.domain.events import DEBUGGER, PROFILER, EventError, parse_event, parse_time
 
 
 @pytest.mark.parametrize("name", event_names())
@@ -136,7 +136,7 @@ def test_broken_copies_are_rejected_with_a_reason(broken: Any, message: str) -> 
 
 
 def test_the_start_of_training_is_the_latest_entry_into_the_training_status() -> None:
-    from training_guard.events import parse_job
+    from training_guard.domain.events import parse_job
 
     job = parse_job(
         {

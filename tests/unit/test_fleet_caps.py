@@ -15,8 +15,8 @@ import pytest
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, running_job
 from training_guard import contract
-from training_guard.config import GuardConfig
-from training_guard.metric_guards import (
+from training_guard.config.model import GuardConfig
+from training_guard.domain.metric_guards import (
     CONTRIBUTORS_IN_ALARM_MAX,
     PARTIAL_DATA_SERIES_MAX,
     AlarmObservation,
@@ -25,8 +25,8 @@ from training_guard.metric_guards import (
     fleet_alarm_name,
     over_cap,
 )
-from training_guard.responder import Responder
-from training_guard.sweeper import Sweeper, SweepReport
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import Sweeper, SweepReport
 
 STOP = {"name": "loss", "metric": "train:loss", "threshold": 5, "datapoints": 2, "periods": 3, "action": "stop"}
 ALARM = "training-guard-loss"

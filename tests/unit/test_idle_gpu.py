@@ -13,10 +13,10 @@ import pytest
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, SWEEP_ACCOUNT, SWEEP_REGION, job_arn, running_job
-from training_guard.config import GuardConfig, IdleGpuGuard, settings_of
-from training_guard.events import InstanceGroup, TrainingJob
-from training_guard.responder import Responder
-from training_guard.sweeper import IDLE_READ_MARGIN, Sweeper, SweepReport, gpus_per_host, hosts_of, idle_run
+from training_guard.config.model import GuardConfig, IdleGpuGuard, settings_of
+from training_guard.domain.events import InstanceGroup, TrainingJob
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import IDLE_READ_MARGIN, Sweeper, SweepReport, gpus_per_host, hosts_of, idle_run
 
 ACCOUNT, REGION = SWEEP_ACCOUNT, SWEEP_REGION
 IDLE = {"idle_gpu": {"threshold_percent": 10, "minutes": 15, "ignore_first_minutes": 10}}

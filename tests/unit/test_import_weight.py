@@ -34,14 +34,14 @@ def test_the_event_handlers_load_no_chat_library_and_no_validation_library(handl
 @pytest.mark.parametrize("handler", ["job_events", "alarm_events", "slack_notifier"])
 def test_only_the_weekly_digest_loads_the_digest_renderer(handler: str) -> None:
     # messages.py renders a digest with digest.py, imported when one is rendered (~5 ms of import otherwise)
-    assert "training_guard.digest" not in loaded_after_import(handler, also=("training_guard.digest",))
+    assert "training_guard.render.digest" not in loaded_after_import(handler, also=("training_guard.render.digest",))
 
 
 def test_the_notifier_loads_slack_sdk_but_nothing_heavier_and_not_the_policy() -> None:
     assert loaded_after_import("slack_notifier") <= {"slack_sdk"}
-    assert loaded_after_import("slack_notifier", also=("training_guard.policy", "training_guard.responder")) <= {
-        "slack_sdk"
-    }
+    assert loaded_after_import(
+        "slack_notifier", also=("training_guard.domain.policy", "training_guard.services.responder")
+    ) <= {"slack_sdk"}
 
 
 def test_the_slack_acknowledgement_and_its_builders_load_no_configuration_and_no_policy() -> None:
@@ -49,9 +49,9 @@ def test_the_slack_acknowledgement_and_its_builders_load_no_configuration_and_no
     # builds it and the settings it reads stay clear of the configuration reader and the policy.
     code = (
         "import json, sys; import training_guard.handlers.interactions, training_guard.handlers.wiring, "
-        "training_guard.settings, training_guard.adapters.interactions; "
-        "print(json.dumps([m for m in ('training_guard.config', 'training_guard.policy', "
-        "'training_guard.responder', 'aws_lambda_powertools.utilities.parameters') if m in sys.modules]))"
+        "training_guard.config.settings, training_guard.adapters.interactions; "
+        "print(json.dumps([m for m in ('training_guard.config.model', 'training_guard.domain.policy', "
+        "'training_guard.services.responder', 'aws_lambda_powertools.utilities.parameters') if m in sys.modules]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True

@@ -19,7 +19,12 @@ import pytest
 
 from tests.fakes_slack_app import FakeMutes, FakeReplayMarkers
 from tests.helpers import NOW
-from training_guard.clicks import (
+from training_guard.domain.credentials import SLACK_EXAMPLE_SIGNING_SECRET
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.mutes import SNOOZE_SECONDS, Effect
+from training_guard.handlers.interactions import process
+from training_guard.render.slack_actions import CLICK_SCHEMA, VALUE_MAX_CHARS, Act, Click, NotAClick, button, decode
+from training_guard.services.clicks import (
     ACT,
     NOT_ALLOWED,
     REFUSE,
@@ -28,11 +33,6 @@ from training_guard.clicks import (
     Interactions,
     raw_body,
 )
-from training_guard.credentials import SLACK_EXAMPLE_SIGNING_SECRET
-from training_guard.errors import ActionFailed
-from training_guard.handlers.interactions import process
-from training_guard.mutes import SNOOZE_SECONDS, Effect
-from training_guard.slack_actions import CLICK_SCHEMA, VALUE_MAX_CHARS, Act, Click, NotAClick, button, decode
 
 SECRET = secrets.token_hex(16)  # drawn per run: a published value is refused (credentials.py)
 ALICE, MALLORY = "U0ALICE", "U0MALLORY"
@@ -520,9 +520,9 @@ def test_the_acknowledgement_loads_neither_the_configuration_nor_anything_heavie
         "pydantic",
         "moto",
         "aws_lambda_powertools.utilities.parameters",
-        "training_guard.config",
-        "training_guard.policy",
-        "training_guard.mutes",
+        "training_guard.config.model",
+        "training_guard.domain.policy",
+        "training_guard.domain.mutes",
     ]
     code = (
         "import json, sys; import training_guard.handlers.interactions, training_guard.adapters.interactions; "

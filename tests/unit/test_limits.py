@@ -24,22 +24,24 @@ from botocore.stub import Stubber
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePrices, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, load_event
-from training_guard import contract, metric_guards, slack_messages
+from training_guard import contract
 from training_guard.adapters.cloudwatch import DELETE_BATCH, METRIC_DATA_BATCH, CloudWatchAlarms, TrainingMetrics
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sagemaker import SageMakerJobs
 from training_guard.adapters.slack import MIN_INTERVAL_SECONDS, Delivery, WebhookSender
 from training_guard.adapters.sns import SnsPublisher
-from training_guard.chat import ChatDelivery
-from training_guard.config import GuardConfig, StallGuard, settings_of
-from training_guard.errors import ActionFailed
-from training_guard.events import TRAINING, TrainingJob, parse_event
-from training_guard.messages import SUBJECT_MAX_CHARS
-from training_guard.ports import Claim, StopRecord, StopSpend
-from training_guard.price_data import training_prices
-from training_guard.pricing import PriceQuote
-from training_guard.responder import AUDIT_RETENTION_SECONDS, Responder, attribution_tags, tag_value
-from training_guard.sweeper import EVER_PUBLISHED_LOOKBACK, EVER_PUBLISHED_PERIOD_SECONDS, Sweeper
+from training_guard.config.model import GuardConfig, StallGuard, settings_of
+from training_guard.domain import metric_guards
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import TRAINING, TrainingJob, parse_event
+from training_guard.domain.price_data import training_prices
+from training_guard.domain.pricing import PriceQuote
+from training_guard.render import slack_messages
+from training_guard.render.messages import SUBJECT_MAX_CHARS
+from training_guard.services.chat import ChatDelivery
+from training_guard.services.ports import Claim, StopRecord, StopSpend
+from training_guard.services.responder import AUDIT_RETENTION_SECONDS, Responder, attribution_tags, tag_value
+from training_guard.services.sweeper import EVER_PUBLISHED_LOOKBACK, EVER_PUBLISHED_PERIOD_SECONDS, Sweeper
 from training_guard_local.slack_listener import SlackListener
 
 REGION = "us-east-1"

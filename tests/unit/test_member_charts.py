@@ -18,11 +18,11 @@ from botocore.stub import Stubber
 
 from tests.helpers import NOW
 from tests.unit.test_slack_app_mode import CHANNEL, HUB, MEMBER, AppRig, Parked, metric_document
-from training_guard.accounts import scoped
 from training_guard.adapters.cloudwatch import MetricCharts
-from training_guard.charts import chart_for, console_url, graph_link
-from training_guard.chat import ChatDelivery, MessageResult, chart_key, delivery_key
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
+from training_guard.domain.accounts import scoped
+from training_guard.render.charts import chart_for, console_url, graph_link
+from training_guard.services.chat import ChatDelivery, MessageResult, chart_key, delivery_key
 
 PNG = b"\x89PNG\r\n\x1a\n drawn by CloudWatch"
 

@@ -8,12 +8,12 @@ import pytest
 from tests.helpers import NOW, load_event
 from training_guard import contract
 from training_guard.adapters.sns import SNS_MAX_MESSAGE_BYTES, message_attributes, sns_message
-from training_guard.config import GuardConfig
-from training_guard.events import parse_event
-from training_guard.messages import TEST_TITLE_PREFIX, Notice, Notification, build, links, make_test_notification
-from training_guard.outcome import Outcome
-from training_guard.policy import Kind, decide
-from training_guard.text import format_duration
+from training_guard.config.model import GuardConfig
+from training_guard.domain.events import parse_event
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.policy import Kind, decide
+from training_guard.domain.text import format_duration
+from training_guard.render.messages import TEST_TITLE_PREFIX, Notice, Notification, build, links, make_test_notification
 
 
 def notification(event_name: str, outcome: Outcome, index: int = 0) -> Notification:
@@ -175,6 +175,6 @@ def test_a_test_notification_reads_as_a_test_in_every_channel() -> None:
 
 
 def test_the_notifier_spells_the_test_kind_as_the_messages_do() -> None:
-    from training_guard.slack_messages import TEST_KIND
+    from training_guard.render.slack_messages import TEST_KIND
 
     assert Notice.TEST.value == TEST_KIND

@@ -12,13 +12,14 @@ import pytest
 
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, load_event, running_job
-from training_guard import policy, slack_messages
-from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
-from training_guard.events import Finding, JobEvent, parse_event
-from training_guard.messages import Notification, build, q_developer_notification
-from training_guard.outcome import Outcome
-from training_guard.responder import Receipt, Responder
+from training_guard.config.model import GuardConfig
+from training_guard.domain import policy
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import Finding, JobEvent, parse_event
+from training_guard.domain.outcome import Outcome
+from training_guard.render import slack_messages
+from training_guard.render.messages import Notification, build, q_developer_notification
+from training_guard.services.responder import Receipt, Responder
 
 ALICE = "U0ALICE"
 

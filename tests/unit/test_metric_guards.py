@@ -7,9 +7,9 @@ import pytest
 
 from tests.helpers import EVENTS_DIR
 from training_guard import contract
-from training_guard.config import Action, ConfigError, GuardConfig
-from training_guard.events import EventError
-from training_guard.metric_guards import (
+from training_guard.config.model import Action, ConfigError, GuardConfig
+from training_guard.domain.events import EventError
+from training_guard.domain.metric_guards import (
     MAX_JOB_ALARMS,
     fleet_alarm_name,
     insights_query,

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fakes_slack_app import FakeMutes
 from tests.helpers import NOW
-from training_guard.mutes import (
+from training_guard.domain.mutes import (
     ALL_RULES,
     MAX_MUTE_DAYS,
     RECORD_TTL_SECONDS,

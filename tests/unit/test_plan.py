@@ -1,7 +1,7 @@
 """`training-guard plan`: what the guard will do, read from the configuration a deploy would use.
 
 The plan reads cdk.json with the file layered over it (infra/guard_config.py, the app's own reader)
-and describes metric guards with the queries the stack deploys (training_guard.metric_guards).
+and describes metric guards with the queries the stack deploys (training_guard.domain.metric_guards).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from infra import guard_config
-from training_guard.config import MAX_FLEET_GUARDS, MAX_WEBHOOKS, GuardConfig
-from training_guard.metric_guards import insights_query
+from training_guard.config.model import MAX_FLEET_GUARDS, MAX_WEBHOOKS, GuardConfig
+from training_guard.domain.metric_guards import insights_query
 from training_guard_local import cli
 from training_guard_local.plan import plan, render
 

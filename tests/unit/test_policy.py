@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import NOW
-from training_guard.config import Action, GuardConfig
-from training_guard.events import DEBUGGER, PROFILER, Finding, TrainingJob
-from training_guard.policy import (
+from training_guard.config.model import Action, GuardConfig
+from training_guard.domain.events import DEBUGGER, PROFILER, Finding, TrainingJob
+from training_guard.domain.policy import (
     METRIC,
     STALLED,
     Decision,

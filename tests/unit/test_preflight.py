@@ -13,7 +13,8 @@ import pytest
 from botocore.exceptions import NoCredentialsError, PartialCredentialsError
 from botocore.stub import Stubber
 
-from training_guard import contract, credentials
+from training_guard import contract
+from training_guard.domain import credentials
 from training_guard_local import cli, preflight
 from training_guard_local.preflight import FAIL, OK, WARN, Aws, Check, Plan, WebhookSecret
 

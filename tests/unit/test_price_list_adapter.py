@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 from tests.helpers import EVENTS_DIR
 from training_guard.adapters import price_list
 from training_guard.adapters.price_list import PriceList, pricing_client
-from training_guard.pricing import PriceQuote, get_products_filters
+from training_guard.domain.pricing import PriceQuote, get_products_filters
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 EPOCH = int(NOW.timestamp())

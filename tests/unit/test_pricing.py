@@ -15,10 +15,10 @@ import botocore.session
 import pytest
 
 from tests.helpers import EVENTS_DIR, load_event
-from training_guard import pricing
-from training_guard.events import InstanceGroup
-from training_guard.price_data import gpu_counts, training_prices
-from training_guard.pricing import (
+from training_guard.domain import pricing
+from training_guard.domain.events import InstanceGroup
+from training_guard.domain.price_data import gpu_counts, training_prices
+from training_guard.domain.pricing import (
     PriceQuote,
     compute_spend,
     gpu_count,
@@ -315,7 +315,7 @@ def test_a_p3_2xlarge_job_in_eu_west_1_is_priced_from_the_table_when_the_api_is_
 
 def test_the_pricing_module_loads_neither_boto3_nor_botocore() -> None:
     functions = Path(__file__).resolve().parents[2] / "functions"
-    code = "import sys, training_guard.pricing; print([m for m in ('boto3', 'botocore') if m in sys.modules])"
+    code = "import sys, training_guard.domain.pricing; print([m for m in ('boto3', 'botocore') if m in sys.modules])"
     out = subprocess.run(
         [sys.executable, "-c", code], env={"PYTHONPATH": str(functions)}, capture_output=True, text=True, check=True
     )

@@ -11,15 +11,16 @@ from botocore.exceptions import EndpointConnectionError
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePrices, FakePublisher
 from tests.fakes_slack_app import FakeMutes
 from tests.helpers import NOW, load_event, rule_status, with_detail
-from training_guard import contract, mutes, pricing
+from training_guard import contract
 from training_guard.adapters.sqs import CardUpdates
-from training_guard.config import Action, GuardConfig, RulePolicy
-from training_guard.errors import ActionFailed, TransitionBusy
-from training_guard.events import Finding, TrainingJob, parse_event, parse_job
-from training_guard.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
-from training_guard.ports import Claim
-from training_guard.pricing import PriceQuote
-from training_guard.responder import (
+from training_guard.config.model import Action, GuardConfig, RulePolicy
+from training_guard.domain import mutes, pricing
+from training_guard.domain.errors import ActionFailed, TransitionBusy
+from training_guard.domain.events import Finding, TrainingJob, parse_event, parse_job
+from training_guard.domain.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
+from training_guard.domain.pricing import PriceQuote
+from training_guard.services.ports import Claim
+from training_guard.services.responder import (
     BUSY_POLL_SECONDS,
     BUSY_WAIT_SECONDS,
     LEASE_MARGIN_SECONDS,

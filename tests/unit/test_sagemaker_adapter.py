@@ -9,7 +9,7 @@ import pytest
 from botocore.stub import Stubber
 
 from training_guard.adapters.sagemaker import SageMakerJobs
-from training_guard.errors import ActionFailed
+from training_guard.domain.errors import ActionFailed
 
 JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00"
 # What SageMaker answers for a job that does not exist (aws/amazon-sagemaker-examples#2360, aws/aws-sdk#165).

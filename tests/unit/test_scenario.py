@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from training_guard.config import GuardConfig
+from training_guard.config.model import GuardConfig
 from training_guard_local import scenario as scenarios
 from training_guard_local.inputs import UsageError
 

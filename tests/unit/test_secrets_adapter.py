@@ -7,8 +7,8 @@ import pytest
 from botocore.stub import Stubber
 
 from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
-from training_guard.chat import NotConfigured
-from training_guard.errors import ActionFailed
+from training_guard.domain.errors import ActionFailed
+from training_guard.services.chat import NotConfigured
 
 URL = "https://hooks.slack.com/services/T000/B000/not-a-real-secret"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from training_guard import contract
-from training_guard.config import GuardConfig
-from training_guard.settings import ChatSettings, Settings, SettingsError
+from training_guard.config.model import GuardConfig
+from training_guard.config.settings import ChatSettings, Settings, SettingsError
 
 ENV = {
     contract.ENV_CONFIG: GuardConfig().to_json(),

@@ -15,18 +15,20 @@ import pytest
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.fakes_slack_app import FakeMutes, FakeThreads
 from tests.helpers import NOW, running_job
-from training_guard import chat as chat_module
-from training_guard import contract, mutes, policy, slack_messages
-from training_guard.charts import chart_for, console_url
-from training_guard.chat import AppMode, ChatDelivery, MessageResult, chart_key, delivery_key
-from training_guard.config import Action, ConfigError, GuardConfig
-from training_guard.events import Finding, JobEvent
-from training_guard.messages import build, q_developer_notification
-from training_guard.outcome import Outcome
-from training_guard.policy import Kind, Plan
-from training_guard.responder import Responder
-from training_guard.slack_actions import Act
-from training_guard.threads import Waiting, thread_key
+from training_guard import contract
+from training_guard.config.model import Action, ConfigError, GuardConfig
+from training_guard.domain import mutes, policy
+from training_guard.domain.events import Finding, JobEvent
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.policy import Kind, Plan
+from training_guard.render import slack_messages
+from training_guard.render.charts import chart_for, console_url
+from training_guard.render.messages import build, q_developer_notification
+from training_guard.render.slack_actions import Act
+from training_guard.services import chat as chat_module
+from training_guard.services.chat import AppMode, ChatDelivery, MessageResult, chart_key, delivery_key
+from training_guard.services.responder import Responder
+from training_guard.services.threads import Waiting, thread_key
 
 CHANNEL = "C0ALERTS"
 OPS = "C0OPS"
@@ -490,7 +492,7 @@ def test_a_failed_upload_is_retried_alone_never_the_reply() -> None:
 
 
 def test_a_test_notification_is_a_message_of_its_own_in_every_channel() -> None:
-    from training_guard.messages import make_test_notification
+    from training_guard.render.messages import make_test_notification
 
     rig = AppRig()
     note = make_test_notification(test_id="t1", stack="s", sent_by="me", account=None, region=None, now=NOW)

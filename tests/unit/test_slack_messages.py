@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 from tests.fakes import FakeLedger
 from tests.helpers import NOW, load_event, with_detail
 from training_guard import contract
-from training_guard.chat import DELIVERED, NOT_CONFIGURED, ChatDelivery, check_url, delivery_key
-from training_guard.config import GuardConfig
-from training_guard.events import parse_event
-from training_guard.messages import build, make_test_notification, q_developer_notification
-from training_guard.outcome import Outcome
-from training_guard.policy import decide
-from training_guard.slack_messages import NotADocument, escape, fit, render
+from training_guard.config.model import GuardConfig
+from training_guard.domain.events import parse_event
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.policy import decide
+from training_guard.render.messages import build, make_test_notification, q_developer_notification
+from training_guard.render.slack_messages import NotADocument, escape, fit, render
+from training_guard.services.chat import DELIVERED, NOT_CONFIGURED, ChatDelivery, check_url, delivery_key
 
 
 def document(event: dict[str, Any], outcome: Outcome, config: GuardConfig | None = None) -> dict[str, Any]:

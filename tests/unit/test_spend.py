@@ -16,16 +16,17 @@ import pytest
 
 from tests.fakes import FakeJobs, FakeLedger, FakeMeter, FakePrices, FakePublisher
 from tests.helpers import NOW, event_names, load_event, with_detail
-from training_guard import contract, pricing
-from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
-from training_guard.events import InstanceGroup, parse_event, parse_job
-from training_guard.messages import Notification, make_test_notification, q_developer_notification
-from training_guard.outcome import Outcome
-from training_guard.ports import StopSpend
-from training_guard.pricing import PriceQuote, job_spend, spend_from_describe, spend_line
-from training_guard.responder import Receipt, Responder
-from training_guard.slack_messages import render
+from training_guard import contract
+from training_guard.config.model import GuardConfig
+from training_guard.domain import pricing
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import InstanceGroup, parse_event, parse_job
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.pricing import PriceQuote, job_spend, spend_from_describe, spend_line
+from training_guard.render.messages import Notification, make_test_notification, q_developer_notification
+from training_guard.render.slack_messages import render
+from training_guard.services.ports import StopSpend
+from training_guard.services.responder import Receipt, Responder
 
 JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
 JOB_ARN = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{JOB}"
@@ -445,7 +446,7 @@ def test_the_retry_of_an_earlier_attempts_stop_records_and_tags_the_spend_too() 
 def test_the_meter_writes_one_embedded_metric_per_stop_with_the_rule_as_its_only_extra_dimension(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from training_guard.handlers.receipts import SpendMeter
+    from training_guard.adapters.receipts import SpendMeter
 
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "training-guard")
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
@@ -470,7 +471,7 @@ def test_the_meter_writes_one_embedded_metric_per_stop_with_the_rule_as_its_only
 def test_a_rule_name_becomes_a_legal_dimension_value(rule: str, value: str) -> None:
     """ASCII only, no control characters, one non-whitespace character at least, 1 to 1024 characters:
     https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html"""
-    from training_guard.handlers.receipts import dimension_value
+    from training_guard.adapters.receipts import dimension_value
 
     assert dimension_value(rule) == value
 
@@ -478,8 +479,9 @@ def test_a_rule_name_becomes_a_legal_dimension_value(rule: str, value: str) -> N
 def test_the_functions_responder_prices_jobs_and_meters_stops_without_making_a_pricing_client(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from training_guard.adapters import receipts
     from training_guard.adapters.price_list import PriceList
-    from training_guard.handlers import receipts, wiring
+    from training_guard.handlers import wiring
 
     made: list[str] = []
 

@@ -11,13 +11,13 @@ import pytest
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, SWEEP_ACCOUNT, SWEEP_REGION, job_arn, running_job
-from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
-from training_guard.events import Finding, JobEvent, TrainingJob
-from training_guard.metric_guards import AlarmObservation, job_alarm_name
-from training_guard.ports import StopRecord
-from training_guard.responder import Responder
-from training_guard.sweeper import Sweeper, SweepIncomplete, SweepReport, training_since
+from training_guard.config.model import GuardConfig
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import Finding, JobEvent, TrainingJob
+from training_guard.domain.metric_guards import AlarmObservation, job_alarm_name
+from training_guard.services.ports import StopRecord
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import Sweeper, SweepIncomplete, SweepReport, training_since
 
 
 class JobStartsBetweenTheReads:

@@ -14,15 +14,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, job_arn, running_job
-from training_guard.accounts import member_role_arn
 from training_guard.adapters.accounts import AccountLedger
-from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
-from training_guard.events import Finding, TrainingJob
+from training_guard.config.model import GuardConfig
+from training_guard.domain.accounts import member_role_arn
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import Finding, TrainingJob
+from training_guard.domain.metric_guards import job_alarm_name
 from training_guard.handlers import sweeper as sweeper_handler
-from training_guard.metric_guards import job_alarm_name
-from training_guard.responder import Responder
-from training_guard.sweeper import (
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import (
     ACCOUNT_SWEEP_RESERVE_SECONDS,
     OrganizationSweepIncomplete,
     OrganizationSweepReport,

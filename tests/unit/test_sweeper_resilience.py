@@ -11,12 +11,12 @@ import pytest
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW
 from training_guard.adapters.cloudwatch import CloudWatchAlarms
-from training_guard.config import GuardConfig
-from training_guard.errors import ActionFailed
-from training_guard.events import TrainingJob
-from training_guard.metric_guards import AlarmObservation
-from training_guard.responder import Responder
-from training_guard.sweeper import Sweeper, SweepIncomplete, SweepReport
+from training_guard.config.model import GuardConfig
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import TrainingJob
+from training_guard.domain.metric_guards import AlarmObservation
+from training_guard.services.responder import Responder
+from training_guard.services.sweeper import Sweeper, SweepIncomplete, SweepReport
 
 CONFIG = GuardConfig.from_dict(
     {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.fakes import FakeJobs, FakeLedger, FakePublisher
 from tests.helpers import NOW, load_event
-from training_guard.config import GuardConfig
-from training_guard.events import parse_event
-from training_guard.responder import Responder
+from training_guard.config.model import GuardConfig
+from training_guard.domain.events import parse_event
+from training_guard.services.responder import Responder
 
 
 def finding_without_tags() -> dict[str, object]:

@@ -12,8 +12,8 @@ import pytest
 from tests.fakes_slack_app import FakeThreads
 from tests.helpers import NOW
 from training_guard.adapters.slack import ATTEMPT_SECONDS
-from training_guard.errors import TransitionBusy
-from training_guard.threads import (
+from training_guard.domain.errors import TransitionBusy
+from training_guard.services.threads import (
     PARENT_WAIT_SECONDS,
     POLL_SECONDS,
     ParentBusy,

@@ -1,4 +1,4 @@
-"""The report's and digest's totals (training_guard.totals): what counts, what is unknown, how jobs group."""
+"""The report's and digest's totals (training_guard.domain.totals): what counts, what is unknown, how jobs group."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from training_guard import totals
 from training_guard.adapters.ledger import _stop_key
-from training_guard.outcome import Outcome
-from training_guard.totals import SpendSum, StopEntry, compute, job_prefix
+from training_guard.domain import totals
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.totals import SpendSum, StopEntry, compute, job_prefix
 
 SINCE = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 UNTIL = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from training_guard.accounts import is_member, member_role_arn, scoped
 from training_guard.adapters.clients import RETRY_CONFIG, client
-from training_guard.errors import ActionFailed
+from training_guard.domain.accounts import is_member, member_role_arn, scoped
+from training_guard.domain.errors import ActionFailed
 
 if TYPE_CHECKING:
-    from training_guard.config import OrganizationConfig
-    from training_guard.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
-    from training_guard.responder import MemberAccessPort, Responder
-    from training_guard.sweeper import Sweeper
+    from training_guard.config.model import OrganizationConfig
+    from training_guard.services.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
+    from training_guard.services.responder import MemberAccessPort, Responder
+    from training_guard.services.sweeper import Sweeper
 
 # Replace a session this long before its credentials expire (longer than any invocation of the guard).
 REFRESH_MARGIN_SECONDS = 5 * 60
@@ -146,7 +146,7 @@ class MemberAccess:
         """`base` sweeping `account`: the member's jobs, alarms and metrics, the responder acting there."""
         from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
         from training_guard.adapters.sagemaker import SageMakerJobs
-        from training_guard.sweeper import Sweeper
+        from training_guard.services.sweeper import Sweeper
 
         responder = self.responder_for(base.responder, account)
         cloudwatch = self.sessions.client(account, "cloudwatch")

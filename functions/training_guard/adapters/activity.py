@@ -1,7 +1,7 @@
 """What the guard did, read for its totals: the stop records of the state table and the guard's outcome metrics.
 
 One reading path for `training-guard report` (with the user's credentials) and the weekly digest (with its
-function's role): both hand what is read here to `training_guard.totals.compute`. A refused or failed call raises
+function's role): both hand what is read here to `training_guard.domain.totals.compute`. A refused or failed call raises
 `ActionFailed` with the `ClientError` as its cause, so the report can say which permission is missing and the digest
 fails where Lambda's retries, the dead-letter queue and the alarms see it.
 """
@@ -14,9 +14,10 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from training_guard import contract, totals
-from training_guard.errors import ActionFailed
-from training_guard.totals import StopEntry
+from training_guard import contract
+from training_guard.domain import totals
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.totals import StopEntry
 
 # Hourly sums: CloudWatch keeps datapoints of a 3600-second period for 455 days (longer than the report's longest
 # window), and a window of hours is counted to its hour, not to its day. One request holds every metric: at most

@@ -11,8 +11,8 @@ from botocore.exceptions import ClientError
 
 from training_guard import contract
 from training_guard.adapters.clients import error_code
-from training_guard.errors import ActionFailed
-from training_guard.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec, job_of_dimensions
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec, job_of_dimensions
 
 DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
 DESCRIBE_BATCH = 100  # DescribeAlarms takes at most 100 AlarmNames

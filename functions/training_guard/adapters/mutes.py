@@ -17,9 +17,9 @@ from botocore.exceptions import ClientError
 
 from training_guard import contract
 from training_guard.adapters.clients import error_code
-from training_guard.errors import ActionFailed
-from training_guard.events import parse_time
-from training_guard.mutes import KEY_PREFIX, RECORD_TTL_SECONDS, Effect, Mute, Mutes, mutes_key
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import parse_time
+from training_guard.domain.mutes import KEY_PREFIX, RECORD_TTL_SECONDS, Effect, Mute, Mutes, mutes_key
 
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE

@@ -19,7 +19,7 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard import contract
-from training_guard.pricing import (
+from training_guard.domain.pricing import (
     PRICE_CACHE_TTL_SECONDS,
     PRICE_LIST_API_REGION,
     PRICE_LIST_SERVICE_CODE,

@@ -8,8 +8,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from training_guard.adapters.clients import error_code, error_message
-from training_guard.errors import ActionFailed
-from training_guard.events import EventError, TrainingJob, parse_job
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import EventError, TrainingJob, parse_job
 
 # SageMaker answers a training job that does not exist with ValidationException "Requested resource not found."
 # (DescribeTrainingJob: aws/aws-sdk#165, aws/amazon-sagemaker-examples#2360), not the ResourceNotFound its API model

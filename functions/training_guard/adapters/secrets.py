@@ -7,8 +7,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
-from training_guard.chat import check_url
-from training_guard.errors import ActionFailed
+from training_guard.domain.errors import ActionFailed
+from training_guard.services.chat import check_url
 
 CACHE_SECONDS = 300
 

@@ -39,7 +39,6 @@ from urllib.error import URLError
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.client import WebClient
 
-from training_guard import credentials
 from training_guard.adapters.slack import (
     ATTEMPT_SECONDS,
     BACKOFF_FACTOR,
@@ -49,8 +48,9 @@ from training_guard.adapters.slack import (
     _sdk_logger,
     retry_handlers,
 )
-from training_guard.credentials import BOT_TOKEN_PREFIX
-from training_guard.errors import ActionFailed
+from training_guard.domain import credentials
+from training_guard.domain.credentials import BOT_TOKEN_PREFIX
+from training_guard.domain.errors import ActionFailed
 
 SLACK_API_URL = "https://slack.com/api/"
 # Errors each method's reference lists as Slack's side, not the request's: retrying later can succeed.

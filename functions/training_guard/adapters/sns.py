@@ -8,8 +8,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from training_guard.errors import ActionFailed
-from training_guard.messages import Notification, q_developer_notification
+from training_guard.domain.errors import ActionFailed
+from training_guard.render.messages import Notification, q_developer_notification
 
 # A Publish is refused above the topic's maximum message size, body and attributes together: 256 KiB.
 # https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.html

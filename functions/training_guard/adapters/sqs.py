@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard import contract
-from training_guard.errors import ActionFailed
+from training_guard.domain.errors import ActionFailed
 
 if TYPE_CHECKING:
-    from training_guard.messages import Notification
+    from training_guard.render.messages import Notification
 
 _ATTRIBUTE_MAX = 256
 

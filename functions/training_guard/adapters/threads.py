@@ -19,8 +19,8 @@ from botocore.exceptions import ClientError
 
 from training_guard import contract
 from training_guard.adapters.clients import error_code
-from training_guard.errors import ActionFailed
-from training_guard.threads import ClaimOutcome, ParentClaim, ThreadRecord, lease_expiry
+from training_guard.domain.errors import ActionFailed
+from training_guard.services.threads import ClaimOutcome, ParentClaim, ThreadRecord, lease_expiry
 
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE

@@ -8,15 +8,16 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 
-from training_guard import clock, contract
-from training_guard.accounts import accepts
+from training_guard import contract
+from training_guard.adapters import clock
 from training_guard.adapters.accounts import responder_in
+from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
-from training_guard.events import EventError
+from training_guard.domain.accounts import accepts
+from training_guard.domain.events import EventError
+from training_guard.domain.metric_guards import parse_alarm_event
 from training_guard.handlers import wiring
-from training_guard.handlers.receipts import count_outcomes, ignore_other_account, reject
-from training_guard.metric_guards import parse_alarm_event
-from training_guard.responder import MemberAccessPort, Receipt, Responder
+from training_guard.services.responder import MemberAccessPort, Receipt, Responder
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)

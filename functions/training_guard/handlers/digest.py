@@ -8,15 +8,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from training_guard import clock
-from training_guard.adapters import activity
+from training_guard.adapters import activity, clock
 from training_guard.adapters.clients import client
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.adapters.sns import SnsPublisher
-from training_guard.events import parse_time
+from training_guard.config.settings import Settings
+from training_guard.domain.events import parse_time
 from training_guard.handlers import wiring
-from training_guard.settings import Settings
-from training_guard.weekly import WeeklyDigest
+from training_guard.services.digest import WeeklyDigest
 
 logger = Logger()
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from training_guard import clock
-from training_guard.clicks import ClickWorker
+from training_guard.adapters import clock
 from training_guard.handlers import wiring
-from training_guard.slack_actions import NotAClick
+from training_guard.render.slack_actions import NotAClick
+from training_guard.services.clicks import ClickWorker
 
 logger = Logger()
 

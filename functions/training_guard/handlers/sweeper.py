@@ -15,9 +15,10 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from training_guard import clock, contract
+from training_guard import contract
+from training_guard.adapters import clock
 from training_guard.handlers import wiring
-from training_guard.sweeper import (
+from training_guard.services.sweeper import (
     MemberSweepersPort,
     OrganizationSweepIncomplete,
     OrganizationSweepReport,

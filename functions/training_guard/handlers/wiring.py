@@ -15,7 +15,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from training_guard.adapters.clients import client
-from training_guard.leases import lease_for
+from training_guard.domain.leases import lease_for
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -27,17 +27,17 @@ if TYPE_CHECKING:
     from training_guard.adapters.slack_app import BotFromSecret
     from training_guard.adapters.sqs import DeadLetterParker
     from training_guard.adapters.threads import DynamoThreads
-    from training_guard.chat import ChatDelivery
-    from training_guard.clicks import ClickWorker, Interactions
-    from training_guard.responder import Responder
-    from training_guard.settings import Settings
-    from training_guard.slack_actions import Click
-    from training_guard.sweeper import Sweeper
+    from training_guard.config.settings import Settings
+    from training_guard.render.slack_actions import Click
+    from training_guard.services.chat import ChatDelivery
+    from training_guard.services.clicks import ClickWorker, Interactions
+    from training_guard.services.responder import Responder
+    from training_guard.services.sweeper import Sweeper
 
 
 @cache
 def settings() -> Settings:
-    from training_guard.settings import Settings
+    from training_guard.config.settings import Settings
 
     return Settings.from_env()
 
@@ -83,11 +83,11 @@ def price_list() -> PriceList:
 def responder() -> Responder:
     from training_guard.adapters.cloudwatch import CloudWatchAlarms
     from training_guard.adapters.ledger import DynamoLedger
+    from training_guard.adapters.receipts import SpendMeter
     from training_guard.adapters.sagemaker import SageMakerJobs
     from training_guard.adapters.sns import SnsPublisher
     from training_guard.adapters.sqs import CardUpdates
-    from training_guard.handlers.receipts import SpendMeter
-    from training_guard.responder import Responder
+    from training_guard.services.responder import Responder
 
     settings_ = settings()
     organization = settings_.config.organization
@@ -119,7 +119,7 @@ def mutes() -> DynamoMutes:
 def sweeper() -> Sweeper:
     from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
     from training_guard.adapters.sagemaker import SageMakerJobs
-    from training_guard.sweeper import Sweeper
+    from training_guard.services.sweeper import Sweeper
 
     cloudwatch = client("cloudwatch")
     return Sweeper(
@@ -141,8 +141,8 @@ def delivery() -> ChatDelivery:
     from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
     from training_guard.adapters.slack import WebhookSender
     from training_guard.adapters.sqs import DeadLetterParker
-    from training_guard.chat import ChatDelivery
-    from training_guard.settings import ChatSettings
+    from training_guard.config.settings import ChatSettings
+    from training_guard.services.chat import ChatDelivery
 
     settings_ = ChatSettings.from_env()
     return ChatDelivery(
@@ -164,7 +164,7 @@ def slack_app() -> BotFromSecret:
     """Slack app mode's bot: its token read from its secret (cached like the webhook URLs), a client per token."""
     from training_guard.adapters.secrets import Secrets
     from training_guard.adapters.slack_app import SLACK_API_URL, BotFromSecret
-    from training_guard.settings import BotSettings
+    from training_guard.config.settings import BotSettings
 
     bot = BotSettings.from_env()
     return BotFromSecret(
@@ -179,7 +179,7 @@ def slack_app() -> BotFromSecret:
 def threads() -> DynamoThreads:
     """The record of each job's thread per channel (app mode), in the state table."""
     from training_guard.adapters.threads import DynamoThreads
-    from training_guard.settings import ChatSettings
+    from training_guard.config.settings import ChatSettings
 
     return DynamoThreads(client("dynamodb"), ChatSettings.from_env().table)
 
@@ -188,8 +188,8 @@ def app_mode() -> Any:
     """What the notifier delivers with in app mode (chat.AppMode)."""
     from training_guard.adapters.cloudwatch import MetricCharts
     from training_guard.adapters.slack_app import SlackAppError
-    from training_guard.chat import AppMode
-    from training_guard.threads import Waiting
+    from training_guard.services.chat import AppMode
+    from training_guard.services.threads import Waiting
 
     return AppMode(
         bot=slack_app(),
@@ -203,7 +203,7 @@ def app_mode() -> Any:
 @cache
 def signing_secret() -> SigningSecret:
     from training_guard.adapters.interactions import SigningSecret
-    from training_guard.settings import InteractionSettings
+    from training_guard.config.settings import InteractionSettings
 
     return SigningSecret(client("secretsmanager"), InteractionSettings.from_env().signing_secret)
 
@@ -212,8 +212,8 @@ def signing_secret() -> SigningSecret:
 def interactions() -> Interactions:
     """The interactivity endpoint's acknowledgement: boto3 and the light modules only (no configuration file)."""
     from training_guard.adapters.interactions import ClickQueue, ReplayMarkers
-    from training_guard.clicks import Interactions
-    from training_guard.settings import InteractionSettings
+    from training_guard.config.settings import InteractionSettings
+    from training_guard.services.clicks import Interactions
 
     settings_ = InteractionSettings.from_env()
     return Interactions(
@@ -229,7 +229,7 @@ def click_worker() -> ClickWorker:
     """What acts on a click: the responder's one path to a stop, the mutes, the bot's thread, the response_url."""
     from training_guard.adapters.interactions import ResponseUrl
     from training_guard.adapters.slack_app import ThreadSay
-    from training_guard.clicks import ClickWorker
+    from training_guard.services.clicks import ClickWorker
 
     return ClickWorker(
         mutes=mutes(),

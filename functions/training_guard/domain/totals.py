@@ -41,8 +41,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Final
 
 from training_guard import contract
-from training_guard.events import parse_time
-from training_guard.outcome import Outcome
+from training_guard.domain.events import parse_time
+from training_guard.domain.outcome import Outcome
 
 REPORT_SCHEMA: Final = "training-guard.report/1"
 STOP_KEY_PREFIX: Final = "stop#"  # adapters/ledger.py: the audit record of the guard's stop of a job

@@ -14,7 +14,7 @@ from training_guard import contract
 if TYPE_CHECKING:
     # Imported where a configuration is read, not here: the Slack interactivity endpoint reads its settings
     # without loading the configuration (its acknowledgement is held to Slack's 3 seconds, cold start included).
-    from training_guard.config import GuardConfig
+    from training_guard.config.model import GuardConfig
 
 
 class SettingsError(RuntimeError):
@@ -57,7 +57,7 @@ def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:
 def _config(env: Mapping[str, str]) -> GuardConfig:
     """The configuration: the file named by ENV_CONFIG_FILE (deployed functions: the stack ships it
     in a layer, since Lambda allows only 4 KB of environment), else ENV_CONFIG's inline JSON."""
-    from training_guard.config import ConfigError, GuardConfig
+    from training_guard.config.model import ConfigError, GuardConfig
 
     path = env.get(contract.ENV_CONFIG_FILE)
     if path:

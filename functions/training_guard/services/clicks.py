@@ -16,10 +16,11 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from training_guard import contract, credentials
-from training_guard.errors import ActionFailed
-from training_guard.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
-from training_guard.text import ascii_int
+from training_guard import contract
+from training_guard.domain import credentials
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.text import ascii_int
+from training_guard.render.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
 
 logger = Logger()
 
@@ -193,7 +194,9 @@ class ClickWorker:
 
     def handle(self, body: str, *, now: datetime) -> str:
         """Act on one message; what was done (for the log). Raises to have the message delivered again."""
-        from training_guard import mutes  # here, not at the top: the acknowledgement never loads the configuration
+        from training_guard.domain import (
+            mutes,  # here, not at the top: the acknowledgement never loads the configuration
+        )
 
         work = json.loads(body)
         if not isinstance(work, dict) or work.get("schema") != CLICK_SCHEMA:

@@ -12,10 +12,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from training_guard.events import TrainingJob
-    from training_guard.messages import Notification
-    from training_guard.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec
-    from training_guard.pricing import PriceQuote
+    from training_guard.domain.events import TrainingJob
+    from training_guard.domain.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec
+    from training_guard.domain.pricing import PriceQuote
+    from training_guard.render.messages import Notification
 
 
 class JobsPort(Protocol):

@@ -16,8 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from training_guard import contract
-from training_guard.config import COMPARISONS, Action, MetricGuard
-from training_guard.events import EventError, parse_time
+from training_guard.config.model import COMPARISONS, Action, MetricGuard
+from training_guard.domain.events import EventError, parse_time
 
 _HOST = re.compile(r"^(?P<job>.+)/algo-\d+$")
 _ORDER = {">": "DESC", ">=": "DESC", "<": "ASC", "<=": "ASC"}

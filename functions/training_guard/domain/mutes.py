@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from training_guard.accounts import scoped
-from training_guard.config import MAX_DAYS_AFTER_TRAINING, MAX_TRAINING_DAYS
-from training_guard.job_names import JOB_NAME, RULE_NAME_MAX
+from training_guard.config.model import MAX_DAYS_AFTER_TRAINING, MAX_TRAINING_DAYS
+from training_guard.domain.accounts import scoped
+from training_guard.domain.job_names import JOB_NAME, RULE_NAME_MAX
 
 ALL_RULES = "*"  # the rule of an exemption: the whole job
 SNOOZE_SECONDS = 3600  # the Slack button "Snooze 1 h" (issue 14)

@@ -49,12 +49,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from training_guard import credentials, slack_messages
-from training_guard.accounts import scoped
-from training_guard.charts import Chart, chart_for, graph_link
-from training_guard.config import GuardConfig, OrganizationConfig, SlackConfig
-from training_guard.ports import Claim, LedgerPort
-from training_guard.threads import ParentBusy, ThreadStorePort, Waiting, open_thread, thread_key
+from training_guard.config.model import GuardConfig, OrganizationConfig, SlackConfig
+from training_guard.domain import credentials
+from training_guard.domain.accounts import scoped
+from training_guard.render import slack_messages
+from training_guard.render.charts import Chart, chart_for, graph_link
+from training_guard.services.ports import Claim, LedgerPort
+from training_guard.services.threads import ParentBusy, ThreadStorePort, Waiting, open_thread, thread_key
 
 # Without an invocation to measure (local runs): longer than the notifier's timeout. In Lambda the
 # handler sets the lease from the invocation's remaining time (leases.lease_for).

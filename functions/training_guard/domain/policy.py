@@ -13,8 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 
 from training_guard import contract
-from training_guard.config import Action, Budget, GuardConfig, IdleGpuGuard
-from training_guard.events import (
+from training_guard.config.model import Action, Budget, GuardConfig, IdleGpuGuard
+from training_guard.domain.events import (
     COMPLETED,
     FAILED,
     ISSUES_FOUND,
@@ -24,8 +24,8 @@ from training_guard.events import (
     Finding,
     TrainingJob,
 )
-from training_guard.mutes import Mutes
-from training_guard.text import clock, person
+from training_guard.domain.mutes import Mutes
+from training_guard.domain.text import clock, person
 
 METRIC = "metric"  # the source of a metric guard's, a stall's or idle GPUs' finding (Finding.source)
 STALLED = "NoData"  # the status of a stall finding

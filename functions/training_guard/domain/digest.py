@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from training_guard import contract
 
 if TYPE_CHECKING:
-    from training_guard.totals import Totals
+    from training_guard.domain.totals import Totals
 
 WINDOW: Final = timedelta(days=7)
 TOP: Final = 5  # rules and guards, and job prefixes, named in the digest (as many as the report's text shows)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from training_guard.errors import GuardError
+from training_guard.domain.errors import GuardError
 
 if TYPE_CHECKING:
-    from training_guard.config import GuardConfig, OrganizationConfig
+    from training_guard.config.model import GuardConfig, OrganizationConfig
 
 # arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
 ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"

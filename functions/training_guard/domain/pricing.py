@@ -36,7 +36,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
-from training_guard.events import (
+from training_guard.domain.events import (
     COMPLETED,
     FAILED,
     STOPPED,
@@ -47,8 +47,8 @@ from training_guard.events import (
     parse_seconds,
     parse_time,
 )
-from training_guard.price_data.gpu_counts import GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
-from training_guard.price_data.training_prices import TRAINING_PRICES, TablePrice
+from training_guard.domain.price_data.gpu_counts import GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
+from training_guard.domain.price_data.training_prices import TRAINING_PRICES, TablePrice
 
 SECONDS_PER_HOUR: Final = 3600.0
 

@@ -15,11 +15,11 @@ from typing import Any
 from urllib.parse import quote
 
 from training_guard import contract
-from training_guard.events import Finding, JobEvent, TrainingJob
-from training_guard.outcome import STOP_OUTCOMES, Outcome
-from training_guard.policy import BUDGET, Decision, Kind
-from training_guard.pricing import Spend, spend_line
-from training_guard.text import clock, ended_status, format_duration, person, status_text
+from training_guard.domain.events import Finding, JobEvent, TrainingJob
+from training_guard.domain.outcome import STOP_OUTCOMES, Outcome
+from training_guard.domain.policy import BUDGET, Decision, Kind
+from training_guard.domain.pricing import Spend, spend_line
+from training_guard.domain.text import clock, ended_status, format_duration, person, status_text
 
 SUBJECT_MAX_CHARS = 99  # SNS: subjects must be under 100 characters
 _SMS_MAX_CHARS = 140
@@ -151,7 +151,7 @@ class Notification:
     def email_text(self) -> str:
         if self.kind is Notice.DIGEST and self.digest is not None:
             # imported here: only the weekly digest renders one (~5 ms of every other function's cold start)
-            from training_guard.digest import email_text as digest_email_text
+            from training_guard.render.digest import email_text as digest_email_text
 
             return digest_email_text(self.digest, account=self.account, region=self.region, dry_run=self.dry_run)
         if self.kind is Notice.TEST:
@@ -363,7 +363,7 @@ def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = 
     reason = str(doc["reason"]).replace(str(rule["name"]), who) if who else doc["reason"]
     lines = [f"*Why:* {reason}", f"*Job:* `{job['name']}` ({status})"]
     if doc["kind"] == Notice.DIGEST and isinstance(doc.get("digest"), Mapping):
-        from training_guard.digest import markdown as digest_markdown  # as in email_text: the digest's alone
+        from training_guard.render.digest import markdown as digest_markdown  # as in email_text: the digest's alone
 
         lines = [digest_markdown(doc["digest"])]  # about no job: the week's totals instead
     elif who:

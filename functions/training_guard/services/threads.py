@@ -38,8 +38,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
-from training_guard.accounts import scoped
-from training_guard.errors import TransitionBusy
+from training_guard.domain.accounts import scoped
+from training_guard.domain.errors import TransitionBusy
 
 KEY_PREFIX = "thread#"
 # One attempt at a post, as the Slack sender times it (adapters/slack.py ATTEMPT_SECONDS: one second of pacing, the

@@ -38,10 +38,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from training_guard import contract, messages, metric_guards, policy, pricing
-from training_guard.config import Action, GuardConfig
-from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import (
+from training_guard import contract
+from training_guard.config.model import Action, GuardConfig
+from training_guard.domain import metric_guards, policy, pricing
+from training_guard.domain.errors import GuardError, TransitionBusy
+from training_guard.domain.events import (
     COMPLETED,
     FAILED,
     ISSUES_FOUND,
@@ -52,12 +53,14 @@ from training_guard.events import (
     JobEvent,
     TrainingJob,
 )
-from training_guard.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
-from training_guard.metric_guards import AlarmObservation, JobAlarmSpec
-from training_guard.mutes import Mutes
-from training_guard.outcome import Outcome
-from training_guard.policy import NO_MUTES, Decision, GuardStop, Plan
-from training_guard.ports import (
+from training_guard.domain.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
+from training_guard.domain.metric_guards import AlarmObservation, JobAlarmSpec
+from training_guard.domain.mutes import Mutes
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.policy import NO_MUTES, Decision, GuardStop, Plan
+from training_guard.domain.pricing import Spend
+from training_guard.render import messages
+from training_guard.services.ports import (
     AlarmsPort,
     CardPort,
     Claim,
@@ -70,7 +73,6 @@ from training_guard.ports import (
     StopRecord,
     StopSpend,
 )
-from training_guard.pricing import Spend
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from training_guard import contract
-from training_guard.text import ascii_int
+from training_guard.domain.text import ascii_int
 
 # Fixed vocabularies (the SageMaker API model). Unknown values are kept as they are: SageMaker
 # adds statuses over time and an unknown one must never crash the guard.

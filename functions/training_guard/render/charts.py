@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from training_guard import contract
-from training_guard.config import GuardConfig
-from training_guard.metric_guards import _STATISTIC_NAMES, job_alarm_specs
+from training_guard.config.model import GuardConfig
+from training_guard.domain.metric_guards import _STATISTIC_NAMES, job_alarm_specs
 
 CHART_HOURS = 3  # what a Metrics Insights alarm evaluates (domain.md section 4), so the breach is on the picture
 MAX_HOSTS = 8  # lines of an instance metric's chart: the first hosts of a larger job

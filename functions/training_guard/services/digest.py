@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from training_guard.digest import summary, title
-from training_guard.digest_week import JUST_BEFORE, SENT, Week, document, week_of
-from training_guard.errors import ActionFailed
-from training_guard.events import TrainingJob
-from training_guard.messages import Notice, Notification
-from training_guard.outcome import Outcome
-from training_guard.ports import Claim
-from training_guard.totals import StopEntry, Totals, compute
+from training_guard.domain.digest import JUST_BEFORE, SENT, Week, document, week_of
+from training_guard.domain.errors import ActionFailed
+from training_guard.domain.events import TrainingJob
+from training_guard.domain.outcome import Outcome
+from training_guard.domain.totals import StopEntry, Totals, compute
+from training_guard.render.digest import summary, title
+from training_guard.render.messages import Notice, Notification
+from training_guard.services.ports import Claim
 
 
 def compose(

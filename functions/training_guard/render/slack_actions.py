@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from training_guard.job_names import ACCOUNT_ID, JOB_NAME, RULE_NAME_MAX
+from training_guard.domain.job_names import ACCOUNT_ID, JOB_NAME, RULE_NAME_MAX
 
 ACTION_PREFIX = "training-guard:"
 VALUE_MAX_CHARS = 2000  # a button's value (Block Kit button element)

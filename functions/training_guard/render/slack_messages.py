@@ -25,10 +25,10 @@ from slack_sdk.models.blocks import (
 )
 
 from training_guard import contract
-from training_guard.events import parse_time
-from training_guard.pricing import spend_line
-from training_guard.slack_actions import Act, button
-from training_guard.text import clock, format_duration, person, status_text
+from training_guard.domain.events import parse_time
+from training_guard.domain.pricing import spend_line
+from training_guard.domain.text import clock, format_duration, person, status_text
+from training_guard.render.slack_actions import Act, button
 
 HEADER_MAX = 150
 SECTION_MAX = 3000
@@ -306,7 +306,7 @@ def card_version(doc: Mapping[str, Any]) -> int:
 def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """The weekly digest: its totals as fields, the top rules and job prefixes as lists, in the words of digest.py
     (the e-mail and Q Developer say the same). Rule, guard and job names come from the records: escaped."""
-    from training_guard import digest  # imported here: the weekly digest alone renders one (as messages.py does)
+    from training_guard.render import digest  # imported here: the weekly digest alone renders one (as messages.py does)
 
     week = doc.get("digest")
     if not isinstance(week, Mapping):

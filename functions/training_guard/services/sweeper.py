@@ -50,15 +50,16 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol, TypeVar
 
-from training_guard import contract, metric_guards, policy, pricing
-from training_guard.config import Action, GuardConfig, IdleGpuGuard, MetricGuard
-from training_guard.errors import GuardError, TransitionBusy
-from training_guard.events import TRAINING, Finding, JobEvent, TrainingJob
-from training_guard.metric_guards import AlarmObservation
-from training_guard.policy import Decision, Kind
-from training_guard.ports import AlarmsPort, JobsPort, TrainingMetricsPort
-from training_guard.pricing import Spend
-from training_guard.responder import Receipt, Responder
+from training_guard import contract
+from training_guard.config.model import Action, GuardConfig, IdleGpuGuard, MetricGuard
+from training_guard.domain import metric_guards, policy, pricing
+from training_guard.domain.errors import GuardError, TransitionBusy
+from training_guard.domain.events import TRAINING, Finding, JobEvent, TrainingJob
+from training_guard.domain.metric_guards import AlarmObservation
+from training_guard.domain.policy import Decision, Kind
+from training_guard.domain.pricing import Spend
+from training_guard.services.ports import AlarmsPort, JobsPort, TrainingMetricsPort
+from training_guard.services.responder import Receipt, Responder
 
 SWEEP_SOURCE = "training-guard.sweeper"
 # How far back "did it ever publish" looks: SageMaker's longest training run (MaxRuntimeInSeconds,

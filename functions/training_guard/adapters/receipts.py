@@ -12,8 +12,8 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from training_guard import contract
 from training_guard.adapters.sqs import DeadLetterParker
-from training_guard.events import EventError
-from training_guard.responder import Receipt
+from training_guard.domain.events import EventError
+from training_guard.services.responder import Receipt
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)

@@ -1,0 +1,1 @@
+"""The configuration: GuardConfig and the functions' typed settings."""

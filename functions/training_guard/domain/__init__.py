@@ -1,0 +1,1 @@
+"""Pure: events, decisions, mutes, pricing arithmetic, totals, the outcome of a reaction (no I/O)."""

@@ -1,0 +1,1 @@
+"""Every channel's words and pictures: SNS and e-mail, Q Developer, Slack, the digest."""

@@ -1,0 +1,1 @@
+"""The responder, the sweeps, chat delivery, the digest and clicks, over ports.py."""
