@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,19 +17,19 @@ import pytest
 
 from tests.helpers import EVENTS_DIR, load_event
 from training_guard.domain import pricing
-from training_guard.domain.events import InstanceGroup
+from training_guard.domain.events import InstanceGroup, parse_job
 from training_guard.domain.price_data import gpu_counts, training_prices
 from training_guard.domain.pricing import (
     PriceQuote,
+    Spend,
     compute_spend,
     gpu_count,
     has_gpus,
-    instance_groups,
-    instance_types,
+    job_instance_types,
+    job_spend,
     normalised_utilisation,
     parse_price_list,
     parse_usd,
-    spend_from_describe,
     table_quote,
 )
 
@@ -299,6 +300,7 @@ def test_a_p3_2xlarge_job_in_eu_west_1_is_priced_from_the_table_when_the_api_is_
     assert got is not None
     assert (got.source, got.usd_per_hour, got.as_of) == ("table", 4.131, "2023-12-31")
     describe = {
+        "TrainingJobName": "p3",
         "TrainingJobStatus": "InProgress",
         "ResourceConfig": {"InstanceType": "ml.p3.2xlarge", "InstanceCount": 1},
         "TrainingStartTime": NOW - 2 * HOUR,
@@ -323,6 +325,11 @@ def test_the_pricing_module_loads_neither_boto3_nor_botocore() -> None:
 
 
 # --- Spend ------------------------------------------------------------------------------------------------
+def spend_from_describe(describe: dict[str, Any], prices: Mapping[str, PriceQuote | None], *, now: datetime) -> Spend:
+    """A DescribeTrainingJob response priced as the responder prices it: parsed by events.parse_job, then job_spend."""
+    return job_spend(parse_job(describe), prices, now=now)
+
+
 def describe(**fields: Any) -> dict[str, Any]:
     """A DescribeTrainingJob response: 2 x ml.p3.2xlarge, started an hour before NOW, max runtime 3 hours."""
     base: dict[str, Any] = {
@@ -454,7 +461,7 @@ def test_the_selected_instance_type_of_instance_preferences_is_what_is_billed() 
         "SelectedInstanceType": "ml.p3.2xlarge",
         "SelectedInstanceCount": 1,
     }
-    assert instance_groups(describe(ResourceConfig=config)) == (InstanceGroup("ml.p3.2xlarge", 1),)
+    assert parse_job(describe(ResourceConfig=config)).billed_instances == (InstanceGroup("ml.p3.2xlarge", 1),)
     assert spend_from_describe(describe(ResourceConfig=config), P3, now=NOW).so_far_usd == 3.0
 
 
@@ -465,7 +472,8 @@ def test_the_instance_types_to_price_are_listed_once_in_order() -> None:
         {"InstanceType": "ml.p3.2xlarge", "InstanceCount": 4},
         {"InstanceCount": 1},
     ]
-    assert instance_types(describe(ResourceConfig={"InstanceGroups": groups})) == ("ml.p3.2xlarge", "ml.m5.large")
+    job = parse_job(describe(ResourceConfig={"InstanceGroups": groups}))
+    assert job_instance_types(job) == ("ml.p3.2xlarge", "ml.m5.large")
 
 
 def test_a_recorded_event_with_epoch_millisecond_strings_and_floats_is_priced() -> None:

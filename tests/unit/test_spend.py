@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeJobs, FakeLedger, FakeMeter, FakePrices, FakePublisher
-from tests.helpers import NOW, event_names, load_event, with_detail
+from tests.helpers import NOW, load_event, with_detail
 from training_guard import contract
 from training_guard.config.model import GuardConfig
 from training_guard.domain import pricing
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import InstanceGroup, parse_event, parse_job
 from training_guard.domain.outcome import Outcome
-from training_guard.domain.pricing import PriceQuote, job_spend, spend_from_describe, spend_line
+from training_guard.domain.pricing import PriceQuote, spend_line
 from training_guard.render.messages import Notification, make_test_notification, q_developer_notification
 from training_guard.render.slack_messages import render
 from training_guard.services.ports import StopSpend
@@ -142,13 +142,6 @@ def test_what_is_billed_is_the_selected_type_else_the_instance_groups_else_the_o
     nothing: Any
     for nothing in (None, {}, [], "ml.p3.2xlarge"):
         assert parse_job(finding(ResourceConfig=nothing)["detail"]).billed_instances == ()
-
-
-@pytest.mark.parametrize("name", list(event_names()))
-def test_the_typed_job_and_the_raw_detail_are_priced_alike_for_every_recorded_event(name: str) -> None:
-    detail = load_event(name)["detail"]
-    prices = {"ml.p3.2xlarge": P3}
-    assert job_spend(parse_job(detail), prices, now=NOW) == spend_from_describe(detail, prices, now=NOW)
 
 
 # --- A stop: spend in the notification, the record, the tags, the metric ---------------------------------------

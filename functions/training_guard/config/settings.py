@@ -162,26 +162,6 @@ class BotSettings:
         return cls(env[contract.ENV_SLACK_BOT_TOKEN_SECRET], env.get(contract.ENV_SLACK_API_URL) or None)
 
 
-@dataclass(frozen=True)
-class ClickSettings:
-    """The click worker: the responder's settings (it stops through the same path) and the bot token's secret."""
-
-    base: Settings
-    bot_token_secret: str
-    slack_api_url: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ClickSettings:
-        env = os.environ if env is None else env
-        base = Settings.from_env(env)
-        _required(env, contract.ENV_SLACK_BOT_TOKEN_SECRET)
-        return cls(
-            base=base,
-            bot_token_secret=env[contract.ENV_SLACK_BOT_TOKEN_SECRET],
-            slack_api_url=env.get(contract.ENV_SLACK_API_URL) or None,
-        )
-
-
 def _seconds(env: Mapping[str, str], key: str, default: float) -> float:
     raw = env.get(key)
     if raw is None or raw == "":

@@ -42,10 +42,6 @@ from training_guard.domain.events import (
     STOPPED,
     InstanceGroup,
     TrainingJob,
-    billed_groups,
-    parse_flag,
-    parse_seconds,
-    parse_time,
 )
 from training_guard.domain.price_data.gpu_counts import GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
 from training_guard.domain.price_data.training_prices import TRAINING_PRICES, TablePrice
@@ -275,16 +271,6 @@ def _cents(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def instance_groups(describe: Mapping[str, Any]) -> tuple[InstanceGroup, ...]:
-    """What the job is billed for: the selected type, the heterogeneous groups, or the one type and count."""
-    return billed_groups(describe.get("ResourceConfig"))
-
-
-def instance_types(describe: Mapping[str, Any]) -> tuple[str, ...]:
-    """The instance types whose prices `spend_from_describe` needs, each once, in order."""
-    return _types(instance_groups(describe))
-
-
 def job_instance_types(job: TrainingJob) -> tuple[str, ...]:
     """The instance types whose prices `job_spend` needs, each once, in order."""
     return _types(job.billed_instances)
@@ -307,27 +293,6 @@ def job_spend(job: TrainingJob, prices: Mapping[str, PriceQuote | None], *, now:
         billable_seconds=job.billable_seconds,
         training_seconds=job.training_time_seconds,
         spot=job.managed_spot,
-    )
-
-
-def spend_from_describe(
-    describe: Mapping[str, Any], prices: Mapping[str, PriceQuote | None], *, now: datetime
-) -> Spend:
-    """Spend of a job from a DescribeTrainingJob response (or an event detail, which mirrors it), parsed as
-    `events.parse_job` parses them; a response without a name or status is priced all the same."""
-    stopping = _mapping(describe.get("StoppingCondition"))
-    status = _text(describe.get("TrainingJobStatus"))
-    return compute_spend(
-        instance_groups(describe),
-        prices,
-        start=parse_time(describe.get("TrainingStartTime")),
-        end=parse_time(describe.get("TrainingEndTime")),
-        now=now,
-        ended=status in _ENDED,
-        max_runtime_seconds=parse_seconds(stopping.get("MaxRuntimeInSeconds")),
-        billable_seconds=parse_seconds(describe.get("BillableTimeInSeconds")),
-        training_seconds=parse_seconds(describe.get("TrainingTimeInSeconds")),
-        spot=parse_flag(describe.get("EnableManagedSpotTraining")),
     )
 
 

@@ -51,7 +51,6 @@ STOP_KEY_PREFIX: Final = "stop#"  # adapters/ledger.py: the audit record of the 
 SERVICE_DIMENSION: Final = {"service": "training-guard"}
 OUTCOME_METRIC_PREFIX: Final = "Outcome_"
 OUTCOME_METRICS: Final = tuple(f"{OUTCOME_METRIC_PREFIX}{o.value}" for o in Outcome)
-STOPPED_METRIC: Final = f"{OUTCOME_METRIC_PREFIX}{Outcome.STOPPED.value}"
 WOULD_STOP_METRIC: Final = f"{OUTCOME_METRIC_PREFIX}{Outcome.WOULD_STOP.value}"
 # The metrics the totals read. Not `SpendAvoidedUSD`: it is published per stop with the stopping rule as a second
 # dimension, one series per rule, which no single query of fixed dimensions sums over a window; the stop records

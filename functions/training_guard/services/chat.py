@@ -86,7 +86,7 @@ class Posted(Protocol):
 
 
 class SlackAppPort(Protocol):
-    """A Slack app's bot (adapters/slack_app.py SlackApp); its failures are `AppFailure`s."""
+    """A Slack app's bot (adapters/slack_app.py SlackApp); its failures carry `error` and `permanent`."""
 
     def post_parent(self, channel: str, text: str, blocks: Any) -> Posted: ...
 
@@ -97,13 +97,6 @@ class SlackAppPort(Protocol):
     def upload_png(
         self, channel: str, thread_ts: str, png: bytes, *, filename: str, title: str, alt_text: str
     ) -> str: ...
-
-
-class AppFailure(Protocol):
-    """What a failed Slack Web API call says (adapters/slack_app.py SlackAppError)."""
-
-    error: str
-    permanent: bool
 
 
 class ChartsPort(Protocol):
