@@ -45,6 +45,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -54,6 +55,7 @@ from training_guard.domain import credentials
 from training_guard.domain.accounts import scoped
 from training_guard.render import slack_messages
 from training_guard.render.charts import Chart, chart_for, graph_link
+from training_guard.services.once import Held, once
 from training_guard.services.ports import Claim, LedgerPort
 from training_guard.services.threads import ParentBusy, ThreadStorePort, Waiting, open_thread, thread_key
 
@@ -306,36 +308,32 @@ class ChatDelivery:
                 if posted and not message.card_only:
                     self._chart_once(message, target, now=now, result=result, reasons=reasons)
                 continue
-            claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
-            if claim is Claim.DONE:
-                result.skipped.append(target)
-                continue
-            if claim is Claim.BUSY:
-                # Not a duplicate yet: the holder may time out before it sends. The message comes back
-                # after the queue's visibility timeout, by when the holder's lease has run out.
-                result.busy.append(target)
-                continue
-            try:
-                delivery = self.sender.send(self.urls.url(target), message.text, message.blocks)
-            except NotConfigured as exc:
-                self.ledger.release(key)
-                result.permanent.append(target)
-                result.not_configured.append(target)
-                result.errors.append(str(exc))
-                reasons.append(exc.reason)
-                remedies.append(exc.remedy)
-                continue
-            except BaseException:
-                self.ledger.release(key)
-                raise
-            if delivery.ok:
-                self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome=DELIVERED)
-                result.delivered.append(target)
-                continue
-            self.ledger.release(key)
-            result.errors.append(f"webhook {target!r}: {delivery.detail}")
-            reasons.append(result.errors[-1])
-            (result.permanent if delivery.permanent else result.transient).append(target)
+            with self._once(key, now) as held:
+                if held.state is Claim.DONE:
+                    result.skipped.append(target)
+                    continue
+                if held.state is Claim.BUSY:
+                    # Not a duplicate yet: the holder may time out before it sends. The message comes back
+                    # after the queue's visibility timeout, by when the holder's lease has run out.
+                    result.busy.append(target)
+                    continue
+                try:
+                    delivery = self.sender.send(self.urls.url(target), message.text, message.blocks)
+                except NotConfigured as exc:
+                    held.release()
+                    result.permanent.append(target)
+                    result.not_configured.append(target)
+                    result.errors.append(str(exc))
+                    reasons.append(exc.reason)
+                    remedies.append(exc.remedy)
+                    continue
+                if not delivery.ok:
+                    held.release()
+                    result.errors.append(f"webhook {target!r}: {delivery.detail}")
+                    reasons.append(result.errors[-1])
+                    (result.permanent if delivery.permanent else result.transient).append(target)
+                    continue
+            result.delivered.append(target)
         if result.permanent and not result.transient:
             # Retrying cannot help; keep the message for an operator (redrive skips delivered webhooks).
             # Every webhook's reason first, what to do after: the dead-letter queue keeps 256 characters of it.
@@ -349,27 +347,23 @@ class ChatDelivery:
     ) -> bool:
         """Claim and post one (transition, channel): True when it is delivered, now or before (the graph may still be
         due), False when it is busy or failed (noted on `result`)."""
-        claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
-        if claim is Claim.DONE:
-            return True
-        if claim is Claim.BUSY:
-            result.busy.append(name)
-            return False
         assert self.app is not None
-        try:
-            stale_card = self._send_app(message, name, now)
-        except ParentBusy:
-            self.ledger.release(key)
-            result.busy.append(name)
-            return False
-        except self.app.failure as exc:
-            self.ledger.release(key)
-            self._failed(name, exc, result, reasons)
-            return False
-        except BaseException:
-            self.ledger.release(key)
-            raise
-        self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome=DELIVERED)
+        with self._once(key, now) as held:
+            if held.state is Claim.DONE:
+                return True
+            if held.state is Claim.BUSY:
+                result.busy.append(name)
+                return False
+            try:
+                stale_card = self._send_app(message, name, now)
+            except ParentBusy:
+                held.release()
+                result.busy.append(name)
+                return False
+            except self.app.failure as exc:
+                held.release()
+                self._failed(name, exc, result, reasons)
+                return False
         result.delivered.append(name)
         if stale_card is not None:
             # Reported, not retried: the reply is posted, and the next notification sets the card right.
@@ -462,34 +456,38 @@ class ChatDelivery:
                 result.skipped.append(name)
             return
         key = chart_key(message.transition, name)
-        claim = self.ledger.claim(key, now=now, lease_seconds=self.lease_seconds)
-        if claim is Claim.DONE:
-            if name not in result.delivered:
-                result.skipped.append(name)
-            return
-        if claim is Claim.BUSY:
-            result.busy.append(name)
-            return
-        try:
-            channel = self.slack.channel_id(name)
-            png = self.app.charts.png(chart.widget)
-            bot = self.app.bot()
-            thread = self._thread(bot, message.doc, channel, message.member, now)
-            bot.upload_png(channel, thread.ts, png, filename=chart.filename, title=chart.title, alt_text=chart.alt_text)
-        except ParentBusy:
-            self.ledger.release(key)
-            result.busy.append(name)
-            return
-        except self.app.failure as exc:
-            self.ledger.release(key)
-            self._failed(name, exc, result, reasons)
-            return
-        except BaseException:
-            self.ledger.release(key)
-            raise
-        self.ledger.complete(key, now=now, ttl_seconds=self.ttl_seconds, outcome=DELIVERED)
+        with self._once(key, now) as held:
+            if held.state is Claim.DONE:
+                if name not in result.delivered:
+                    result.skipped.append(name)
+                return
+            if held.state is Claim.BUSY:
+                result.busy.append(name)
+                return
+            try:
+                channel = self.slack.channel_id(name)
+                png = self.app.charts.png(chart.widget)
+                bot = self.app.bot()
+                thread = self._thread(bot, message.doc, channel, message.member, now)
+                bot.upload_png(
+                    channel, thread.ts, png, filename=chart.filename, title=chart.title, alt_text=chart.alt_text
+                )
+            except ParentBusy:
+                held.release()
+                result.busy.append(name)
+                return
+            except self.app.failure as exc:
+                held.release()
+                self._failed(name, exc, result, reasons)
+                return
         if name not in result.delivered:
             result.delivered.append(name)
+
+    def _once(self, key: str, now: datetime) -> AbstractContextManager[Held]:
+        """One delivery of one (transition, channel): completed as delivered, released when it failed."""
+        return once(
+            self.ledger, key, now=now, lease_seconds=self.lease_seconds, ttl_seconds=self.ttl_seconds, outcome=DELIVERED
+        )
 
     def _failed(self, name: str, exc: BaseException, result: MessageResult, reasons: list[str]) -> None:
         permanent = bool(getattr(exc, "permanent", False))

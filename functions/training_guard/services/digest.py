@@ -15,6 +15,7 @@ from training_guard.domain.outcome import Outcome
 from training_guard.domain.totals import StopEntry, Totals, compute
 from training_guard.render.digest import summary, title
 from training_guard.render.messages import Notice, Notification
+from training_guard.services.once import Marks, once
 from training_guard.services.ports import Claim
 
 
@@ -49,16 +50,6 @@ def compose(
     )
 
 
-class MarkerPort(Protocol):
-    """The ledger's exactly-once claim (adapters/ledger.DynamoLedger; tests.fakes.FakeLedger)."""
-
-    def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim: ...
-
-    def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None: ...
-
-    def release(self, key: str) -> None: ...
-
-
 class PublisherPort(Protocol):
     def publish(self, notification: Notification) -> None: ...
 
@@ -77,7 +68,7 @@ class DigestReceipt:
 class WeeklyDigest:
     """Reads the week's stop records and guard metrics, computes the totals and publishes them, once per week."""
 
-    marker: MarkerPort
+    marker: Marks
     publisher: PublisherPort
     read_stops: Callable[[datetime], Iterable[StopEntry]]  # every stop record stopped at this time or later
     read_metrics: Callable[[datetime, datetime], Mapping[str, Sequence[tuple[datetime, float]]]]
@@ -88,13 +79,19 @@ class WeeklyDigest:
 
     def send(self, scheduled: datetime, *, now: datetime, account: str | None, region: str | None) -> DigestReceipt:
         week = week_of(scheduled)
-        claim = self.marker.claim(week.key, now=now, lease_seconds=self.lease_seconds)
-        if claim is Claim.DONE:
-            return DigestReceipt(week.label, sent=False, skipped="already sent this week")
-        if claim is Claim.BUSY:
-            # Another invocation is sending it; should it die, its own retry takes over once its lease has run out.
-            return DigestReceipt(week.label, sent=False, skipped="being sent by another invocation")
-        try:
+        with once(
+            self.marker,
+            week.key,
+            now=now,
+            lease_seconds=self.lease_seconds,
+            ttl_seconds=self.marker_ttl_seconds,
+            outcome=SENT,
+        ) as held:
+            if held.state is Claim.DONE:
+                return DigestReceipt(week.label, sent=False, skipped="already sent this week")
+            if held.state is Claim.BUSY:
+                # Another invocation is sending it; should it die, its own retry takes over once its lease has run out.
+                return DigestReceipt(week.label, sent=False, skipped="being sent by another invocation")
             warnings: list[str] = []
             stops = self.read_stops(week.since)
             last = week.until - JUST_BEFORE
@@ -110,8 +107,4 @@ class WeeklyDigest:
                 result, week, account=account, region=region, now=now, dry_run=self.dry_run, warnings=warnings
             )
             self.publisher.publish(notification)
-        except BaseException:
-            self.marker.release(week.key)  # not sent: Lambda's retry may claim it again
-            raise
-        self.marker.complete(week.key, now=now, ttl_seconds=self.marker_ttl_seconds, outcome=SENT)
         return DigestReceipt(week.label, sent=True, stops=result.stops, would_stop=result.would_stop, warnings=warnings)

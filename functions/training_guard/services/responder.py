@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -60,6 +61,7 @@ from training_guard.domain.outcome import Outcome
 from training_guard.domain.policy import NO_MUTES, Decision, GuardStop, Plan
 from training_guard.domain.pricing import Spend
 from training_guard.render import messages
+from training_guard.services.once import Held, once
 from training_guard.services.ports import (
     AlarmsPort,
     CardPort,
@@ -299,15 +301,24 @@ class Responder:
         return names
 
     def _once(self, key: str, now: datetime, action: Callable[[], list[str]]) -> list[str]:
-        if not self._claim(key, now):
-            return []
-        try:
-            done = action()
-        except BaseException:
-            self.ledger.release(key)
-            raise
-        self.ledger.complete(key, now=now, ttl_seconds=self.config.dedup_ttl_days * 86400, outcome="done")
-        return done
+        with self._held(key, now, outcome="done") as held:
+            return action() if held.granted else []
+
+    def _held(
+        self, key: str, now: datetime, *, outcome: str, keep_if_unrecorded: bool = False
+    ) -> AbstractContextManager[Held]:
+        """Exactly once per transition: claimed (a short BUSY waited out), completed for the dedup TTL, released when
+        acting failed."""
+        return once(
+            self.ledger,
+            key,
+            now=now,
+            lease_seconds=self.lease_seconds,
+            ttl_seconds=self.config.dedup_ttl_days * 86400,
+            outcome=outcome,
+            acquire=lambda: self._claim(key, now),
+            keep_if_unrecorded=keep_if_unrecorded,
+        )
 
     def _needs_tags(self, job: TrainingJob) -> bool:
         """Whether a decision about this job may turn on its tags: a running job with a finding, or one
@@ -417,14 +428,14 @@ class Responder:
         is said once and never acted on (a job the sweeper cannot judge). Raises `TransitionBusy` as a claim does."""
         return bool(self._once(key, now, lambda: [key]))
 
-    def _claim(self, key: str, now: datetime) -> bool:
-        """True: ours to act on; False: done before (a duplicate). Raises `TransitionBusy` when another
+    def _claim(self, key: str, now: datetime) -> Claim:
+        """GRANTED: ours to act on; DONE: done before (a duplicate). Raises `TransitionBusy` when another
         attempt still holds it after a short wait, so that this delivery comes back later."""
         waited = 0.0
         while True:
             claim = self.ledger.claim(key, now=now + timedelta(seconds=waited), lease_seconds=self.lease_seconds)
             if claim is not Claim.BUSY:
-                return claim is Claim.GRANTED
+                return claim
             if waited >= self.busy_wait_seconds:
                 raise TransitionBusy(key)
             self.sleep(BUSY_POLL_SECONDS)
@@ -440,10 +451,10 @@ class Responder:
         *,
         known_spend: Spend | None = None,
     ) -> None:
-        if not self._claim(decision.key, now):
-            receipt.duplicates += 1
-            return
-        try:
+        with self._held(decision.key, now, outcome="done", keep_if_unrecorded=True) as held:
+            if not held.granted:
+                receipt.duplicates += 1
+                return
             outcome, spend = self._act(event, job, decision, receipt, now)
             if outcome is Outcome.ALREADY_ENDED:
                 job = self._as_it_ended(job)  # the state SageMaker refused the stop in, not the event's InProgress
@@ -460,17 +471,8 @@ class Responder:
                 self.publisher.publish(note)
                 spend = note.spend
                 receipt.spend = note.spend_document()
-        except BaseException:
-            self.ledger.release(decision.key)
-            raise
-        try:
-            self.ledger.complete(
-                decision.key,
-                now=now,
-                ttl_seconds=self.config.dedup_ttl_days * 86400,
-                outcome=FOLDED if folded else outcome.value,
-            )
-        except GuardError:
+            held.outcome = FOLDED if folded else outcome.value
+        if held.unrecorded is not None:
             # The stop and the notification are done; only the record failed. Raising now would make
             # Lambda's retry announce it again for certain. The claim keeps its lease instead, so a
             # repeat needs another delivery after the lease, and Slack delivery de-duplicates it anyway.
