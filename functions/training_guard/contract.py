@@ -6,6 +6,7 @@ from here. Nothing in this module does I/O or imports a third-party package.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 # --- Events -------------------------------------------------------------------------------------
@@ -98,6 +99,28 @@ SPEND_AVOIDED_METRIC: Final = "SpendAvoidedUSD"
 # Fleet guards whose Metrics Insights alarm was over a CloudWatch cap in a sweep (the sweeper judged their jobs).
 FLEET_ALARMS_OVER_CAP_METRIC: Final = "FleetAlarmsOverCap"
 RULE_DIMENSION: Final = "rule"
+
+
+# The guard's own metrics (namespace GUARD_METRICS_NAMESPACE, dimension service): the handlers publish them, the
+# dashboard graphs them and the tests read them under these names.
+class Metric(StrEnum):
+    EVENTS_HANDLED = "EventsHandled"
+    EVENTS_REJECTED = "EventsRejected"
+    UNRECORDED_TRANSITIONS = "UnrecordedTransitions"
+    NOTIFICATIONS_PUBLISHED = "NotificationsPublished"
+    NOTIFICATIONS_FOLDED = "NotificationsFolded"
+    DUPLICATE_TRANSITIONS = "DuplicateTransitions"
+    MESSAGES_RECEIVED = "MessagesReceived"
+    SLACK_DELIVERED = "SlackDelivered"
+    SLACK_FAILED = "SlackFailed"
+    SWEEP_FAILURES = "SweepFailures"
+    RUNNING_JOBS = "RunningJobs"
+    STALLED_JOBS = "StalledJobs"
+    RECONCILED = "Reconciled"
+    ORPHANED_ALARMS_DELETED = "OrphanedAlarmsDeleted"
+    EVENTS_FROM_OTHER_ACCOUNTS = "EventsFromOtherAccounts"
+
+
 # A refusal because a Slack secret holds a placeholder, nothing, or no credential (the endpoint's 503, the bot's and a
 # webhook's parked message): one self-alarm watches it.
 SECRET_NOT_SET_METRIC: Final = "SecretNotSet"  # noqa: S105 - a metric name

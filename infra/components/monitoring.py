@@ -20,17 +20,17 @@ PERIOD = Duration.minutes(5)
 SERVICE_DIMENSION = {contract.SERVICE_DIMENSION: "training-guard"}
 REACTION_METRICS = ("Outcome_stopped", "Outcome_would_stop", "Outcome_deferred", "Outcome_notified")
 DELIVERY_METRICS = (
-    "NotificationsPublished",
-    "NotificationsFolded",  # recorded, folded into a stop the guard made (one job, one story)
-    "DuplicateTransitions",
-    "SlackDelivered",
-    "SlackFailed",
+    contract.Metric.NOTIFICATIONS_PUBLISHED,
+    contract.Metric.NOTIFICATIONS_FOLDED,  # recorded, folded into a stop the guard made (one job, one story)
+    contract.Metric.DUPLICATE_TRANSITIONS,
+    contract.Metric.SLACK_DELIVERED,
+    contract.Metric.SLACK_FAILED,
 )
 SWEEP_METRICS = (
-    "RunningJobs",
-    "Reconciled",
-    "StalledJobs",
-    "OrphanedAlarmsDeleted",
+    contract.Metric.RUNNING_JOBS,
+    contract.Metric.RECONCILED,
+    contract.Metric.STALLED_JOBS,
+    contract.Metric.ORPHANED_ALARMS_DELETED,
     contract.FLEET_ALARMS_OVER_CAP_METRIC,
 )
 # Spend avoided by the guard's stops: one metric, SpendAvoidedUSD, with the stopping rule as a dimension

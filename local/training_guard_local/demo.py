@@ -54,7 +54,6 @@ DEFAULT_BUS = "default"
 PARTITION = "aws"
 # What the hub's receipt says of an event from an account it does not guard (handlers/receipts.py), and the metric it
 # counts such events in.
-OTHER_ACCOUNT_EVENTS_METRIC = "EventsFromOtherAccounts"
 
 
 @dataclass
@@ -811,7 +810,7 @@ class Demo:
             if self.organization is not None and not self.organization.accepts(account):
                 self.outcomes[key].ignored += 1
                 self.ignored[account] += 1
-                parts.append(f"{OTHER_ACCOUNT_EVENTS_METRIC} +1 ({sum(self.ignored.values())} so far)")
+                parts.append(f"{contract.Metric.EVENTS_FROM_OTHER_ACCOUNTS} +1 ({sum(self.ignored.values())} so far)")
         if parts:
             self.say("         guard: " + "; ".join(parts))
 
@@ -986,7 +985,8 @@ class Demo:
             return f"member: AssumeRole {role} x{len(assumed)}; {stops}" + (f", via {made}" if made else "")
         never = "never assumed" if not assumed else f"assumed x{len(assumed)}"
         return (
-            f"not a member: {self.ignored.get(account, 0)} event(s) ignored ({OTHER_ACCOUNT_EVENTS_METRIC}); "
+            f"not a member: {self.ignored.get(account, 0)} event(s) ignored "
+            f"({contract.Metric.EVENTS_FROM_OTHER_ACCOUNTS}); "
             f"its role {never}; {stops}"
         )
 

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.fakes import FakeAlarms, FakeJobs, FakeLedger, FakePublisher, FakeTrainingMetrics
 from tests.helpers import NOW, load_event
+from training_guard import contract
 from training_guard.adapters import receipts
 from training_guard.adapters.accounts import (
     REFRESH_MARGIN_SECONDS,
@@ -294,7 +295,7 @@ def test_an_event_claiming_a_non_member_account_is_ignored_and_counted(counted: 
     assert members.jobs[OUTSIDER].stop_calls == []
     assert publisher.published == []
     assert ledger.items == {}
-    assert (receipts.OTHER_ACCOUNT_EVENTS_METRIC, 1) in counted
+    assert (contract.Metric.EVENTS_FROM_OTHER_ACCOUNTS, 1) in counted
 
 
 def test_a_non_members_alarm_is_ignored_and_counted(counted: list[tuple[str, float]]) -> None:
@@ -306,7 +307,7 @@ def test_a_non_members_alarm_is_ignored_and_counted(counted: list[tuple[str, flo
     assert receipt.ignored == f"event from account {OUTSIDER}, not a member of this guard's organization"
     assert members.asked == []
     assert publisher.published == []
-    assert (receipts.OTHER_ACCOUNT_EVENTS_METRIC, 1) in counted
+    assert (contract.Metric.EVENTS_FROM_OTHER_ACCOUNTS, 1) in counted
 
 
 def test_a_members_alarm_is_handled_through_that_members_role() -> None:
@@ -343,7 +344,7 @@ def test_a_single_account_guard_still_ignores_another_account_with_the_same_word
     guard = Responder(GuardConfig(), running_job("123456789012"), FakeLedger(), FakePublisher())
     receipt = job_events.process(event_from(OUTSIDER), guard, account="123456789012", now=NOW)
     assert receipt.ignored == f"event from account {OUTSIDER}"
-    assert (receipts.OTHER_ACCOUNT_EVENTS_METRIC, 1) in counted
+    assert (contract.Metric.EVENTS_FROM_OTHER_ACCOUNTS, 1) in counted
 
 
 def test_member_access_swaps_the_members_clients_and_ledger_and_leaves_the_hubs_responder_alone() -> None:

@@ -55,7 +55,6 @@ class SpendMeter:
 
 
 # Events ignored because their account is not guarded here (another account, or not a configured member).
-OTHER_ACCOUNT_EVENTS_METRIC = "EventsFromOtherAccounts"
 
 
 def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None) -> Receipt:
@@ -68,7 +67,7 @@ def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None)
     event_id = event.get("id") if isinstance(event, dict) else None
     receipt = Receipt(job="", event_id=str(event_id or ""), rejected=str(error))
     count_outcomes(receipt)
-    metrics.add_metric(name="EventsRejected", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=contract.Metric.EVENTS_REJECTED, unit=MetricUnit.Count, value=1)
     return receipt
 
 
@@ -85,19 +84,23 @@ def ignore_other_account(job: str, event_id: str, event_account: str | None, *, 
     )
     receipt = Receipt(job=job, event_id=event_id, ignored=why)
     count_outcomes(receipt)
-    metrics.add_metric(name=OTHER_ACCOUNT_EVENTS_METRIC, unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=contract.Metric.EVENTS_FROM_OTHER_ACCOUNTS, unit=MetricUnit.Count, value=1)
     return receipt
 
 
 def count_outcomes(receipt: Receipt) -> None:
-    metrics.add_metric(name="EventsHandled", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=contract.Metric.EVENTS_HANDLED, unit=MetricUnit.Count, value=1)
     if receipt.unrecorded:
         logger.error("acted on but not recorded in the ledger", extra={"transitions": receipt.unrecorded})
-        metrics.add_metric(name="UnrecordedTransitions", unit=MetricUnit.Count, value=len(receipt.unrecorded))
+        metrics.add_metric(
+            name=contract.Metric.UNRECORDED_TRANSITIONS, unit=MetricUnit.Count, value=len(receipt.unrecorded)
+        )
     for outcome in receipt.outcomes:
         metrics.add_metric(name=f"Outcome_{outcome}", unit=MetricUnit.Count, value=1)
     if receipt.notifications:
-        metrics.add_metric(name="NotificationsPublished", unit=MetricUnit.Count, value=len(receipt.notifications))
+        metrics.add_metric(
+            name=contract.Metric.NOTIFICATIONS_PUBLISHED, unit=MetricUnit.Count, value=len(receipt.notifications)
+        )
     if receipt.folded:
         # Acted on and recorded (the ledger's outcome "folded", the stop record's audit), never published:
         # this line is what a person searching the logs for a missing message finds.
@@ -105,9 +108,9 @@ def count_outcomes(receipt: Receipt) -> None:
             "folded into the guard's stop of the job, not announced",
             extra={"training_job": receipt.job, "transitions": receipt.folded},
         )
-        metrics.add_metric(name="NotificationsFolded", unit=MetricUnit.Count, value=len(receipt.folded))
+        metrics.add_metric(name=contract.Metric.NOTIFICATIONS_FOLDED, unit=MetricUnit.Count, value=len(receipt.folded))
     if receipt.duplicates:
-        metrics.add_metric(name="DuplicateTransitions", unit=MetricUnit.Count, value=receipt.duplicates)
+        metrics.add_metric(name=contract.Metric.DUPLICATE_TRANSITIONS, unit=MetricUnit.Count, value=receipt.duplicates)
     if receipt.price_problems:
         # The notifications went out with their spend unknown where a price was missing; this says why.
         logger.warning("price lookup problems", extra={"problems": receipt.price_problems})

@@ -32,7 +32,9 @@ def process(
     """SQS partial batch response by hand: Powertools' BatchProcessor does the same but adds ~50 ms of
     imports to this function's cold start (measured beside boto3, Logger and Metrics), for 15 lines."""
     failures: list[dict[str, str]] = []
-    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
+    metrics.add_metric(
+        name=contract.Metric.MESSAGES_RECEIVED, unit=MetricUnit.Count, value=len(event.get("Records", []))
+    )
     for record in event.get("Records", []):
         message_id = record.get("messageId", "")
         try:
@@ -43,10 +45,12 @@ def process(
             continue
         log = logger.warning if result.errors else logger.info
         log("message handled", extra={"message_id": message_id, **_summary(result)})
-        metrics.add_metric(name="SlackDelivered", unit=MetricUnit.Count, value=len(result.delivered))
+        metrics.add_metric(name=contract.Metric.SLACK_DELIVERED, unit=MetricUnit.Count, value=len(result.delivered))
         if result.transient or result.permanent:
             metrics.add_metric(
-                name="SlackFailed", unit=MetricUnit.Count, value=len(result.transient) + len(result.permanent)
+                name=contract.Metric.SLACK_FAILED,
+                unit=MetricUnit.Count,
+                value=len(result.transient) + len(result.permanent),
             )
         if result.not_configured:  # parked: the chat dead-letter queue's alarm fires too, this one names the cause
             logger.error("secret not set: message parked", extra={"channels": result.not_configured})

@@ -66,7 +66,9 @@ def process(
             report = sweeper.sweep(now=now, account=account, region=region)
         except SweepIncomplete as incomplete:
             logger.error("sweep incomplete", extra={"report": asdict(incomplete.report)})
-            metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=len(incomplete.report.failed))
+            metrics.add_metric(
+                name=contract.Metric.SWEEP_FAILURES, unit=MetricUnit.Count, value=len(incomplete.report.failed)
+            )
             raise
         _said(report)
         logger.info("sweep done", extra={"report": asdict(report)})
@@ -103,7 +105,7 @@ def _organization(swept: OrganizationSweepReport) -> None:
         logger.error("account not swept", extra={"account": account, "reason": why})
     failed_jobs = sum(len(r.failed) for r in swept.reports)
     if failed_jobs:
-        metrics.add_metric(name="SweepFailures", unit=MetricUnit.Count, value=failed_jobs)
+        metrics.add_metric(name=contract.Metric.SWEEP_FAILURES, unit=MetricUnit.Count, value=failed_jobs)
     if swept.not_swept:
         metrics.add_metric(name=ACCOUNTS_NOT_SWEPT_METRIC, unit=MetricUnit.Count, value=len(swept.not_swept))
     _count(swept.reports)
@@ -124,13 +126,17 @@ def _said(report: SweepReport) -> None:
 def _count(reports: list[SweepReport]) -> None:
     """The sweep's metrics, added up over the accounts swept (one series each, not one per account: every
     dimension value would be a custom metric of its own, as receipts.SpendMeter says)."""
-    metrics.add_metric(name="RunningJobs", unit=MetricUnit.Count, value=sum(r.running for r in reports))
+    metrics.add_metric(name=contract.Metric.RUNNING_JOBS, unit=MetricUnit.Count, value=sum(r.running for r in reports))
     metrics.add_metric(
-        name="OrphanedAlarmsDeleted",
+        name=contract.Metric.ORPHANED_ALARMS_DELETED,
         unit=MetricUnit.Count,
         value=sum(len(r.orphaned_alarms_deleted) for r in reports),
     )
-    metrics.add_metric(name="StalledJobs", unit=MetricUnit.Count, value=sum(len(r.stalled) for r in reports))
-    metrics.add_metric(name="Reconciled", unit=MetricUnit.Count, value=sum(len(r.reconciled) for r in reports))
+    metrics.add_metric(
+        name=contract.Metric.STALLED_JOBS, unit=MetricUnit.Count, value=sum(len(r.stalled) for r in reports)
+    )
+    metrics.add_metric(
+        name=contract.Metric.RECONCILED, unit=MetricUnit.Count, value=sum(len(r.reconciled) for r in reports)
+    )
     over_cap = sum(len(r.fleet_alarms_over_cap) for r in reports)
     metrics.add_metric(name=contract.FLEET_ALARMS_OVER_CAP_METRIC, unit=MetricUnit.Count, value=over_cap)
