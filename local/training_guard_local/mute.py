@@ -217,16 +217,10 @@ def _act(args: argparse.Namespace, wanted: _Wanted | None, store: Any, *, by: st
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m training_guard_local.mute ...`: the sub-command on its own (until cli.py registers it)."""
-    parser = argparse.ArgumentParser(prog="training-guard")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_parser(commands)
-    args = parser.parse_args(["mute", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.run(args))
-    except UsageError as exc:
-        print(f"training-guard mute: {exc}", file=sys.stderr)
-        return 2
+    """`python -m training_guard_local.mute ...`: the sub-command on its own, behind cli's boundary."""
+    from training_guard_local import cli
+
+    return cli.main(["mute", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ the credentials may not read.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -362,20 +361,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m training_guard_local.report [--since 7d] ...`: the sub-command on its own."""
-    parser = argparse.ArgumentParser(prog="training-guard")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_parser(commands)
-    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.run(args))
-    except UsageError as exc:
-        print(f"training-guard report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:  # `... | head`: stop quietly, as cli.main does
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    """`python -m training_guard_local.report [--since 7d] ...`: the sub-command on its own, behind cli's boundary."""
+    from training_guard_local import cli
+
+    return cli.main(["report", *(sys.argv[1:] if argv is None else argv)])
 
 
 # --- small helpers ----------------------------------------------------------------------------------------------------

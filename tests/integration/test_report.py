@@ -18,13 +18,13 @@ import pytest
 
 from infra import outputs
 from tests.integration.deployed import ACCOUNT, REGION, STACK, Deployment, deployed
-from tests.integration.test_doctor import clean_environment, refuse
+from tests.integration.test_doctor import refuse
 from training_guard import contract, totals
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.config import GuardConfig
 from training_guard.ports import StopRecord
 from training_guard.responder import AUDIT_RETENTION_SECONDS
-from training_guard_local import doctor, report
+from training_guard_local import cli, doctor, report
 
 pytestmark = pytest.mark.integration
 
@@ -399,27 +399,6 @@ def test_since_accepts_hours_days_dates_and_times() -> None:
     assert report.parse_since("2026-11-01T09:00+01:00", NOW) == datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 
 
-def test_no_region_is_one_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    clean_environment(monkeypatch, tmp_path)
-    assert run(capsys) == (
-        2,
-        "",
-        "training-guard report: no AWS region: name the guard's region with --region REGION (or export "
-        "AWS_REGION=REGION, or set one in the profile: aws configure set region REGION)\n",
-    )
-
-
-def test_no_credentials_is_one_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    clean_environment(monkeypatch, tmp_path)
-    code, out, err = run(capsys, "--region", REGION)
-    assert (code, out, err.count("\n")) == (2, "", 1)
-    assert err.startswith("training-guard report: no AWS credentials found: choose credentials with AWS_PROFILE=")
-
-
 def test_no_stack_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     with deployed(GuardConfig()) as stack:
         stack.exists = False
@@ -481,9 +460,11 @@ def test_aws_out_of_reach_mid_way_is_one_line(
     aws.client("dynamodb").meta.events.register_first("before-call.dynamodb.Scan", unreachable)
     monkeypatch.setattr(doctor, "connect", lambda environ, region: aws)
     assert run(capsys) == (
-        2,
+        cli.EXIT_NETWORK,
         "",
-        'training-guard report: cannot reach AWS: Could not connect to the endpoint URL: "https://dynamodb.eu-west-1.amazonaws.com/"\n',
+        "training-guard report: cannot reach AWS (Could not connect to the endpoint URL: "
+        '"https://dynamodb.eu-west-1.amazonaws.com/"): check the network connection, a proxy (HTTPS_PROXY) or '
+        "AWS_ENDPOINT_URL\n",
     )
 
 
