@@ -433,8 +433,7 @@ def _slack_preview(args: argparse.Namespace) -> int:
                 aws, note=_note("slack-preview"), after_each=lambda at: aws.pump_chat(rounds=3, at=at), **options
             )
             try:
-                for _ in player.lines(replay.consume(events), progress=progress):
-                    pass
+                played = list(player.lines(replay.consume(events), progress=progress))
             finally:
                 progress.close()
         received = [(r.path.split("/")[-1].removesuffix("-secret-token"), r.body) for r in slack.received()]
@@ -443,12 +442,33 @@ def _slack_preview(args: argparse.Namespace) -> int:
             args.html.write_text(page(received), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"{args.html}: cannot write: {exc.strerror or exc}") from None
-        print(f"wrote {len(received)} message(s) to {args.html}", file=sys.stderr)
+        done = f"wrote {len(received)} message(s) to {args.html}"
+        print(f"{done}: {_nothing_to_post(played)}" if not received else done, file=sys.stderr)
+    elif not received:
+        print(f"training-guard slack-preview: {_nothing_to_post(played)}", file=sys.stderr)
     else:
         for channel, body in received:
             print(f"#{channel}\n{render_text(body)}\n")
         sys.stdout.flush()
     return EXIT_OK
+
+
+def _nothing_to_post(played: Sequence[dict[str, Any]], shown: int = 3) -> str:
+    """Why no Slack message came of the events, from their replay lines (the first few events)."""
+    reasons = []
+    for line in played[:shown]:
+        if line["error"] or line["ignored"]:
+            why = line["error"] or line["ignored"]
+        elif line["duplicates"]:
+            why = "a duplicate of a transition already handled"
+        elif line["notifications"]:
+            why = f"notified ({', '.join(line['notifications'])}), but to no Slack channel of this configuration"
+        else:
+            status = f" ({line['job_status']})" if line["job_status"] else ""
+            why = f"job {line['job']}{status}: no transition this configuration announces"
+        reasons.append(f"{line['event']}: {why}")
+    more = f"; and {len(played) - shown} more event(s)" if len(played) > shown else ""
+    return f"nothing to post: {'; '.join(reasons)}{more}"
 
 
 def _redrive(args: argparse.Namespace) -> int:

@@ -80,7 +80,30 @@ def load_events(paths: Sequence[Path]) -> list[Recorded]:
             events.extend(Recorded(f"{path}[{i}]", event) for i, event in enumerate(data))
         else:
             events.append(Recorded(str(path), data))
+    for recorded in events:
+        check_wrapped(recorded)
     return events
+
+
+# What a job's or an alarm's `detail` (or one rule status) holds at its top level, and the envelope it belongs in.
+_DETAIL_OF = (
+    (("TrainingJobName", "TrainingJobStatus", "RuleConfigurationName", "RuleEvaluationStatus"), "aws.sagemaker",
+     "SageMaker Training Job State Change"),
+    (("alarmName",), "aws.cloudwatch", "CloudWatch Alarm State Change"),
+)  # fmt: skip
+
+
+def check_wrapped(recorded: Recorded) -> None:
+    """A bare `detail` (or a rule status) given for an event: one line saying how to wrap it."""
+    event = recorded.event
+    if not isinstance(event, Mapping) or "detail" in event or "detail-type" in event:
+        return
+    for keys, source, detail_type in _DETAIL_OF:
+        if any(key in event for key in keys):
+            raise UsageError(
+                f"{recorded.where}: this looks like an event's detail: wrap it in an EventBridge event "
+                f'({{"source": "{source}", "detail-type": "{detail_type}", "detail": ...}})'
+            )
 
 
 def consume(events: list[Recorded]) -> Iterator[Recorded]:
