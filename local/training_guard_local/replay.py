@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from training_guard import contract
+from training_guard import contract, json_words
 from training_guard.events import parse_time
 from training_guard_local.inputs import UsageError, read_json
 
@@ -177,13 +177,14 @@ def _lint_rules(detail: Mapping[str, Any], errors: list[str], warnings: list[str
             continue
         if not isinstance(entries, list):
             errors.append(
-                f"detail.{key} must be a list of rule statuses, got {_kind(entries)}: the guard reads no rule from it"
+                f"detail.{key} must be a list of rule statuses, got {json_words.kind(entries)}: "
+                "the guard reads no rule from it"
             )
             continue
         for i, entry in enumerate(entries):
             where = f"detail.{key}[{i}]"
             if not isinstance(entry, Mapping):
-                errors.append(f"{where} must be an object, got {_kind(entry)}: the guard skips it")
+                errors.append(f"{where} must be an object, got {json_words.kind(entry)}: the guard skips it")
                 continue
             name, rule_status = entry.get("RuleConfigurationName"), entry.get("RuleEvaluationStatus")
             if not isinstance(name, str) or not name or not isinstance(rule_status, str) or not rule_status:
@@ -194,13 +195,7 @@ def _lint_rules(detail: Mapping[str, Any], errors: list[str], warnings: list[str
                     f"({', '.join(RULE_STATUSES)})"
                 )
             if entry.get("LastModifiedTime") is not None and parse_time(entry["LastModifiedTime"]) is None:
-                warnings.append(f"{where}.LastModifiedTime {entry['LastModifiedTime']!r} is not a time")
-
-
-def _kind(value: Any) -> str:
-    return {str: "a string", dict: "an object", list: "a list", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
+                warnings.append(f"{where}.LastModifiedTime {json_words.shown(entry['LastModifiedTime'])} is not a time")
 
 
 class Progress:

@@ -189,7 +189,7 @@ def test_every_line_has_every_key_whatever_the_event(tmp_path: Path, capsys: pyt
     assert [list(line) for line in lines] == [list(replay.LINE_KEYS)] * 4
     assert [line["error"] for line in lines] == [
         None,
-        "event must be a JSON object, got str",
+        "event must be a JSON object, got a string",
         "not a training job state change (source='my.app', detail-type=None)",
         "event has no 'detail' object",
     ]
