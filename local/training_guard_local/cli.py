@@ -219,7 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     checker.add_argument(
-        "--definitions", required=True, metavar="DEFS", help='JSON list of {"Name", "Regex"}, inline or a file path'
+        "--definitions",
+        required=True,
+        metavar="DEFS",
+        help='JSON list of {"Name", "Regex"}, or what aws sagemaker describe-training-job prints; inline or a file',
     )
     checker.add_argument("--log", required=True, type=Path, metavar="LOGFILE", help="a training log ('-' for stdin)")
     checker.add_argument("--json", action="store_true", help="one JSON object per metric instead of text")
