@@ -13,6 +13,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,12 @@ _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line (the usage is one `--help` away)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # `--since -5d` is a value its command refuses with the reason ("must be positive"), not a missing argument:
+        # argparse takes only plain negative numbers (-5, -.5) for values (its private matcher, read by parse_args)
+        self._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[a-z]*$|^-\.\d+$")
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")

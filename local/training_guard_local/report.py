@@ -55,6 +55,7 @@ metric_queries = activity.metric_queries
 PROGRESS_SECONDS: Final = 2.0  # a scan still running after this long reports its progress on stderr
 
 _SINCE = re.compile(r"^(\d+)\s*([dh])$")
+_NEGATIVE = re.compile(r"^-\s*(\d+\s*[dh]?)$")  # -5d: a duration is how far back, never negative
 
 
 # --- the window -----------------------------------------------------------------------------------------------
@@ -63,6 +64,10 @@ _SINCE = re.compile(r"^(\d+)\s*([dh])$")
 def parse_since(text: str, now: datetime) -> datetime:
     """`30d`, `12h`, or a date (`2026-11-01`, midnight UTC) or time (`2026-11-01T08:00Z`) in the past."""
     value = text.strip().lower()
+    negative = _NEGATIVE.match(value)
+    if negative:
+        back = negative.group(1) if negative.group(1)[-1] in "dh" else f"{negative.group(1)}d"
+        raise UsageError(f"--since {text}: must be positive: how far back, e.g. {back}")
     found = _SINCE.match(value)
     if found:
         amount, unit = int(found.group(1)), found.group(2)

@@ -379,6 +379,9 @@ def test_an_html_path_that_cannot_be_written_is_refused_before_anything_is_read(
     [
         ("30x", "--since 30x: not a duration nor a date; write 30d, 7d, 12h, 2026-11-01 or 2026-11-01T08:00Z"),
         ("0d", "--since 0d: must be at least 1d"),
+        ("-5d", "--since -5d: must be positive: how far back, e.g. 5d"),
+        ("-12h", "--since -12h: must be positive: how far back, e.g. 12h"),
+        ("-5", "--since -5: must be positive: how far back, e.g. 5d"),
         ("401d", "--since 401d: at most 400 days back; the guard keeps its audit records 400 days"),
         ("2026-12-25", "--since 2026-12-25: is not in the past (now is 2026-11-30 12:00 UTC)"),
         ("2025-10-01", "--since 2025-10-01: at most 400 days back; the guard keeps its audit records 400 days"),
