@@ -54,6 +54,14 @@ METRIC_DATAPOINTS_MAX: Final = activity.METRIC_DATAPOINTS_MAX
 metric_queries = activity.metric_queries
 PROGRESS_SECONDS: Final = 2.0  # a scan still running after this long reports its progress on stderr
 
+# Why the report's two counts of stops can differ (handlers/receipts.py publishes the metric; responder.py writes
+# the record of every stop, whichever function made it).
+STOPS_NOTE: Final = (
+    "stops counts the audit records: every job the guard stopped and SageMaker confirmed, whoever stopped it (an "
+    "event, an alarm, the sweeper, Stop now in Slack). stops_counted_by_metrics is the Outcome_stopped metric, "
+    "which only the job-events and alarm-events functions publish (not the sweeper, not Stop now), summed over "
+    "whole hours: it can be lower. The records are the count to use."
+)
 _SINCE = re.compile(r"^(\d+)\s*([dh])$")
 _NEGATIVE = re.compile(r"^-\s*(\d+\s*[dh]?)$")  # -5d: a duration is how far back, never negative
 
@@ -236,7 +244,7 @@ def build(
             "and the other outcomes are unknown; the credentials need cloudwatch:GetMetricData"
         )
     result = totals.compute(stops, metrics, since=since, until=until, prefix_separator=prefix_separator)
-    return {
+    document = {
         "schema": totals.REPORT_SCHEMA,
         "stack": stack.name,
         "region": stack.region,
@@ -244,8 +252,16 @@ def build(
         "table": table,
         "prefix_separator": prefix_separator,
         "warnings": warnings,
-        **result.as_dict(),
     }
+    for key, value in result.as_dict().items():
+        document[key] = value
+        if key == "stops":  # one count of stops, the records'; the metric's own, named for what it counts
+            outcomes = result.outcomes if result.metrics is not None else None
+            document["stops_counted_by_metrics"] = outcomes.get("stopped", 0) if outcomes is not None else None
+            document["stops_note"] = STOPS_NOTE
+    if document["outcomes"] is not None:
+        document["outcomes"] = {k: v for k, v in document["outcomes"].items() if k != "stopped"}
+    return document
 
 
 def render_text(document: Mapping[str, Any]) -> str:
@@ -263,8 +279,14 @@ def render_text(document: Mapping[str, Any]) -> str:
         stopped += f"  ({_count(unconfirmed, 'stop attempt')} never confirmed by SageMaker, left out)"
     would = document["would_stop"]
     outcomes = document["outcomes"]
+    counted = document.get("stops_counted_by_metrics")
     lines += [
         f"  {'stopped':<20}{stopped}",
+        *(
+            [f"  {'':<20}(the Outcome_stopped metric counts {counted}: only stops on an event or an alarm)"]
+            if counted is not None and counted != document["stops"]
+            else []
+        ),
         f"  {'would have stopped':<20}"
         + (f"{would}  (not stopped: dry run, or the job's tags)" if would is not None else "unknown (see below)"),
         f"  {'spend avoided':<20}{_spend(document['spend_avoided'], 'up to ', ' at list price')}",

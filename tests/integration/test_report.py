@@ -11,6 +11,7 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -199,8 +200,11 @@ def test_the_report_of_a_seeded_deployment_has_exactly_its_totals(
         ("bert-exp", 1, 0.0),
         ("resnet50-no-debugger", 1, 0.0),
     ]
+    # One count of stops, the records'; the metric's own is named for what it counts, and says why it is lower
+    assert (document["stops"], document["stops_counted_by_metrics"]) == (5, 2)
+    assert document["stops_note"] == report.STOPS_NOTE
+    assert list(document).index("stops_counted_by_metrics") == list(document).index("stops") + 1
     assert document["outcomes"] == {
-        "stopped": 2,
         "would_stop": 3,
         "deferred": 1,
         "notified": 5,
@@ -233,6 +237,7 @@ def test_the_text_report_fits_one_screen_and_says_what_is_unknown(
         "2026-11-23 12:00 UTC to 2026-11-30 12:00 UTC (7 days)",
     ]
     assert "  stopped             5 jobs  (1 stop attempt never confirmed by SageMaker, left out)" in lines
+    assert "                      (the Outcome_stopped metric counts 2: only stops on an event or an alarm)" in lines
     assert "  would have stopped  3  (not stopped: dry run, or the job's tags)" in lines
     assert "  spend avoided       up to $201.75 at list price, 2 of 5 unknown" in lines
     assert "  other outcomes      deferred 1 · notified 5" in lines
@@ -279,6 +284,13 @@ def test_the_html_page_is_self_contained_and_escapes_what_the_account_names(
     assert html.count(f'fill="{report_html().WOULD_STOP_COLOUR}"') == 2
     assert html.count(f'fill="{report_html().SPEND_COLOUR}"') == 2
     assert "$201.75" in html
+    assert (
+        escape(
+            "Jobs stopped counts the audit records: every stop. The guard's Outcome_stopped metric counts 2: only the "
+            "stops made on an event or an alarm (not the sweeper's, not Stop now in Slack)."
+        )
+        in html
+    )
 
 
 def report_html() -> Any:
