@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ EXIT_NETWORK = 6
 EXIT_REGION = 7
 EXIT_OUTPUT = 8
 EXIT_PIPE = 9
+_IMPORTED = time.monotonic()  # waited_seconds' fallback where the process's own start time cannot be read
 # What each exit status means: `training-guard --help` prints this table, the README repeats it.
 EXIT_CODES = {
     EXIT_OK: "done",
@@ -508,7 +510,20 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    return demo_of(args.scenario, args.config).run()
+    demo = demo_of(args.scenario, args.config)
+    return demo.run(started=time.monotonic() - waited_seconds())  # "done in": all the person waited
+
+
+def waited_seconds() -> float:
+    """Wall-clock seconds since this process started (Python's start-up and imports included): what the person at
+    the terminal has waited. Linux's /proc (proc(5): stat's starttime in clock ticks after boot, and uptime);
+    elsewhere, since this module was imported."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
 
 
 def demo_of(
