@@ -244,7 +244,7 @@ def build(
             "and the other outcomes are unknown; the credentials need cloudwatch:GetMetricData"
         )
     result = totals.compute(stops, metrics, since=since, until=until, prefix_separator=prefix_separator)
-    document = {
+    document: dict[str, Any] = {
         "schema": totals.REPORT_SCHEMA,
         "stack": stack.name,
         "region": stack.region,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,5 +38,5 @@ def test_without_proc_the_wait_counts_from_the_import(monkeypatch: pytest.Monkey
     def unreadable(*_: Any, **__: Any) -> str:
         raise OSError("no /proc here")
 
-    monkeypatch.setattr(cli.Path, "read_text", unreadable)
+    monkeypatch.setattr(Path, "read_text", unreadable)
     assert cli.waited_seconds() == pytest.approx(time.monotonic() - cli._IMPORTED, abs=0.5)

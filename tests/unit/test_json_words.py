@@ -4,6 +4,7 @@ Python's (None, True, dict, NoneType): every typed setting of the configuration,
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from training_guard.metric_guards import parse_alarm_event
 PYTHON_WORDS = re.compile(r"\b(None|True|False|NoneType|dict|str|int|float|bool|tuple)\b|\{'|\['|'\}|'\]")
 WRONG_VALUES: list[Any] = [None, True, False, {}, {"a": None}, [], [True], 1.5, 7, "x"]
 # One setting of each kind the reader knows, as a document holding `value` there
-SETTINGS = {
+SETTINGS: dict[str, Callable[[Any], Any]] = {
     "a boolean": lambda v: {"dry_run": v},
     "a whole number": lambda v: {"dedup_ttl_days": v},
     "a number": lambda v: {"metric_guards": [{"name": "g", "metric": "train:loss", "threshold": v}]},
@@ -25,13 +26,14 @@ SETTINGS = {
     "a choice": lambda v: {"rules": {"debugger_default": v}},
     "an object": lambda v: {"rules": v},
     "a list": lambda v: {"metric_guards": v},
-    "a list of strings": lambda v: {"tags": {"exempt_values": v}},
+    "a list of strings": lambda v: {"jobs": {"include_prefixes": v}},
     "the document": lambda v: v,
 }
 
 
 def test_kind_and_shown_speak_json() -> None:
-    assert [json_words.kind(v) for v in (None, True, 1, 1.5, "x", [], {})] == [
+    values: tuple[Any, ...] = (None, True, 1, 1.5, "x", [], {})
+    assert [json_words.kind(v) for v in values] == [
         "null", "a boolean", "a number", "a number", "a string", "a list", "an object",
     ]  # fmt: skip
     assert [json_words.shown(v) for v in (None, True, False, "x", {"a": [None]})] == [
