@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training_guard.config import json_words
 from training_guard_local.inputs import UsageError, looks_like_yaml, parse_json, read_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -95,7 +96,8 @@ def _sample(items: Sequence[str], n: int = 2) -> str:
 
 
 def load_definitions(text_or_path: str) -> list[Definition]:
-    """Inline JSON, or the path of a file holding an estimator's `metric_definitions` list."""
+    """Inline JSON, or the path of a file holding an estimator's `metric_definitions` list, an AlgorithmSpecification
+    or a whole DescribeTrainingJob answer (`aws sagemaker describe-training-job --training-job-name NAME`)."""
     inline = text_or_path.lstrip().startswith(("[", "{")) or (
         not Path(text_or_path).exists() and ("\n" in text_or_path or looks_like_yaml(text_or_path))
     )
@@ -107,10 +109,20 @@ def load_definitions(text_or_path: str) -> list[Definition]:
             data = parse_json(read_text(path, "definitions"), path, "definitions")
     except UsageError as exc:
         raise DefinitionsError(str(exc)) from None
+    if isinstance(data, dict) and isinstance(data.get("AlgorithmSpecification"), dict):
+        # what `aws sagemaker describe-training-job` prints: the definitions are in its AlgorithmSpecification
+        data = data["AlgorithmSpecification"]
+        if "MetricDefinitions" not in data:
+            raise DefinitionsError(
+                "the job's AlgorithmSpecification has no MetricDefinitions: the job publishes no metric from its log"
+            )
     if isinstance(data, dict) and isinstance(data.get("MetricDefinitions"), list):
         data = data["MetricDefinitions"]  # an AlgorithmSpecification, as DescribeTrainingJob returns it
     if not isinstance(data, list) or not data:
-        raise DefinitionsError('definitions must be a non-empty list of {"Name": ..., "Regex": ...}')
+        raise DefinitionsError(
+            'definitions must be a non-empty list of {"Name": ..., "Regex": ...}, a job\'s AlgorithmSpecification '
+            f"or what `aws sagemaker describe-training-job` prints; got {json_words.shown(data)}"
+        )
     out: list[Definition] = []
     for i, item in enumerate(data):
         if (
@@ -118,7 +130,9 @@ def load_definitions(text_or_path: str) -> list[Definition]:
             or not isinstance(item.get("Name"), str)
             or not isinstance(item.get("Regex"), str)
         ):
-            raise DefinitionsError(f'definitions[{i}] must be {{"Name": "...", "Regex": "..."}}, got {item!r}')
+            raise DefinitionsError(
+                f'definitions[{i}] must be {{"Name": "...", "Regex": "..."}}, got {json_words.shown(item)}'
+            )
         try:
             pattern = re.compile(item["Regex"])
         except re.error as exc:

@@ -1,41 +1,215 @@
 """The `training-guard` command: operator tooling that runs on a workstation, never in Lambda.
 
-Every input a user can get wrong is reported as one line on stderr naming the problem, exit 2
-(`UsageError`; argparse's own errors too); a closed pipe (`training-guard simulate ... | head -1`)
-ends the command quietly.
+One error boundary (`main`): every input a user can get wrong is one line on stderr naming the problem,
+exit 2 (`UsageError`; argparse's own errors too); every known failure of the environment (AWS profile,
+config file, credentials, network, region, a full disk, a closed pipe) is one line naming the cause and
+the fix, with its own exit code (`EXIT_CODES`); only a bug shows a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
+import re
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from training_guard.config.model import GuardConfig
-from training_guard_local.inputs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, read_text
+from training_guard_local.inputs import (
+    EXIT_AWS_CONFIG,
+    EXIT_CREDENTIALS,
+    EXIT_FAILED,
+    EXIT_NETWORK,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_PIPE,
+    EXIT_PROFILE,
+    EXIT_REGION,
+    EXIT_USAGE,
+    UsageError,
+    read_text,
+)
 
 if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
     from training_guard_local.demo import Demo
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "load_config", "main"]
+__all__ = [
+    "EXIT_AWS_CONFIG",
+    "EXIT_CODES",
+    "EXIT_CREDENTIALS",
+    "EXIT_FAILED",
+    "EXIT_NETWORK",
+    "EXIT_OK",
+    "EXIT_OUTPUT",
+    "EXIT_PIPE",
+    "EXIT_PROFILE",
+    "EXIT_REGION",
+    "EXIT_USAGE",
+    "UsageError",
+    "load_config",
+    "main",
+]
+
+_IMPORTED = time.monotonic()  # waited_seconds' fallback where the process's own start time cannot be read
+# What each exit status means: `training-guard --help` prints this table, the README repeats it.
+EXIT_CODES = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "done, and found a problem (a failed check, an unmet expectation, --strict warnings)",
+    EXIT_USAGE: "bad input: an argument or a file (the line names it)",
+    EXIT_PROFILE: "the AWS profile named by AWS_PROFILE does not exist",
+    EXIT_AWS_CONFIG: "the AWS config or credentials file cannot be parsed",
+    EXIT_CREDENTIALS: "no usable AWS credentials (none, partial, expired or refused)",
+    EXIT_NETWORK: "AWS cannot be reached (network, proxy, AWS_ENDPOINT_URL)",
+    EXIT_REGION: "no AWS region",
+    EXIT_OUTPUT: "the output cannot be written (a full disk, an I/O error)",
+    EXIT_PIPE: "the output's reader went away (a closed pipe: ... | head)",
+}
+# The commands that never call AWS: they run with none of the user's AWS settings (a missing profile, a broken
+# ~/.aws/config or an endpoint URL must not reach the emulation's boto3 sessions).
+OFFLINE = frozenset({"simulate", "slack-preview", "demo", "check-metrics", "plan"})
+# Error codes AWS answers when the credentials themselves are refused (not a missing permission).
+_REFUSED_CREDENTIALS = frozenset(
+    {
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "SignatureDoesNotMatch",
+        "InvalidSignatureException",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "RequestExpired",
+    }
+)
+_CREDENTIALS_FIX = (
+    "choose credentials with AWS_PROFILE=NAME (aws configure --profile NAME, or aws sso login --profile NAME)"
+)
+# A write that failed for want of room or of a writable disk (EIO too when stdout itself failed: no file was read).
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line (the usage is one `--help` away)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # `--since -5d` is a value its command refuses with the reason ("must be positive"), not a missing argument:
+        # argparse takes only plain negative numbers (-5, -.5) for values (its private matcher, read by parse_args)
+        self._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[a-z]*$|^-\.\d+$")
+
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
+        # argparse's own drops a failed write (`--help > /dev/full` exited 0): this one lets main report it
+        (file or sys.stdout).write(self.format_help())
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="training-guard", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+@dataclass(frozen=True)
+class Fault:
+    """A failure of the environment, not of the input nor of the code: the line to print and the exit status."""
+
+    status: int
+    line: str
+
+
+def fault_of(exc: BaseException) -> Fault | None:
+    """The environment's failure behind `exc`: itself, or the error a command's one-line message was raised from
+    (the commands word their own errors; the class, hence the line and the exit status, is the cause's)."""
+    if isinstance(exc, BrokenPipeError):
+        return Fault(EXIT_PIPE, "the output's reader went away (a closed pipe, e.g. | head): output cut short")
+    if isinstance(exc, OSError) and exc.errno == errno.EIO and not exc.filename:
+        return _full(exc)
+    seen: BaseException | None = exc
+    while seen is not None:
+        found = _full(seen) if isinstance(seen, OSError) and seen.errno in _FULL else _aws_fault(seen)
+        if found is not None:
+            return found
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _full(exc: OSError) -> Fault:
+    where = exc.filename or "the output"
+    return Fault(EXIT_OUTPUT, f"cannot write {where}: {exc.strerror}: free some space, or write elsewhere")
+
+
+def _aws_fault(exc: BaseException) -> Fault | None:
+    from botocore import exceptions as aws
+
+    if isinstance(exc, aws.ProfileNotFound):
+        profile = exc.kwargs.get("profile", "")
+        return Fault(
+            EXIT_PROFILE,
+            f"the AWS profile {profile!r} does not exist: set AWS_PROFILE to one of `aws configure list-profiles`, "
+            "or unset it",
+        )
+    if isinstance(exc, aws.ConfigParseError):
+        path = exc.kwargs.get("path", "")
+        return Fault(
+            EXIT_AWS_CONFIG,
+            f"cannot parse the AWS config file {path}: fix its syntax (a [profile NAME] header, then `key = value` "
+            "lines), or point AWS_CONFIG_FILE at another file",
+        )
+    if isinstance(exc, aws.NoCredentialsError):
+        return Fault(EXIT_CREDENTIALS, f"no AWS credentials found: {_CREDENTIALS_FIX}")
+    if isinstance(
+        exc,
+        aws.PartialCredentialsError | aws.CredentialRetrievalError | aws.SSOError | aws.TokenRetrievalError,
+    ):
+        return Fault(EXIT_CREDENTIALS, f"cannot use the AWS credentials ({exc}): {_CREDENTIALS_FIX}")
+    if isinstance(exc, aws.ClientError) and exc.response.get("Error", {}).get("Code") in _REFUSED_CREDENTIALS:
+        code = exc.response["Error"]["Code"]
+        return Fault(EXIT_CREDENTIALS, f"AWS refused the credentials ({code}): {_CREDENTIALS_FIX}")
+    if isinstance(exc, aws.ConnectionError | aws.HTTPClientError):
+        return Fault(
+            EXIT_NETWORK,
+            f"cannot reach AWS ({exc}): check the network connection, a proxy (HTTPS_PROXY) or AWS_ENDPOINT_URL",
+        )
+    if isinstance(exc, aws.NoRegionError):
+        return Fault(
+            EXIT_REGION,
+            "no AWS region: export AWS_REGION=REGION (or the command's --region REGION, or "
+            "aws configure set region REGION)",
+        )
+    return None
+
+
+@contextlib.contextmanager
+def offline_environment() -> Iterator[None]:
+    """While an offline command runs, none of the user's AWS settings is seen (restored after it)."""
+    saved = {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update(
+        AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true"
+    )
+    try:
+        yield
+    finally:
+        for key in [key for key in os.environ if key.startswith("AWS_")]:
+            del os.environ[key]
+        os.environ.update(saved)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every command is a sub-parser of this one."""
+    top = _Parser(
+        prog="training-guard",
+        description=__doc__.split("\n\n")[0],
+        epilog="exit status:\n"
+        + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
+        + "\n  a traceback: a bug in training-guard (please report it)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate = commands.add_parser(
         "simulate",
         help="replay recorded EventBridge events through the real job-events handler on an emulated AWS",
@@ -72,7 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     )
     checker.add_argument(
-        "--definitions", required=True, metavar="DEFS", help='JSON list of {"Name", "Regex"}, inline or a file path'
+        "--definitions",
+        required=True,
+        metavar="DEFS",
+        help='JSON list of {"Name", "Regex"}, or what aws sagemaker describe-training-job prints; inline or a file',
     )
     checker.add_argument("--log", required=True, type=Path, metavar="LOGFILE", help="a training log ('-' for stdin)")
     checker.add_argument("--json", action="store_true", help="one JSON object per metric instead of text")
@@ -138,19 +315,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan.add_parser(commands)
     report.add_parser(commands)
 
-    args = parser.parse_args(argv)
+    return top
+
+
+def command_names(top: argparse.ArgumentParser | None = None) -> list[str]:
+    """Every command's name, as the parser knows them."""
+    for action in (top or build_parser())._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    top = build_parser()
+    command = ""
     try:
-        return int(args.run(args))
-    except UsageError as exc:
-        print(f"training-guard {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:
-        # The reader went away (`... | head -1`): stop quietly. Python flushes stdout at exit, which
-        # would raise again: point it at devnull first, as the Python docs' note on SIGPIPE does
-        # (https://docs.python.org/3/library/signal.html#note-on-sigpipe), and exit 1 as Python does.
-        with contextlib.suppress(OSError, ValueError):  # stdout is no file (a test's capture): nothing to do
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_FAILED
+        try:
+            args = top.parse_args(argv)
+        except SystemExit:  # --help printed into stdout's buffer: written here, where a failed write is caught
+            sys.stdout.flush()
+            raise
+        command = args.command
+        with offline_environment() if args.command in OFFLINE else contextlib.nullcontext():
+            code = int(args.run(args))
+        sys.stdout.flush()  # inside the boundary: a full disk or a closed pipe is reported here, not at exit
+        return code
+    except Exception as exc:
+        fault = fault_of(exc) or (Fault(EXIT_USAGE, str(exc)) if isinstance(exc, UsageError) else None)
+        if fault is None:
+            raise  # a bug: its traceback
+        if fault.status in (EXIT_OUTPUT, EXIT_PIPE):
+            _drop_stdout()
+        print(f"training-guard{f' {command}' if command else ''}: {fault.line}", file=sys.stderr, flush=True)
+        return fault.status
+
+
+def _drop_stdout() -> None:
+    """Python flushes stdout at exit, which would fail again: point it at devnull first, as the Python docs'
+    note on SIGPIPE does (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    with contextlib.suppress(OSError, ValueError):  # stdout is no file (a test's capture): nothing to do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -245,8 +449,7 @@ def _slack_preview(args: argparse.Namespace) -> int:
                 aws, note=_note("slack-preview"), after_each=lambda at: aws.pump_chat(rounds=3, at=at), **options
             )
             try:
-                for _ in player.lines(replay.consume(events), progress=progress):
-                    pass
+                played = list(player.lines(replay.consume(events), progress=progress))
             finally:
                 progress.close()
         received = [(r.path.split("/")[-1].removesuffix("-secret-token"), r.body) for r in slack.received()]
@@ -255,12 +458,33 @@ def _slack_preview(args: argparse.Namespace) -> int:
             args.html.write_text(page(received), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"{args.html}: cannot write: {exc.strerror or exc}") from None
-        print(f"wrote {len(received)} message(s) to {args.html}", file=sys.stderr)
+        done = f"wrote {len(received)} message(s) to {args.html}"
+        print(f"{done}: {_nothing_to_post(played)}" if not received else done, file=sys.stderr)
+    elif not received:
+        print(f"training-guard slack-preview: {_nothing_to_post(played)}", file=sys.stderr)
     else:
         for channel, body in received:
             print(f"#{channel}\n{render_text(body)}\n")
         sys.stdout.flush()
     return EXIT_OK
+
+
+def _nothing_to_post(played: Sequence[dict[str, Any]], shown: int = 3) -> str:
+    """Why no Slack message came of the events, from their replay lines (the first few events)."""
+    reasons = []
+    for line in played[:shown]:
+        if line["error"] or line["ignored"]:
+            why = line["error"] or line["ignored"]
+        elif line["duplicates"]:
+            why = "a duplicate of a transition already handled"
+        elif line["notifications"]:
+            why = f"notified ({', '.join(line['notifications'])}), but to no Slack channel of this configuration"
+        else:
+            status = f" ({line['job_status']})" if line["job_status"] else ""
+            why = f"job {line['job']}{status}: no transition this configuration announces"
+        reasons.append(f"{line['event']}: {why}")
+    more = f"; and {len(played) - shown} more event(s)" if len(played) > shown else ""
+    return f"nothing to post: {'; '.join(reasons)}{more}"
 
 
 def _redrive(args: argparse.Namespace) -> int:
@@ -290,7 +514,20 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    return demo_of(args.scenario, args.config).run()
+    demo = demo_of(args.scenario, args.config)
+    return demo.run(started=time.monotonic() - waited_seconds())  # "done in": all the person waited
+
+
+def waited_seconds() -> float:
+    """Wall-clock seconds since this process started (Python's start-up and imports included): what the person at
+    the terminal has waited. Linux's /proc (proc(5): stat's starttime in clock ticks after boot, and uptime);
+    elsewhere, since this module was imported."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
 
 
 def demo_of(

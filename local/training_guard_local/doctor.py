@@ -166,7 +166,7 @@ class Stack:
 def connect(environ: Mapping[str, str], region: str | None) -> Aws:
     """Clients for the region asked for (--region, else what the AWS CLI would use). No region: a usage error."""
     import boto3
-    from botocore.exceptions import ProfileNotFound
+    from botocore.exceptions import NoRegionError, ProfileNotFound
 
     try:
         session = boto3.Session()
@@ -181,7 +181,7 @@ def connect(environ: Mapping[str, str], region: str | None) -> Aws:
         raise UsageError(
             "no AWS region: name the guard's region with --region REGION (or export AWS_REGION=REGION, "
             "or set one in the profile: aws configure set region REGION)"
-        )
+        ) from NoRegionError()  # the class (cli's exit status) of what happened
     return Aws(region, source, lambda service: session.client(service, region_name=region))
 
 

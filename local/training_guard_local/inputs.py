@@ -18,6 +18,13 @@ from typing import Any
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_PROFILE = 3
+EXIT_AWS_CONFIG = 4
+EXIT_CREDENTIALS = 5
+EXIT_NETWORK = 6
+EXIT_REGION = 7
+EXIT_OUTPUT = 8
+EXIT_PIPE = 9
 
 
 class UsageError(Exception):

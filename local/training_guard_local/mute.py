@@ -9,7 +9,8 @@
 It writes the same records as a click in Slack, in the deployed stack's state table (found from the stack's outputs,
 as `training-guard report` finds it), with your AWS credentials: `dynamodb:UpdateItem` on the table to add or remove,
 `dynamodb:Scan` to list. A mute records who made it: `cli:<your ARN>` (STS GetCallerIdentity). `--account` names a
-member account's job (organization mode). Usage errors are one line and exit 2; removing a mute that is not there
+member account's job (organization mode). Usage errors are one line and exit 2, and so is a mute for a job that
+SageMaker does not know in the region or that has ended (DescribeTrainingJob); removing a mute that is not there
 exits 1.
 """
 
@@ -157,10 +158,44 @@ def _run(args: argparse.Namespace) -> int:
     from training_guard.adapters.mutes import DynamoMutes
 
     store = DynamoMutes(aws.client("dynamodb"), table_of(aws, args.stack))
+    if wanted is not None and args.account is None:  # a member's job is in its own account: not ours to describe
+        _check_running(aws, args.job)
     try:
         return _act(args, wanted, store, by=f"cli:{identity['Arn']}", now=utcnow())
     except ActionFailed as exc:
         raise UsageError(f"{exc}: your credentials need dynamodb:UpdateItem and dynamodb:Scan on the table") from None
+
+
+# The statuses after which a job emits nothing a mute could act on (Stopping: its stop is under way).
+_ENDED = frozenset({"Completed", "Failed", "Stopped", "Stopping"})
+
+
+def _check_running(aws: Any, job: str) -> None:
+    """A mute for a job SageMaker does not know in the region, or one that has ended, is a mistake: said in one line
+    (DescribeTrainingJob). Credentials that may not describe jobs get a warning, and the mute is written."""
+    try:
+        described = aws.client("sagemaker").describe_training_job(TrainingJobName=job)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        message = str(error.get("Message", "")).lower()
+        # SageMaker: "Requested resource not found."; the emulation (moto): "Could not find training job ..."
+        if error.get("Code") in ("ValidationException", "ResourceNotFound") and (
+            "not found" in message or "not find" in message
+        ):
+            raise UsageError(
+                f"no training job {job} in {aws.region}: check the name, and the region (--region REGION)"
+            ) from None
+        print(
+            f"training-guard mute: warning: could not check that job {job} is running ({error.get('Code')}): "
+            "the mute is written all the same",
+            file=sys.stderr,
+        )
+        return
+    status = described.get("TrainingJobStatus")
+    if status in _ENDED:
+        ended = described.get("TrainingEndTime")
+        when = f" at {ended.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if isinstance(ended, datetime) else ""
+        raise UsageError(f"job {job} has ended ({status}{when}): a mute would act on nothing; nothing was written")
 
 
 def _check(args: argparse.Namespace) -> _Wanted | None:
@@ -214,20 +249,3 @@ def _act(args: argparse.Namespace, wanted: _Wanted | None, store: Any, *, by: st
     mute = add(store, job=args.job, account=args.account, mute=wanted.mute(by=by, at=now), now=now)
     print(json.dumps(_document(scope, mute)) if args.json else f"{scope}: {mute.describe()}", flush=True)
     return EXIT_OK
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m training_guard_local.mute ...`: the sub-command on its own (until cli.py registers it)."""
-    parser = argparse.ArgumentParser(prog="training-guard")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_parser(commands)
-    args = parser.parse_args(["mute", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.run(args))
-    except UsageError as exc:
-        print(f"training-guard mute: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

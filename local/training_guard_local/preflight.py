@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import ConnectionError as AwsConnectionError
 
 from infra.partitions import SUPPORTED_PARTITIONS, partition_of
 from training_guard import contract
@@ -185,7 +186,14 @@ def check_credentials(aws: Aws) -> Check:
         return Check(name, FAIL, f"no AWS credentials found (region {aws.region})", _CREDENTIALS_FIX)
     except ClientError as exc:
         return Check(name, FAIL, f"the credentials were refused: {_error_code(exc)}", _CREDENTIALS_FIX)
-    except BotoCoreError as exc:  # expired SSO token, no network, a broken profile, ...
+    except (AwsConnectionError, HTTPClientError) as exc:  # the credentials were never tried: nothing says they are bad
+        return Check(
+            name,
+            FAIL,
+            f"the network is unreachable: {exc}",
+            "check the network connection, a proxy (HTTPS_PROXY) or AWS_ENDPOINT_URL, then run preflight again",
+        )
+    except BotoCoreError as exc:  # expired SSO token, a broken profile, ...
         return Check(name, FAIL, f"cannot use the credentials: {exc}", _CREDENTIALS_FIX)
     return Check(
         name,

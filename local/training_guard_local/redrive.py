@@ -142,10 +142,7 @@ def run(
     try:
         session = boto3.Session(region_name=region)
         if session.get_credentials() is None:
-            raise RedriveError(
-                "no AWS credentials found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), "
-                "or sign in with `aws configure` / `aws sso login`"
-            )
+            raise NoCredentialsError  # said once, below
         sqs = session.client("sqs")
         hand_on = to_function(session.client("lambda"), function) if function else to_queue(sqs, queue or "")
         return redrive(sqs, dead_letters_url, hand_on, dry_run=dry_run, limit=limit, say=say)

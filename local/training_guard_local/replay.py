@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from training_guard import contract
+from training_guard.config import json_words
 from training_guard.domain.events import parse_time
 from training_guard_local.inputs import UsageError, read_json
 
@@ -80,7 +81,30 @@ def load_events(paths: Sequence[Path]) -> list[Recorded]:
             events.extend(Recorded(f"{path}[{i}]", event) for i, event in enumerate(data))
         else:
             events.append(Recorded(str(path), data))
+    for recorded in events:
+        check_wrapped(recorded)
     return events
+
+
+# What a job's or an alarm's `detail` (or one rule status) holds at its top level, and the envelope it belongs in.
+_DETAIL_OF = (
+    (("TrainingJobName", "TrainingJobStatus", "RuleConfigurationName", "RuleEvaluationStatus"), "aws.sagemaker",
+     "SageMaker Training Job State Change"),
+    (("alarmName",), "aws.cloudwatch", "CloudWatch Alarm State Change"),
+)  # fmt: skip
+
+
+def check_wrapped(recorded: Recorded) -> None:
+    """A bare `detail` (or a rule status) given for an event: one line saying how to wrap it."""
+    event = recorded.event
+    if not isinstance(event, Mapping) or "detail" in event or "detail-type" in event:
+        return
+    for keys, source, detail_type in _DETAIL_OF:
+        if any(key in event for key in keys):
+            raise UsageError(
+                f"{recorded.where}: this looks like an event's detail: wrap it in an EventBridge event "
+                f'({{"source": "{source}", "detail-type": "{detail_type}", "detail": ...}})'
+            )
 
 
 def consume(events: list[Recorded]) -> Iterator[Recorded]:
@@ -154,13 +178,14 @@ def _lint_rules(detail: Mapping[str, Any], errors: list[str], warnings: list[str
             continue
         if not isinstance(entries, list):
             errors.append(
-                f"detail.{key} must be a list of rule statuses, got {_kind(entries)}: the guard reads no rule from it"
+                f"detail.{key} must be a list of rule statuses, got {json_words.kind(entries)}: "
+                "the guard reads no rule from it"
             )
             continue
         for i, entry in enumerate(entries):
             where = f"detail.{key}[{i}]"
             if not isinstance(entry, Mapping):
-                errors.append(f"{where} must be an object, got {_kind(entry)}: the guard skips it")
+                errors.append(f"{where} must be an object, got {json_words.kind(entry)}: the guard skips it")
                 continue
             name, rule_status = entry.get("RuleConfigurationName"), entry.get("RuleEvaluationStatus")
             if not isinstance(name, str) or not name or not isinstance(rule_status, str) or not rule_status:
@@ -171,13 +196,7 @@ def _lint_rules(detail: Mapping[str, Any], errors: list[str], warnings: list[str
                     f"({', '.join(RULE_STATUSES)})"
                 )
             if entry.get("LastModifiedTime") is not None and parse_time(entry["LastModifiedTime"]) is None:
-                warnings.append(f"{where}.LastModifiedTime {entry['LastModifiedTime']!r} is not a time")
-
-
-def _kind(value: Any) -> str:
-    return {str: "a string", dict: "an object", list: "a list", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
+                warnings.append(f"{where}.LastModifiedTime {json_words.shown(entry['LastModifiedTime'])} is not a time")
 
 
 class Progress:

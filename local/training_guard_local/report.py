@@ -16,7 +16,6 @@ the credentials may not read.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -55,7 +54,16 @@ METRIC_DATAPOINTS_MAX: Final = activity.METRIC_DATAPOINTS_MAX
 metric_queries = activity.metric_queries
 PROGRESS_SECONDS: Final = 2.0  # a scan still running after this long reports its progress on stderr
 
+# Why the report's two counts of stops can differ (handlers/receipts.py publishes the metric; responder.py writes
+# the record of every stop, whichever function made it).
+STOPS_NOTE: Final = (
+    "stops counts the audit records: every job the guard stopped and SageMaker confirmed, whoever stopped it (an "
+    "event, an alarm, the sweeper, Stop now in Slack). stops_counted_by_metrics is the Outcome_stopped metric, "
+    "which only the job-events and alarm-events functions publish (not the sweeper, not Stop now), summed over "
+    "whole hours: it can be lower. The records are the count to use."
+)
 _SINCE = re.compile(r"^(\d+)\s*([dh])$")
+_NEGATIVE = re.compile(r"^-\s*(\d+\s*[dh]?)$")  # -5d: a duration is how far back, never negative
 
 
 # --- the window -----------------------------------------------------------------------------------------------
@@ -64,6 +72,10 @@ _SINCE = re.compile(r"^(\d+)\s*([dh])$")
 def parse_since(text: str, now: datetime) -> datetime:
     """`30d`, `12h`, or a date (`2026-11-01`, midnight UTC) or time (`2026-11-01T08:00Z`) in the past."""
     value = text.strip().lower()
+    negative = _NEGATIVE.match(value)
+    if negative:
+        back = negative.group(1) if negative.group(1)[-1] in "dh" else f"{negative.group(1)}d"
+        raise UsageError(f"--since {text}: must be positive: how far back, e.g. {back}")
     found = _SINCE.match(value)
     if found:
         amount, unit = int(found.group(1)), found.group(2)
@@ -232,7 +244,7 @@ def build(
             "and the other outcomes are unknown; the credentials need cloudwatch:GetMetricData"
         )
     result = totals.compute(stops, metrics, since=since, until=until, prefix_separator=prefix_separator)
-    return {
+    document: dict[str, Any] = {
         "schema": totals.REPORT_SCHEMA,
         "stack": stack.name,
         "region": stack.region,
@@ -240,8 +252,16 @@ def build(
         "table": table,
         "prefix_separator": prefix_separator,
         "warnings": warnings,
-        **result.as_dict(),
     }
+    for key, value in result.as_dict().items():
+        document[key] = value
+        if key == "stops":  # one count of stops, the records'; the metric's own, named for what it counts
+            outcomes = result.outcomes if result.metrics is not None else None
+            document["stops_counted_by_metrics"] = outcomes.get("stopped", 0) if outcomes is not None else None
+            document["stops_note"] = STOPS_NOTE
+    if document["outcomes"] is not None:
+        document["outcomes"] = {k: v for k, v in document["outcomes"].items() if k != "stopped"}
+    return document
 
 
 def render_text(document: Mapping[str, Any]) -> str:
@@ -259,8 +279,14 @@ def render_text(document: Mapping[str, Any]) -> str:
         stopped += f"  ({_count(unconfirmed, 'stop attempt')} never confirmed by SageMaker, left out)"
     would = document["would_stop"]
     outcomes = document["outcomes"]
+    counted = document.get("stops_counted_by_metrics")
     lines += [
         f"  {'stopped':<20}{stopped}",
+        *(
+            [f"  {'':<20}(the Outcome_stopped metric counts {counted}: only stops on an event or an alarm)"]
+            if counted is not None and counted != document["stops"]
+            else []
+        ),
         f"  {'would have stopped':<20}"
         + (f"{would}  (not stopped: dry run, or the job's tags)" if would is not None else "unknown (see below)"),
         f"  {'spend avoided':<20}{_spend(document['spend_avoided'], 'up to ', ' at list price')}",
@@ -361,23 +387,6 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m training_guard_local.report [--since 7d] ...`: the sub-command on its own."""
-    parser = argparse.ArgumentParser(prog="training-guard")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_parser(commands)
-    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.run(args))
-    except UsageError as exc:
-        print(f"training-guard report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:  # `... | head`: stop quietly, as cli.main does
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-
-
 # --- small helpers ----------------------------------------------------------------------------------------------------
 
 
@@ -435,7 +444,3 @@ def _sparkline(values: Sequence[int]) -> str:
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -164,6 +164,12 @@ def _notes(document: Mapping[str, Any]) -> str:
         "Would-have-stopped and the other outcomes come from the guard's metrics (hourly sums); stops, spend and "
         "the groups from the audit record of each stop.",
     ]
+    counted = document.get("stops_counted_by_metrics")
+    if counted is not None and counted != document["stops"]:
+        notes.append(
+            f"Jobs stopped counts the audit records: every stop. The guard's Outcome_stopped metric counts {counted}: "
+            "only the stops made on an event or an alarm (not the sweeper's, not Stop now in Slack)."
+        )
     if unknown:
         shown = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
         notes.append(f"Stops without a spend figure: {shown}.")

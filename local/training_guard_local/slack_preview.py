@@ -51,18 +51,40 @@ hr { border: none; border-top: 1px solid #eee; margin: 10px 0 6px; }
 """
 
 
+# Slack's control sequences: <@U…> a mention, <#C…|name> a channel, <!here>, <url|label> a link. Text is escaped
+# (& < > as &amp; &lt; &gt;), so a raw < starts one of these and an escaped &lt;@U…&gt; is literal text, as in Slack.
+_CONTROL = re.compile(r"<([^<>\n]+)>")
+
+
 def mrkdwn_to_html(text: str) -> str:
-    """Slack mrkdwn (already Slack-escaped) to HTML: *bold*, _italic_, `code`, > quote, <url|label>."""
+    """Slack mrkdwn (already Slack-escaped) to HTML: *bold*, _italic_, `code`, > quote, mentions and links."""
+    controls: list[str] = []
+
+    def hold(match: re.Match[str]) -> str:
+        controls.append(_control_html(match.group(1)))
+        return f"\x00{len(controls) - 1}\x00"  # kept out of the *bold* and _italic_ passes (URLs hold _)
+
     lines = []
     for line in text.split("\n"):
         quote = line.startswith(">")
         body = line[1:] if quote else line
-        body = re.sub(r"(?:<|&lt;)@([A-Z0-9]+)(?:>|&gt;)", r"<span class='mention'>@\1</span>", body)  # <@U0ALICE>
+        body = _CONTROL.sub(hold, body).replace("<", "&lt;").replace(">", "&gt;")
         body = re.sub(r"`([^`]+)`", r"<code>\1</code>", body)
         body = re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"<b>\1</b>", body)
         body = re.sub(r"(?<![\w_])_([^_\n]+)_(?![\w_])", r"<i>\1</i>", body)
         lines.append(f"<blockquote>{body}</blockquote>" if quote else body)
-    return "\n".join(lines)  # Slack's &lt; &gt; &amp; are already HTML entities
+    shown = "\n".join(lines)
+    return re.sub(r"\x00(\d+)\x00", lambda m: controls[int(m.group(1))], shown)  # &lt; &gt; &amp;: HTML already
+
+
+def _control_html(inner: str) -> str:
+    target, _, label = inner.partition("|")
+    if target[:1] and target[0] in "@#!":  # a user, a channel, a special mention (<!here>)
+        shown = label or target[1:].split("^")[0]
+        return f"<span class='mention'>{'#' if target[0] == '#' else '@'}{shown}</span>"
+    if not target.startswith(("https://", "http://", "mailto:")):
+        return f"&lt;{inner}&gt;"  # not a link Slack would make: shown as written
+    return f"<a href='{target.replace(chr(39), '%27')}'>{label or target}</a>"
 
 
 def message_html(
@@ -93,7 +115,7 @@ def message_html(
             text = " ".join(mrkdwn_to_html(e.get("text", "")) for e in block.get("elements", []))
             parts.append(f"<div class='context'>{text}</div>")
     if not parts and body.get("text"):
-        parts.append(f"<div class='section'>{mrkdwn_to_html(html.escape(str(body['text']), quote=False))}</div>")
+        parts.append(f"<div class='section'>{mrkdwn_to_html(str(body['text']))}</div>")  # mrkdwn, escaped too
     where = f"<span class='when'>#{html.escape(channel)} {html.escape(when)}</span>" if channel or when else ""
     mark = "<span class='edited'>(edited)</span>" if edited else ""
     return (

@@ -5,7 +5,8 @@ A checked block is a ```console block right after the marker. Its `$ ` lines are
 continues one), run in order by bash from the project root, each with the earlier `NAME=value` lines of the block
 in effect; the other lines are what they print (stdout and stderr together). Every shown line must appear in the
 output, in order, with any lines between them (the README shows excerpts); a shown line ending in `...` or `…`
-matches any line that starts with what comes before it; a line that is only `...` marks a gap and matches nothing.
+matches any line that starts with what comes before it, and a `…` inside a line stands for any text left out there
+(`{"job": "j", …"duplicates": 1, …}`); a line that is only `...` marks a gap and matches nothing.
 A block that only plays the demo (`make demo`, `.venv/bin/training-guard demo --scenario NAME`) is not run here: the
 e2e module that plays that scenario checks it against its own run (`check_demo_block`), see DEMO_CHECKED_IN.
 """
@@ -60,8 +61,20 @@ def checked_blocks(text: str) -> list[Block]:
 def matches(shown: str, actual: str) -> bool:
     for ellipsis in ELLIPSES:
         if shown.endswith(ellipsis):
-            return actual.startswith(shown.removesuffix(ellipsis))
-    return actual == shown
+            shown = shown.removesuffix(ellipsis) + "…"
+            break
+    pieces = shown.split("…")  # text left out inside a line (a JSON line's other keys): any text, in order
+    if len(pieces) == 1:
+        return actual == shown
+    if not actual.startswith(pieces[0]):
+        return False
+    at = len(pieces[0])
+    for piece in pieces[1:-1]:
+        found = actual.find(piece, at)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return actual.endswith(pieces[-1]) and len(actual) - len(pieces[-1]) >= at
 
 
 def missing(shown: list[str], output: list[str]) -> str | None:
@@ -158,3 +171,12 @@ def test_the_matcher_finds_lines_in_order_with_gaps_and_prefixes() -> None:
     assert missing(["b ...", "d"], output) is None
     assert missing(["c", "a"], output) == "a"  # order matters
     assert missing(["b"], output) == "b"  # no prefix match without an ellipsis
+
+
+def test_an_ellipsis_inside_a_line_stands_for_the_text_left_out_there() -> None:
+    line = '{"job": "j", "stopped": false, "titles": [], "duplicates": 1, "job_status": "Stopping"}'
+    assert matches('{"job": "j", "stopped": false, …"duplicates": 1, …}', line)
+    assert matches('{"job": "j", …', line)
+    assert not matches('{"job": "j", …"duplicates": 2, …}', line)
+    assert not matches('{"job": "j", …"titles": …"stopped"…}', line)  # in order
+    assert not matches('{"job": "k", …}', line)

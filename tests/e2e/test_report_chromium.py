@@ -154,14 +154,14 @@ def seeded_report_page(folder: Path) -> Iterator[Path]:
     from tests.integration import test_report as seeded
     from tests.integration.deployed import deployed
     from training_guard.config.model import GuardConfig
-    from training_guard_local import doctor, report
+    from training_guard_local import cli, doctor, report
 
     page = folder / "report.html"
     with pytest.MonkeyPatch.context() as patch, deployed(GuardConfig()) as stack:
         seeded.seed(stack)
         patch.setattr(doctor, "connect", lambda environ, region: stack.aws())
         patch.setattr(report, "utcnow", lambda: seeded.NOW)
-        assert report.main(["--since", "7d", "--html", str(page)]) == 0
+        assert cli.main(["report", "--since", "7d", "--html", str(page)]) == 0
         yield page
 
 

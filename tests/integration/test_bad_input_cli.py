@@ -246,24 +246,7 @@ def clean_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata lookup on a workstation
 
 
-def test_redrive_without_credentials_says_how_to_sign_in(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clean_aws_environment(monkeypatch, tmp_path)
-    assert main(["redrive", "--dead-letters", DLQ, "--function", "f", "--dry-run"]) == 2
-    assert capsys.readouterr().err == (
-        "training-guard redrive: no AWS credentials found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), "
-        "or sign in with `aws configure` / `aws sso login`\n"
-    )
-
-
-def test_redrive_with_an_unknown_profile_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clean_aws_environment(monkeypatch, tmp_path)
-    monkeypatch.setenv("AWS_PROFILE", "nope")
-    assert main(["redrive", "--dead-letters", DLQ, "--function", "f"]) == 2
-    assert capsys.readouterr().err == "training-guard redrive: The config profile (nope) could not be found\n"
+# No credentials, a profile that does not exist: tests/integration/test_cli_faults.py, for every command.
 
 
 def test_redrive_without_a_region_uses_the_queues(

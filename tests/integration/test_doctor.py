@@ -430,39 +430,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata lookups for credentials
 
 
-@pytest.mark.parametrize("command", ["doctor", "test-notification"])
-def test_no_region_is_one_line_with_a_hint(
-    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    clean_environment(monkeypatch, tmp_path)
-    assert cli.main([command]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err == (
-        f"training-guard {command}: no AWS region: name the guard's region with --region REGION (or export "
-        "AWS_REGION=REGION, or set one in the profile: aws configure set region REGION)\n"
-    )
-
-
-@pytest.mark.parametrize("command", ["doctor", "test-notification"])
-def test_no_credentials_is_one_line_with_a_hint(
-    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    clean_environment(monkeypatch, tmp_path)
-    assert cli.main([command, "--region", REGION]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert err.startswith(f"training-guard {command}: no AWS credentials found: choose credentials with AWS_PROFILE=")
-    assert "Traceback" not in err
-
-
-def test_a_profile_that_does_not_exist_is_one_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    clean_environment(monkeypatch, tmp_path)
-    monkeypatch.setenv("AWS_PROFILE", "nope")
-    assert cli.main(["doctor", "--region", REGION]) == 2
-    assert capsys.readouterr().err.startswith("training-guard doctor: The config profile (nope) could not be found")
+# No region, no credentials, a profile that does not exist: tests/integration/test_cli_faults.py, for every command.
 
 
 def test_hours_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

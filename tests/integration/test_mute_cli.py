@@ -11,9 +11,10 @@ import pytest
 
 from infra import outputs
 from tests.helpers import NOW
+from tests.integration.test_doctor import refuse
 from training_guard.adapters.mutes import DynamoMutes
 from training_guard.domain.mutes import silence
-from training_guard_local import doctor, mute
+from training_guard_local import cli, doctor, mute
 from training_guard_local.emulator import TABLE, Emulation
 from training_guard_local.inputs import UsageError
 from training_guard_local.preflight import Aws
@@ -27,11 +28,16 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulation]:
         monkeypatch.setattr(doctor, "connect", lambda environ, region: Aws(emulation.region, "test", emulation.client))
         monkeypatch.setattr(mute, "table_of", lambda aws, stack: TABLE)
         monkeypatch.setattr(mute, "utcnow", lambda: NOW)
+        for job in RUNNING:
+            emulation.put_job({"TrainingJobName": job, "TrainingJobStatus": "InProgress"})
         yield emulation
 
 
+RUNNING = ("mnist-1", "resnet-2")
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = mute.main(list(argv))
+    code = cli.main(["mute", *argv])
     captured = capsys.readouterr()
     return code, captured.out.strip(), captured.err.strip()
 
@@ -109,6 +115,26 @@ def test_remove_takes_one_mute_away_and_says_when_there_was_none(
     assert store(aws).read("mnist-1").entries == ()
 
 
+def test_a_job_sagemaker_does_not_know_is_refused(aws: Emulation, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "--job", "mnsit-1", "--exempt", "--for", "2h") == (
+        2,
+        "",
+        f"training-guard mute: no training job mnsit-1 in {aws.region}: check the name, and the region "
+        "(--region REGION)",
+    )
+    assert store(aws).read("mnsit-1").entries == ()
+
+
+@pytest.mark.parametrize("status", ["Completed", "Failed", "Stopped", "Stopping"])
+def test_a_job_that_has_ended_is_refused(status: str, aws: Emulation, capsys: pytest.CaptureFixture[str]) -> None:
+    aws.put_job({"TrainingJobName": "done-3", "TrainingJobStatus": status})
+    code, out, err = run(capsys, "--job", "done-3", "--rule", "LossNotDecreasing", "--until-job-ends")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"training-guard mute: job done-3 has ended ({status}")
+    assert err.endswith("a mute would act on nothing; nothing was written")
+    assert store(aws).read("done-3").entries == ()
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
@@ -141,7 +167,7 @@ def test_bad_input_is_one_line_and_exit_2_before_aws_is_asked(
 
 def test_a_rule_and_an_exemption_at_once_is_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        mute.main(["--job", "mnist-1", "--rule", "A", "--exempt", "--for", "2h"])
+        cli.main(["mute", "--job", "mnist-1", "--rule", "A", "--exempt", "--for", "2h"])
     assert exited.value.code == 2
 
 
@@ -159,3 +185,16 @@ def test_the_table_comes_from_the_stacks_outputs(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(doctor, "read_stack", lambda aws, name: None)
     with pytest.raises(UsageError, match="no stack training-guard in eu-west-1"):
         mute.table_of(aws, "training-guard")
+
+
+def test_credentials_that_may_not_describe_jobs_get_a_warning_and_the_mute(
+    aws: Emulation, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refuse(aws, "sagemaker", "DescribeTrainingJob")
+    code, out, err = run(capsys, "--job", "queued-4", "--exempt", "--for", "2h")
+    assert code == 0
+    assert err == (
+        "training-guard mute: warning: could not check that job queued-4 is running (AccessDenied): "
+        "the mute is written all the same"
+    )
+    assert out.startswith("queued-4: the job is exempted")

@@ -189,7 +189,7 @@ def test_every_line_has_every_key_whatever_the_event(tmp_path: Path, capsys: pyt
     assert [list(line) for line in lines] == [list(replay.LINE_KEYS)] * 4
     assert [line["error"] for line in lines] == [
         None,
-        "event must be a JSON object, got str",
+        "event must be a JSON object, got a string",
         "not a training job state change (source='my.app', detail-type=None)",
         "event has no 'detail' object",
     ]
@@ -345,7 +345,7 @@ def test_stderr_stays_quiet_past_powertools_metric_flushes(
     assert len(result.stdout.splitlines()) == events
 
 
-def test_a_closed_pipe_ends_the_replay_quietly(tmp_path: Path) -> None:
+def test_a_closed_pipe_ends_the_replay_with_one_line(tmp_path: Path) -> None:
     events = write(tmp_path, many(400, rules="InProgress"))
     with subprocess.Popen(
         [sys.executable, "-m", "training_guard_local.cli", "simulate", events],
@@ -360,8 +360,10 @@ def test_a_closed_pipe_ends_the_replay_quietly(tmp_path: Path) -> None:
         err = process.stderr.read()
         code = process.wait(timeout=120)
     assert json.loads(first)["job"] == "job-00000"
-    assert err == ""
-    assert code == 1  # as Python itself exits on EPIPE
+    assert err == (
+        "training-guard simulate: the output's reader went away (a closed pipe, e.g. | head): output cut short\n"
+    )
+    assert code == 9  # cli.EXIT_PIPE
 
 
 class Tty(io.StringIO):

@@ -263,3 +263,31 @@ def test_spend_without_a_price_is_null_and_says_why(tmp_path: Path, capsys: pyte
 def test_a_line_without_a_notification_carries_no_spend(capsys: pytest.CaptureFixture[str]) -> None:
     code, [line], _ = run(capsys, str(EVENTS_DIR / "in_progress_no_rule_lists.json"))
     assert (code, line["notifications"], line["spend"]) == (0, [], None)
+
+
+def test_slack_preview_says_why_nothing_was_posted(capsys: pytest.CaptureFixture[str]) -> None:
+    quiet = str(EVENTS_DIR / "in_progress_no_rule_lists.json")
+    assert main(["slack-preview", quiet]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"training-guard slack-preview: nothing to post: {quiet}: job pytorch-mnist-lr01-2026-11-30-02-10-00-123 "
+        "(InProgress): no transition this configuration announces\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["simulate", "slack-preview"])
+@pytest.mark.parametrize("part", ["detail", "rule status", "alarm detail"])
+def test_a_bare_detail_is_told_to_be_wrapped(
+    command: str, part: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = load_event("vanishing_gradient_issues_found")["detail"]
+    alarm = json.loads((EVENTS_DIR / "alarms" / "per_job_train_loss.json").read_text())["detail"]
+    given = {"detail": job, "rule status": job["DebugRuleEvaluationStatuses"][0], "alarm detail": alarm}[part]
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps([given]))
+    assert main([command, str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"training-guard {command}: {path}[0]: this looks like an event's detail: wrap it in an ")
+    assert err.count("\n") == 1

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -51,10 +53,34 @@ def test_an_algorithm_specification_is_accepted_as_definitions() -> None:
     assert [d.name for d in defs] == ["a"]
 
 
+def test_what_describe_training_job_prints_is_accepted_as_definitions(tmp_path: Path) -> None:
+    described = {  # the shape of `aws sagemaker describe-training-job --training-job-name NAME`
+        "TrainingJobName": "mnist-1",
+        "TrainingJobArn": "arn:aws:sagemaker:eu-west-1:123456789012:training-job/mnist-1",
+        "AlgorithmSpecification": {
+            "TrainingImage": "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.1-gpu-py310",
+            "TrainingInputMode": "File",
+            "MetricDefinitions": [{"Name": "train:loss", "Regex": "loss=([0-9.]+)"}],
+            "EnableSageMakerMetricsTimeSeries": True,
+        },
+        "TrainingJobStatus": "Completed",
+    }
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(described))
+    assert [d.name for d in load_definitions(str(path))] == ["train:loss"]
+    del described["AlgorithmSpecification"]["MetricDefinitions"]  # type: ignore[attr-defined]
+    path.write_text(json.dumps(described))
+    with pytest.raises(DefinitionsError, match="the job's AlgorithmSpecification has no MetricDefinitions"):
+        load_definitions(str(path))
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("[]", "non-empty list"),
+        ('{"Name": "a"}', 'got {"Name": "a"}'),
+        ("[null]", 'definitions[0] must be {"Name": "...", "Regex": "..."}, got null'),
+        ('[{"Name": "a", "Regex": true}]', 'got {"Name": "a", "Regex": true}'),
         ('[{"Name": "a"}]', 'definitions[0] must be {"Name"'),
         ('[{"Name": "a", "Regex": "a=("}]', "definitions[0] (a): invalid regex"),
         ('[{"Name": "a", "Regex": "a=\\\\d+"}]', "definitions[0] (a): the regex has no capture group"),

@@ -180,7 +180,7 @@ def test_a_whole_number_written_with_a_decimal_point_is_that_number() -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        ({"stall": {"action": "ignore"}}, "stall.action: must be one of notify, stop, got 'ignore' (set stall to null"),
+        ({"stall": {"action": "ignore"}}, 'stall.action: must be one of notify, stop, got "ignore" (set stall to null'),
         ({"budgets": [{"max_usd": 0}]}, "budgets[0].max_usd: must be a positive amount of US dollars, got 0"),
         ({"budgets": [{"max_usd": 5, "warn_at": 1}]}, "budgets[0].warn_at: must be a share of the cap from 0 up to"),
         ({"budgets": [{"max_usd": 5, "action": "ignore"}]}, "budgets[0].action: must be one of notify, stop"),

@@ -240,7 +240,7 @@ def test_a_metric_without_a_string_name_still_names_its_job() -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda e: [e], "event must be a JSON object, got list"),
+        (lambda e: [e], "event must be a JSON object, got a list"),
         (
             lambda e: {**e, "source": "aws.sagemaker"},
             "not an alarm state change (source='aws.sagemaker', detail-type='CloudWatch Alarm Contributor State Change')",

@@ -10,7 +10,13 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import (
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
 from botocore.stub import Stubber
 
 from training_guard import contract
@@ -155,6 +161,27 @@ def test_no_credentials_fails_with_the_cdk_hint() -> None:
     assert "Unable to resolve AWS account to use" in check.fix
     assert "AWS_PROFILE=" in check.fix
     assert "aws configure" in check.fix
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        EndpointConnectionError(endpoint_url="https://sts.eu-west-1.amazonaws.com/"),
+        ConnectTimeoutError(endpoint_url="https://sts.eu-west-1.amazonaws.com/"),
+        ReadTimeoutError(endpoint_url="https://sts.eu-west-1.amazonaws.com/"),
+    ],
+)
+def test_no_network_says_the_network_not_the_credentials(error: Exception) -> None:
+    class Unreachable:
+        def get_caller_identity(self) -> Any:
+            raise error
+
+    check = preflight.check_credentials(aws_with({"sts": Unreachable()}))
+    assert check.status == FAIL
+    assert check.message.startswith("the network is unreachable: ")
+    assert "network connection" in check.fix
+    assert "credentials" not in check.fix
+    assert "Unable to resolve AWS account" not in check.fix
 
 
 def test_refused_credentials_fail_with_the_error_code(stubbed) -> None:

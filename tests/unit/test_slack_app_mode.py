@@ -66,7 +66,7 @@ def test_app_mode_routes_name_channels_and_the_default_is_the_channel_named_defa
             "slack.webhooks: mode is app: the app posts with its bot token",
         ),
         ({"app": {"channels": {"default": "C1"}}}, "slack.app: read only when mode is app"),
-        ({"mode": "bot"}, "slack.mode: must be one of webhook, app, got 'bot'"),
+        ({"mode": "bot"}, 'slack.mode: must be one of webhook, app, got "bot"'),
         (
             {"mode": "app", "app": {"channels": {"default": "c1"}}},
             "slack.app.channels.default: must be a Slack channel",

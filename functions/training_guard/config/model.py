@@ -35,6 +35,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from training_guard import contract
+from training_guard.config import json_words
 
 _T = TypeVar("_T")
 
@@ -1089,7 +1090,7 @@ def _read(cls: type[_T], data: Any, path: str, problems: list[str], *, top: bool
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        problems.append(f"{path or '(document)'}: must be an object, got {_type_name(data)}")
+        problems.append(f"{path or '(document)'}: must be an object, got {json_words.kind(data)}")
         data = {}
     declared = settings_of(cls)
     values: dict[str, Any] = {}
@@ -1139,7 +1140,7 @@ def _read_value(d: Declared, value: Any, where: str, problems: list[str]) -> Any
         return _read_list(d, value, where, problems)
     if d.kind == "map":
         if not isinstance(value, Mapping):
-            problems.append(f"{where}: must be an object, got {_type_name(value)}")
+            problems.append(f"{where}: must be an object, got {json_words.kind(value)}")
             return _INVALID
         out: dict[str, Any] = {}
         for key, item in value.items():
@@ -1162,7 +1163,7 @@ def _read_list(d: Declared, value: Any, where: str, problems: list[str]) -> Any:
     s = d.setting
     if d.item_kind == "text":
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            problems.append(f"{where}: must be a list of non-empty strings, got {value!r}")
+            problems.append(f"{where}: must be a list of non-empty strings, got {json_words.shown(value)}")
             return _INVALID
         for i, text in enumerate(value):
             if (message := _text_problem(s, text)) is not None:
@@ -1170,7 +1171,7 @@ def _read_list(d: Declared, value: Any, where: str, problems: list[str]) -> Any:
         items: tuple[Any, ...] = tuple(value)
     else:
         if not isinstance(value, list):
-            problems.append(f"{where}: must be a list, got {_type_name(value)}")
+            problems.append(f"{where}: must be a list, got {json_words.kind(value)}")
             return _INVALID
         items = tuple(
             _read_one(d.item_kind, d.item, s, v, where=f"{where}[{i}]", problems=problems) for i, v in enumerate(value)
@@ -1193,14 +1194,14 @@ def _read_one(kind: str, tp: Any, s: Setting, value: Any, *, where: str, problem
 
 # Each scalar reader returns (the value, None) or (anything, the message saying what is wrong).
 def _bool(_tp: Any, _s: Setting, value: Any) -> tuple[Any, str | None]:
-    return value, None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+    return value, None if isinstance(value, bool) else f"must be true or false, got {json_words.shown(value)}"
 
 
 def _int(_tp: Any, s: Setting, value: Any) -> tuple[Any, str | None]:
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # `30.0` is the number 30 to JSON (and to JSON Schema's "integer")
     if isinstance(value, bool) or not isinstance(value, int):
-        return value, f"must be a whole number, got {value!r}"
+        return value, f"must be a whole number, got {json_words.shown(value)}"
     if (s.minimum is not None and value < s.minimum) or (s.maximum is not None and value > s.maximum):
         return value, f"{_bounds(s)}, got {value}{_because(s)}"
     return value, None
@@ -1208,7 +1209,7 @@ def _int(_tp: Any, s: Setting, value: Any) -> tuple[Any, str | None]:
 
 def _number(_tp: Any, _s: Setting, value: Any) -> tuple[Any, str | None]:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # noqa: PLR0124 - NaN
-        return value, f"must be a number, got {value!r}"
+        return value, f"must be a number, got {json_words.shown(value)}"
     if math.isinf(value):
         return value, "must be finite"
     return float(value), None
@@ -1216,7 +1217,7 @@ def _number(_tp: Any, _s: Setting, value: Any) -> tuple[Any, str | None]:
 
 def _text(_tp: Any, s: Setting, value: Any) -> tuple[Any, str | None]:
     if not isinstance(value, str) or not value.strip():
-        return value, f"must be a non-empty string, got {value!r}"
+        return value, f"must be a non-empty string, got {json_words.shown(value)}"
     text = value.upper() if s.ignore_case else value
     return text, _text_problem(s, text)
 
@@ -1225,7 +1226,7 @@ def _enum(tp: Any, s: Setting, value: Any) -> tuple[Any, str | None]:
     allowed = _choices(s, tp)
     if isinstance(value, str) and value in allowed:
         return tp(value), None
-    return value, f"must be one of {', '.join(allowed)}, got {value!r}{_because(s)}"
+    return value, f"must be one of {', '.join(allowed)}, got {json_words.shown(value)}{_because(s)}"
 
 
 _SCALAR_READERS: dict[str, Callable[[Any, Setting, Any], tuple[Any, str | None]]] = {
@@ -1245,13 +1246,7 @@ def _bounds(s: Setting) -> str:
 
 def _text_problem(s: Setting, text: str) -> str | None:
     if s.choices is not None and text not in s.choices:
-        return f"must be one of {', '.join(s.choices)}, got {text!r}{_because(s)}"
+        return f"must be one of {', '.join(s.choices)}, got {json_words.shown(text)}{_because(s)}"
     if s.pattern is not None and not re.fullmatch(s.pattern, text):
         return (s.pattern_error or "must match {pattern}, got {value!r}").format(value=text, pattern=s.pattern)
     return None
-
-
-def _type_name(value: Any) -> str:
-    return {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__
-    )

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from training_guard import contract
+from training_guard.config import json_words
 from training_guard.domain.text import ascii_int
 
 # Fixed vocabularies (the SageMaker API model). Unknown values are kept as they are: SageMaker
@@ -144,7 +145,7 @@ class JobEvent:
 def parse_event(event: Any) -> JobEvent:
     """Parse an EventBridge "SageMaker Training Job State Change" event."""
     if not isinstance(event, Mapping):
-        raise EventError(f"event must be a JSON object, got {type(event).__name__}")
+        raise EventError(f"event must be a JSON object, got {json_words.kind(event)}")
     source = _text(event.get("source"))
     detail_type = _text(event.get("detail-type"))
     if source != contract.SAGEMAKER_EVENT_SOURCE or detail_type != contract.TRAINING_JOB_STATE_CHANGE:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from training_guard import contract
+from training_guard.config import json_words
 from training_guard.config.model import COMPARISONS, Action, MetricGuard
 from training_guard.domain.events import EventError, parse_time
 
@@ -91,7 +92,7 @@ class AlarmObservation:
 
 def parse_alarm_event(event: Any) -> AlarmObservation:
     if not isinstance(event, Mapping):
-        raise EventError(f"event must be a JSON object, got {type(event).__name__}")
+        raise EventError(f"event must be a JSON object, got {json_words.kind(event)}")
     detail_type = event.get("detail-type")
     if event.get("source") != contract.CLOUDWATCH_EVENT_SOURCE or detail_type not in (
         contract.ALARM_STATE_CHANGE,
