@@ -102,7 +102,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check functions infra local tests bench tools
 	$(PY) -m training_guard_local.config_docs --check
 
-# Regenerate the README's configuration table and configs/schema.json from the declarations in config.py.
+# Regenerate docs/configuration.md's table and configs/schema.json from the declarations in config.py.
 config-docs: $(VENV)/.installed
 	$(PY) -m training_guard_local.config_docs --write
 

@@ -1,7 +1,7 @@
 """The configuration's documents, generated from its declarations in `training_guard.config.model`.
 
 Two documents follow from the `setting()` declarations of `GuardConfig` and its nested classes:
-the configuration table in README.md (between the `config-table` markers) and the JSON Schema
+the configuration table in docs/configuration.md (between the `config-table` markers) and the JSON Schema
 `configs/schema.json` (draft 2020-12), which editors use to complete and check a configuration
 file that names it with `"$schema": "./schema.json"`.
 
@@ -26,7 +26,7 @@ from typing import Any
 from training_guard.config.model import SCHEMA_KEY, Declared, GuardConfig, Setting, settings_of
 
 ROOT = Path(__file__).resolve().parents[2]
-README = "README.md"
+REFERENCE = "docs/configuration.md"  # the README links to it
 SCHEMA = "configs/schema.json"
 START = "<!-- config-table:start -->"
 END = "<!-- config-table:end -->"
@@ -35,23 +35,23 @@ COMMAND = "make config-docs"  # the venv's python, installed first
 
 # Where the README says more about a setting (presentation only: the meaning stays in config.py).
 _SEE = {
-    "slack.webhooks": "see [Slack](#slack)",
-    "q_developer": "see [Amazon Q Developer](#amazon-q-developer-in-chat-applications)",
-    "metric_guards": "see [Metric guards](#metric-guards-jobs-without-debugger)",
+    "slack.webhooks": "see [Slack](../README.md#slack)",
+    "q_developer": "see [Amazon Q Developer](../README.md#amazon-q-developer-in-chat-applications)",
+    "metric_guards": "see [Metric guards](../README.md#metric-guards-jobs-without-debugger)",
 }
 
 
-# --- The README table ----------------------------------------------------------------------------------
+# --- The reference table ----------------------------------------------------------------------------------
 
 
 def table() -> str:
-    """The README's configuration section between the markers: the table and how to regenerate it."""
+    """The reference's configuration section between the markers: the table and how to regenerate it."""
     lines = ["| Setting | Default | Meaning | Allowed |", "| --- | --- | --- | --- |"]
     lines += [f"| {' | '.join(_cell(c) for c in row)} |" for row in rows()]
     lines += [
         "",
         "Generated from the declarations in `functions/training_guard/config/model.py`, like the JSON Schema",
-        "[configs/schema.json](configs/schema.json) (a configuration file that starts with",
+        "[configs/schema.json](../configs/schema.json) (a configuration file that starts with",
         f'`"{SCHEMA_KEY}": "./schema.json"` gets completion and checks in editors); regenerate both with',
         f"`{COMMAND}`.",
     ]
@@ -248,20 +248,20 @@ def schema_text() -> str:
 
 
 class MarkersMissing(ValueError):
-    """README.md has no pair of config-table markers to write between."""
+    """The reference has no pair of config-table markers to write between."""
 
 
 def with_table(readme: str) -> str:
-    """README text with the generated table between the markers."""
+    """The reference's text with the generated table between the markers."""
     start, end = readme.find(START), readme.find(END)
     if start < 0 or end < start:
-        raise MarkersMissing(f"{README} needs the markers {START} and {END}, in that order")
+        raise MarkersMissing(f"{REFERENCE} needs the markers {START} and {END}, in that order")
     return f"{readme[: start + len(START)]}\n{table()}\n{readme[end:]}"
 
 
 def expected(root: Path) -> dict[Path, str]:
     """Each generated file and the text it should hold."""
-    readme = root / README
+    readme = root / REFERENCE
     return {readme: with_table(readme.read_text(encoding="utf-8")), root / SCHEMA: schema_text()}
 
 
@@ -285,7 +285,7 @@ def stale(root: Path) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m training_guard_local.config_docs",
-        description="Generate the README's configuration table and configs/schema.json from the declarations.",
+        description="Generate the configuration table of docs/configuration.md and configs/schema.json.",
     )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite both files")

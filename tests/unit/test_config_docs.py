@@ -66,8 +66,8 @@ BROKEN: list[tuple[dict[str, Any], str]] = [
 
 
 def test_the_readme_configuration_table_is_generated_from_the_declarations() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert config_docs.with_table(readme) == readme, f"README.md's configuration table is stale: {REGENERATE}"
+    reference = (ROOT / config_docs.REFERENCE).read_text(encoding="utf-8")
+    assert config_docs.with_table(reference) == reference, f"{config_docs.REFERENCE}'s table is stale: {REGENERATE}"
 
 
 def test_the_committed_schema_is_generated_from_the_declarations() -> None:
@@ -179,7 +179,8 @@ def test_a_broken_configuration_is_rejected_by_the_schema(data: dict[str, Any], 
 
 def _tree(tmp_path: Path, readme: str) -> Path:
     (tmp_path / "configs").mkdir()
-    (tmp_path / "README.md").write_text(readme, encoding="utf-8")
+    (tmp_path / config_docs.REFERENCE).parent.mkdir(exist_ok=True)
+    (tmp_path / config_docs.REFERENCE).write_text(readme, encoding="utf-8")
     return tmp_path
 
 
@@ -194,7 +195,7 @@ def test_check_reports_a_stale_table_with_a_diff_and_write_repairs_it(
     assert config_docs.COMMAND in err
     assert config_docs.main(["--write", "--root", str(root)]) == 0
     assert config_docs.main(["--check", "--root", str(root)]) == 0
-    readme = (root / "README.md").read_text()
+    readme = (root / config_docs.REFERENCE).read_text()
     assert readme.startswith(f"# Title\n\n{config_docs.START}\n| Setting |")
     assert readme.endswith(f"{config_docs.END}\n\nAfter.\n")
     assert json.loads((root / "configs" / "schema.json").read_text()) == config_docs.schema()
@@ -204,4 +205,4 @@ def test_a_readme_without_markers_is_an_error_not_a_rewrite(tmp_path: Path, caps
     root = _tree(tmp_path, "# Title\n")
     assert config_docs.main(["--write", "--root", str(root)]) == 2
     assert "config-table:start" in capsys.readouterr().err
-    assert (root / "README.md").read_text() == "# Title\n"
+    assert (root / config_docs.REFERENCE).read_text() == "# Title\n"
