@@ -1,8 +1,4 @@
-"""Names shared by the CDK app and the Lambda code.
-
-If the stack and a function spelled one of these separately they would drift; both import them
-from here. Nothing in this module does I/O or imports a third-party package.
-"""
+"""Names shared by the CDK app and the Lambda code, so that the two cannot drift. No I/O, no third-party import."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"  # JSON: webhook n
 ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"  # where undeliverables wait
 ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"  # unusable events, parked
 ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
-# Slack app mode: the secrets (names, never values) of the bot token and the signing secret, and the queue the
-# interactivity endpoint hands acknowledged clicks to.
+# Slack app mode: the secrets' names (never values), and the queue acknowledged clicks are handed to.
 ENV_SLACK_BOT_TOKEN_SECRET: Final = "TRAINING_GUARD_SLACK_BOT_TOKEN_SECRET"  # noqa: S105 - a variable's name
 ENV_SLACK_SIGNING_SECRET: Final = "TRAINING_GUARD_SLACK_SIGNING_SECRET"  # noqa: S105 - a variable's name
 ENV_CLICK_QUEUE_URL: Final = "TRAINING_GUARD_CLICK_QUEUE_URL"
@@ -69,9 +64,8 @@ STOPPED_BY_VALUE: Final = "training-guard"
 DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
 DEFAULT_NOTIFY_ONLY_TAG: Final = "training-guard:notify-only"
 DEFAULT_BUDGET_TAG: Final = "training-guard:budget-usd"  # a job's own spending cap, in US dollars
-# Opt-in stopping (`stop_requires_tag`): the policy and the IAM condition on StopTrainingJob use this
-# one definition. IAM's StringEquals is case-sensitive, so the policy compares exactly too: a job
-# tagged "True" is not opted in (deciding "stop" there would only meet AccessDenied).
+# Opt-in stopping: the policy and the IAM condition on StopTrainingJob share it. IAM's StringEquals is
+# case-sensitive, so the policy compares exactly too ("True" is not opted in).
 STOP_OPT_IN_VALUE: Final = "true"
 STOP_OPT_IN_OPERATOR: Final = "StringEquals"
 
@@ -101,8 +95,7 @@ FLEET_ALARMS_OVER_CAP_METRIC: Final = "FleetAlarmsOverCap"
 RULE_DIMENSION: Final = "rule"
 
 
-# The guard's own metrics (namespace GUARD_METRICS_NAMESPACE, dimension service): the handlers publish them, the
-# dashboard graphs them and the tests read them under these names.
+# The guard's own metrics: published by the handlers, graphed by the dashboard, read by the tests.
 class Metric(StrEnum):
     EVENTS_HANDLED = "EventsHandled"
     EVENTS_REJECTED = "EventsRejected"
@@ -149,8 +142,7 @@ STOPPED_BY_SLACK_PREFIX: Final = "slack:"
 
 
 def stopped_by(rule: str) -> str:
-    """Who a stop is attributed to: the person who pressed Stop now (their stop record's rule is `slack:<user id>`,
-    policy.decide_stop_request), else the guard."""
+    """Who a stop is attributed to: the person who pressed Stop now (rule `slack:<user id>`), else the guard."""
     return rule if rule.startswith(STOPPED_BY_SLACK_PREFIX) else STOPPED_BY_VALUE
 
 
@@ -158,6 +150,5 @@ def stopped_by(rule: str) -> str:
 NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"
 # A notification document with this member set to true updates its job's Slack card only (no reply, no webhook).
 CARD_ONLY: Final = "card_only"
-# The weekly digest's notification kind: messages.Notice.DIGEST, and the Slack notifier's renderer (which does not
-# import messages) read this one spelling.
+# messages.Notice.DIGEST and the Slack notifier's renderer (which does not import messages) share this spelling.
 DIGEST_KIND: Final = "digest"

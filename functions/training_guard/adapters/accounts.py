@@ -1,17 +1,6 @@
 """Acting in a member account: STS AssumeRole into the member's role, one session per account.
 
-The role ARN comes from the configuration (`accounts.member_role_arn`): the event only says which account, and
-an account that is not a configured member is refused before STS is asked. A session is kept per account and
-replaced shortly before its credentials expire: AssumeRole credentials last one hour unless DurationSeconds asks
-otherwise (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html, "Role session duration"),
-and a Lambda execution environment lives longer than that. The margin is longer than the longest invocation
-(the sweeper's 4 minutes), so credentials handed to an invocation never expire during it.
-
-`MemberAccess.responder_for` is the seam through which the event handlers get a responder that acts in the
-event's account: the same configuration, ledger (scoped to the account), topic, prices and meter, with the
-member's SageMaker and CloudWatch clients. The hub's own account keeps the responder as it is.
-`MemberAccess.sweeper_for` does the same for the sweeper: the member's jobs, alarms and training metrics, read and
-acted on with the member's clients, through the same sessions.
+Only configured members get a role ARN; sessions are renewed before their one-hour credentials expire.
 """
 
 from __future__ import annotations
@@ -37,7 +26,8 @@ if TYPE_CHECKING:
     from training_guard.services.responder import MemberAccessPort, Responder
     from training_guard.services.sweeper import Sweeper
 
-# Replace a session this long before its credentials expire (longer than any invocation of the guard).
+# Longer than any invocation (the sweeper's 4 minutes). AssumeRole credentials last an hour by default
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html, "Role session duration").
 REFRESH_MARGIN_SECONDS = 5 * 60
 # Shown in the member's CloudTrail as assumed-role/<member role>/<this> (at most 64 characters,
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
@@ -52,11 +42,9 @@ class _Session:
 
 
 class CredentialedClients:
-    """Clients that act with one set of credentials (an AssumeRole answer), made through the execution environment's
-    default boto3 session with the credentials passed to each client: the service models and endpoint data that
-    session loaded once are shared. A boto3 Session of its own would load them again for every member account and
-    every renewal (~350 ms of CPU for a member's SageMaker and CloudWatch clients against ~15 ms, measured with
-    time.process_time on the development machine)."""
+    """Clients with one set of AssumeRole credentials, made through the default boto3 session."""
+
+    # A Session of its own would reload the service models: ~350 ms of CPU per member against ~15 ms (process_time).
 
     def __init__(self, **credentials: Any) -> None:
         self._credentials = credentials
@@ -159,8 +147,7 @@ class MemberAccess:
         )
 
 
-# This execution environment's member access, by organization (its canonical JSON: the configuration holds maps,
-# which cannot be hashed, so functools.cache cannot key on it).
+# By the organization's canonical JSON: its maps cannot be hashed for functools.cache.
 _MEMBER_ACCESS: dict[str, MemberAccess] = {}
 
 
@@ -183,8 +170,7 @@ def forget_member_access() -> None:
 def responder_in(
     guard: Responder, own: str | None, account: str | None, members: MemberAccessPort | None = None
 ) -> Responder:
-    """The responder that acts where an accepted event happened: `guard` itself in the guard's own account, or
-    `guard` acting through the member's role (`members`, or this environment's `member_access`)."""
+    """`guard` in its own account, or acting through the member's role where the accepted event happened."""
     organization = guard.config.organization
     if organization is None or account is None or not is_member(guard.config, own, account):
         return guard
@@ -192,8 +178,7 @@ def responder_in(
 
 
 class AccountLedger:
-    """The ledger of one member account: its transition keys and stop records carry the account, so that a job
-    of the same name in another account is another job. Everything else is the shared ledger's."""
+    """The ledger of one member account: its transition keys and stop records carry the account."""
 
     def __init__(self, ledger: LedgerPort, account: str) -> None:
         self.inner = ledger

@@ -1,9 +1,6 @@
 """What the guard did, read for its totals: the stop records of the state table and the guard's outcome metrics.
 
-One reading path for `training-guard report` (with the user's credentials) and the weekly digest (with its
-function's role): both hand what is read here to `training_guard.domain.totals.compute`. A refused or failed call raises
-`ActionFailed` with the `ClientError` as its cause, so the report can say which permission is missing and the digest
-fails where Lambda's retries, the dead-letter queue and the alarms see it.
+Shared by `training-guard report` and the weekly digest; a refused call raises `ActionFailed` with its `ClientError`.
 """
 
 from __future__ import annotations
@@ -19,20 +16,15 @@ from training_guard.domain import totals
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.totals import StopEntry
 
-# Hourly sums: CloudWatch keeps datapoints of a 3600-second period for 455 days (longer than the report's longest
-# window), and a window of hours is counted to its hour, not to its day. One request holds every metric: at most
-# 500 metrics and 100,800 datapoints per GetMetricData; the report's longest window in hours times len(totals.METRICS)
-# stays under it (a test pins that). Its StartTime is inclusive and EndTime exclusive.
+# Hourly sums, kept 455 days; one GetMetricData holds at most 500 metrics and 100,800 datapoints (a test pins the
+# report's longest window under it); StartTime inclusive, EndTime exclusive
 # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricData.html,
 # https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/cloudwatch/aws.sdk.kotlin.services.cloudwatch.model/-get-metric-data-request/start-time.html)
 METRIC_PERIOD_SECONDS: Final = 3600
 METRIC_QUERIES_MAX: Final = 500
 METRIC_DATAPOINTS_MAX: Final = 100_800
-# A Scan reads at most 1 MB per request and applies its filter after reading; LastEvaluatedKey says that more
-# follows (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html).
-# The filter's lower bound on stopped_at is taken a day earlier than the window: stopped_at is compared as text,
-# which orders ISO-8601 times correctly only within one UTC offset. The exact window is applied to the parsed
-# times afterwards (totals.compute).
+# A Scan reads at most 1 MB per request, filtering after reading (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html).
+# A day early: stopped_at compares as text, right only within one UTC offset; totals.compute applies the exact window.
 SCAN_MARGIN: Final = timedelta(days=1)
 # The attributes the totals read from a stop record (`folded`, which can be long, is not one of them).
 STOP_ATTRIBUTES: Final = (

@@ -150,11 +150,8 @@ class TrainingMetrics:
     def jobs_with_datapoints(
         self, series: Iterable[tuple[str, str]], *, since: datetime, until: datetime, period_seconds: int = 60
     ) -> set[str]:
-        """Of the (job, metric) series, the jobs that published at least one datapoint in the window.
-
-        One GetMetricData call per 500 series (not one call per job). Long windows take a longer period:
-        1-minute data is kept for 15 days, hourly aggregates for 455.
-        """
+        """Of the (job, metric) series, the jobs that published a datapoint in the window; one call per 500 series."""
+        # Long windows take a longer period: 1-minute data is kept for 15 days, hourly aggregates for 455.
         queries = list(series)
         seen: set[str] = set()
         for start in range(0, len(queries), METRIC_DATA_BATCH):
@@ -262,9 +259,8 @@ def _observation(
 class MetricCharts:
     """GetMetricWidgetImage: the PNG CloudWatch draws for a metric widget (charts.py builds the widget).
 
-    https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html: OutputFormat
-    `png` (the default, and the one for AWS SDKs) returns the image in MetricWidgetImage, which boto3 hands over as
-    bytes; 20 transactions per second. Its IAM action has no resource type (the notifier's statement names "*")."""
+    PNG bytes, 20 transactions per second (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html).
+    """
 
     def __init__(self, client: Any) -> None:
         self._client = client

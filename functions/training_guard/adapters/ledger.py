@@ -1,16 +1,6 @@
 """DynamoDB: the transition ledger (exactly-once) and the stop audit records.
 
-One table, partition key `pk`, TTL attribute `expires_at`:
-- `t#<job>#<source>#<name>#<status>`: a transition. `state` is `in_progress` (with `lease_until`)
-  while one invocation acts on it, then `done` with its `outcome`. A claim succeeds only when no
-  item exists or the previous holder's lease ran out (it crashed without releasing).
-- `stop#<job>`: the audit record of a stop by the guard: which rule, why, when, which event; `confirmed`
-  once SageMaker accepted the stop, and `folded`, the transitions about the job folded into the stop
-  instead of being announced. Once the stop took effect, what it avoided: `spend_avoided_usd` ("up to",
-  until MaxRuntimeInSeconds) and `spend_so_far_usd` (numbers in US dollars at list price, or NULL when
-  unknown: never 0 for want of a price), `price_source` (NULL when no price was found) and `instance_types`
-  (a list of strings). `training-guard report` reads these names.
-- `price#<region>#<type>`: a cached list price (adapters/price_list.py).
+The items and their attributes: docs/design/exactly-once.md.
 """
 
 from __future__ import annotations
@@ -40,13 +30,8 @@ class DynamoLedger:
         self._table = table
 
     def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
-        """Claim a transition for `lease_seconds`: granted, done before, or held by another attempt.
-
-        The semantics of Powertools Idempotency's in-progress record (an expiry that follows the holder's
-        remaining invocation time, a takeover once it has passed, "already in progress" otherwise), kept
-        in our own ledger because one event holds several transitions (one per rule and per channel),
-        each claimed, acted on and completed on its own, beside the per-job stop record.
-        """
+        """Claim a transition for `lease_seconds`: granted, done before, or held by another attempt."""
+        # Powertools Idempotency's in-progress semantics, but one event holds several transitions, each its own.
         epoch = int(now.timestamp())
         try:
             self._client.put_item(
@@ -146,11 +131,8 @@ class DynamoLedger:
             raise ActionFailed(f"confirm stop of {job}", exc) from exc
 
     def fold(self, job: str, key: str) -> bool:
-        # ADD of a set adds the values to the existing set, or creates the attribute when it does not exist
-        # (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/dynamodb/aws.sdk.kotlin.services.dynamodb.model/-update-item-request/update-expression.html):
-        # a retry that folds the same key again leaves it once. One key per transition of one job (at most 20
-        # Debugger and 20 Profiler rules, each IssuesFound or Error, the job's metric guards and its end) stays
-        # well inside DynamoDB's 400 KB item
+        # ADD to a set is idempotent (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/dynamodb/aws.sdk.kotlin.services.dynamodb.model/-update-item-request/update-expression.html);
+        # a job's keys (at most 20 Debugger and 20 Profiler rules, guards, its end) fit the 400 KB item
         # (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html).
         try:
             self._client.update_item(

@@ -1,10 +1,6 @@
 """DynamoDB: each job's mutes in one item of the state table, read with one GetItem (mutes.py says what they mean).
 
-Item `mutes#<job>` (`mutes#<account>/<job>` for a member's job): `job`, and one map attribute per mute, named
-`m:<effect>:<rule>` (`Mute.key` after `m:`) holding `effect`, `rule`, `by`, `at` and `until` (ISO 8601, or NULL
-until the job ends). Adding a mute sets its attribute (replacing the same effect and rule) and pushes the item's TTL
-to RECORD_TTL_SECONDS from now; removing one removes its attribute. DynamoDB's TTL deletes the item some time after
-it expired, so a lapsed mute's `until` is checked at every read, never the TTL.
+One map attribute per mute, `m:<effect>:<rule>`; each write pushes the item's TTL, and expiry is checked at read.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """The AWS Price List API, behind a cache in the container's memory and one in the state table.
 
-Order of lookup for one (region, instance type): this container's memory, the state table's item
-`price#<region>#<type>` (written with a TTL of a day), the Price List API (`GetProducts`, us-east-1 whatever the
-job's region), and when the API cannot be reached or answers nothing usable, the table shipped with the code
-(marked with its date and source). A type none of them knows is unknown: `None`, never a guess.
-
-A price is information, not an action: unlike the ledger, this adapter does not raise when AWS fails. A
-notification must go out without its price rather than not at all. What went wrong is kept in `problems`
-for the caller to log.
+Never raises: a price is information, and what went wrong is kept in `problems`. Lookup order: docs/design/pricing.md.
 """
 
 from __future__ import annotations
@@ -46,13 +39,7 @@ _CONTAINER_MEMORY: Memory = {}
 
 
 def pricing_client() -> Any:
-    """A boto3 `pricing` client for the Price List API's endpoint, with few retries and short timeouts.
-
-    Built lazily so that importing this module does not load boto3. The Price List Query API has two endpoints,
-    us-east-1 and ap-south-1 (https://docs.rs/aws-sdk-pricing/0.24.0/aws_sdk_pricing/): the job's own region
-    is usually neither. Few retries and short timeouts (a choice): a price is information, and a notification
-    must not wait long for it.
-    """
+    """A boto3 `pricing` client in PRICE_LIST_API_REGION, with few retries and short timeouts (a choice)."""
     import boto3
     from botocore.config import Config
 
@@ -66,11 +53,8 @@ def pricing_client() -> Any:
 class PriceList:
     """Hourly on-demand list prices of SageMaker training instances.
 
-    `pricing` is a boto3 `pricing` client (in us-east-1: see `pricing_client`), or None to have `pricing_factory`
-    make one when a price is first asked of the API (never at import or construction: a function that prices
-    nothing, or finds every price in a cache, does not pay for the client). `dynamodb` and `table` name the
-    state table (partition key `pk`, TTL attribute `expires_at`, as the ledger's); without them only the
-    memory cache is used. `memory` defaults to one dictionary per container (module level).
+    `pricing` None: `pricing_factory` makes the client when the API is first asked. Without `dynamodb` and `table`
+    only the container's memory is used.
     """
 
     def __init__(

@@ -1,6 +1,6 @@
 """What the event handlers do with a receipt: one log line and the guard's metrics; unusable and
-foreign events parked or ignored with their reason. And the metric the responder reports itself, for
-every function that stops jobs (the sweeper's stops too): the spend each stop avoided."""
+foreign events parked or ignored with their reason; and the spend-avoided metric of every stop.
+"""
 
 from __future__ import annotations
 
@@ -34,13 +34,10 @@ def dimension_value(text: str) -> str:
 class SpendMeter:
     """`SpendAvoidedUSD` per stop, with the stopping rule or metric guard as the `rule` dimension.
 
-    One metric name; each distinct rule that stops a job is one more custom metric, since every dimension
-    combination is billed as a metric of its own
-    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/metrics-otel-pricing.html; the price per
-    metric-month is on https://aws.amazon.com/cloudwatch/pricing/, docs/cost.md does the sum). Rules come
-    from the configuration and the jobs' Debugger rules, a handful per account. The dashboard sums the metric
-    per day and per rule with Metrics Insights. An embedded-metric-format line of its own (Powertools'
-    single_metric), so the dimension does not spread to the invocation's other metrics.
+    Each rule is one more billed custom metric
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/metrics-otel-pricing.html,
+    https://aws.amazon.com/cloudwatch/pricing/; docs/cost.md does the sum). A line of its own (single_metric), so
+    the dimension does not spread to the invocation's other metrics.
     """
 
     def spend_avoided(self, rule: str, usd: float) -> None:
@@ -72,12 +69,7 @@ def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None)
 
 
 def ignore_other_account(job: str, event_id: str, event_account: str | None, *, organization: bool = False) -> Receipt:
-    """An event from an account the guard does not guard (`accounts.accepts`): ignored, logged and counted.
-
-    A single-account guard's default bus carries only its own account's events, so anything else was spoofed or
-    misrouted. A hub accepts exactly its own account and the configured members: an account of the organization
-    that is not configured (its events reach the hub bus when the bus admits the whole organization) is ignored.
-    """
+    """An event from an account the guard does not guard (`accounts.accepts`): ignored, logged and counted."""
     logger.warning("event from another account ignored", extra={"event_account": event_account})
     why = f"event from account {event_account}" + (
         ", not a member of this guard's organization" if organization else ""

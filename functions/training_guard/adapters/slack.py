@@ -1,11 +1,6 @@
 """Slack incoming webhooks through slack_sdk's WebhookClient and its retry handlers.
 
-- 429: waits `Retry-After` (slack_sdk's handler) unless that exceeds the time budget; then the
-  message goes back to the queue instead of timing the function out.
-- 5xx, connection errors and timeouts: retried with backoff.
-- other 4xx (revoked or wrong webhook, bad payload): not retried, reported as permanent.
-The webhook URL is a secret: slack_sdk logs request URLs at INFO and DEBUG, so it gets a logger
-of its own at WARNING with a filter that blanks any URL it is given.
+429, 5xx and timeouts are transient, other 4xx permanent (docs/design/chat-delivery.md); URLs are never logged.
 """
 
 from __future__ import annotations
@@ -35,14 +30,15 @@ from slack_sdk.webhook import WebhookClient
 SEND_TIMEOUT_SECONDS = 10
 MAX_RETRIES = 3
 BACKOFF_FACTOR = 0.5  # retries after about 0.5, 1 and 2 s (plus up to as much jitter)
-MAX_RETRY_AFTER_SECONDS = 10  # a longer Slack back-off: the queue redelivers later instead
-MIN_INTERVAL_SECONDS = 1.0  # Slack allows about one message per second per webhook
+# Slack answers a rate limit with 429 and Retry-After in seconds (https://docs.slack.dev/apis/web-api/rate-limits);
+# a longer back-off than this: the queue redelivers later instead.
+MAX_RETRY_AFTER_SECONDS = 10
+# chat.postMessage "generally allows posting one message per second per channel" (https://docs.slack.dev/apis/web-api/rate-limits).
+MIN_INTERVAL_SECONDS = 1.0
 # Longest back-off before a retry of a 5xx or a connection error: the last interval, doubled by jitter.
 MAX_BACKOFF_SECONDS = 2 * BACKOFF_FACTOR * 2 ** (MAX_RETRIES - 1)
-# What one attempt may take at most: pacing, then the HTTP timeout. A send is started, and a retry
-# taken, only with this much time left in the invocation (plus the wait before it), so that the
-# notifier never times out mid-send: a timed-out invocation counts as an error and returns its whole
-# batch to the queue.
+# One attempt at most (pacing, the HTTP timeout): started only with this much time left, since a timed-out
+# notifier returns its whole batch to the queue.
 ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
 _URL = re.compile(r"https?://\S+")
 
@@ -62,10 +58,8 @@ def _sdk_logger() -> logging.Logger:
     return logger
 
 
-# `_can_retry` is slack_sdk's extension point for retry handlers: the public `can_retry` counts attempts
-# and delegates to it, and every built-in handler implements it
-# (https://docs.slack.dev/tools/python-slack-sdk/reference/http_retry/handler.html). The underscore
-# notwithstanding, it is the interface; tests/unit/test_slack_retry.py breaks if slack_sdk changes it.
+# `_can_retry` is slack_sdk's extension point despite the underscore
+# (https://docs.slack.dev/tools/python-slack-sdk/reference/http_retry/handler.html); test_slack_retry.py pins it.
 class Deadline:
     """The invocation's time left, shared by the sender and its retry handlers (unbounded locally)."""
 

@@ -1,30 +1,6 @@
 """Slack app mode: a bot token (`xoxb-`) and slack_sdk's WebClient, for one living thread per job.
 
-What a webhook cannot do (domain.md section 8): `chat.postMessage` returns the message's `ts`, a reply names its
-parent with `thread_ts`, `chat.update` edits a message in place, and `files_upload_v2` puts a PNG into a thread
-(files.getUploadURLExternal, a POST of the bytes, files.completeUploadExternal; files.upload is retired).
-
-Failures, classified as the webhook sender classifies them (adapters/slack.py), raised as `SlackAppError`, an
-`ActionFailed` that says whether retrying the same request can help (`permanent`):
-- HTTP 429 (`ratelimited`): slack_sdk's RateLimitErrorRetryHandler waits `Retry-After` unless that exceeds
-  MAX_RETRY_AFTER_SECONDS or the invocation's time budget; then transient: the message goes back to its queue.
-  Slack answers a rate limit with 429 and Retry-After in seconds (https://docs.slack.dev/apis/web-api/rate-limits).
-- 5xx, connection errors, timeouts: retried with backoff inside the budget, then transient.
-- `ok: false` with an error the method reference calls transient (TRANSIENT_ERRORS): transient.
-- any other `ok: false` (`channel_not_found`, `not_in_channel`, `invalid_auth`, `missing_scope`,
-  `message_not_found`, ...): permanent, retrying the same call cannot succeed.
-Slack's reference says of `internal_error` and `fatal_error` that "it's possible some aspect of the operation
-succeeded before the error was raised" (e.g. https://docs.slack.dev/reference/methods/files.completeUploadExternal),
-and a timed-out post may have been posted: a retried reply can appear twice. The parent is protected by the
-thread record (threads.py), which names one parent whatever was posted.
-
-Pacing: chat.postMessage "generally allows posting one message per second per channel"
-(https://docs.slack.dev/apis/web-api/rate-limits), so posts to one channel are spaced by MIN_INTERVAL_SECONDS,
-like the webhook sender's. `chat.update` is Tier 3 (https://docs.slack.dev/reference/methods/chat.update): not paced.
-
-Import cost: only the notifier's builder imports this module; slack_sdk is already loaded there for the webhook
-sender, and WebClient comes with it (`import slack_sdk` loads slack_sdk.web.client), so app mode adds no library.
-The bot token is never logged: slack_sdk redacts the Authorization header and its logger here is at WARNING.
+Failures are classified as the webhook sender's are (docs/design/chat-delivery.md); the token is never logged.
 """
 
 from __future__ import annotations
@@ -53,11 +29,10 @@ from training_guard.domain.credentials import BOT_TOKEN_PREFIX
 from training_guard.domain.errors import ActionFailed
 
 SLACK_API_URL = "https://slack.com/api/"
-# Errors each method's reference lists as Slack's side, not the request's: retrying later can succeed.
-# (https://docs.slack.dev/reference/methods/chat.postMessage, .../files.getUploadURLExternal: "ratelimited: ...
-# Refer to the Retry-After header", "service_unavailable: The service is temporarily unavailable", "internal_error:
-# ... likely due to a transient issue on our end", "request_timeout: ... the POST data was either missing or
-# truncated", "team_added_to_org: ... intermittently unavailable until the transition is complete".)
+# Errors each method's reference lists as Slack's side, not the request's: retrying later can succeed
+# (https://docs.slack.dev/reference/methods/chat.postMessage, .../files.getUploadURLExternal). Of internal_error and
+# fatal_error "it's possible some aspect of the operation succeeded"
+# (https://docs.slack.dev/reference/methods/files.completeUploadExternal): a retried reply can appear twice.
 TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error", "request_timeout"}
     | {"team_added_to_org"}
@@ -68,9 +43,7 @@ _URL = re.compile(r"https?://\S+")
 
 
 class SlackAppError(ActionFailed):
-    """A Slack Web API call failed after slack_sdk's retries. `error` is Slack's error string (or ours:
-    `out_of_time`, `not_configured`, `connection`, `upload_failed`); `permanent` says that the same call cannot
-    succeed later (a message with only permanent failures goes to the dead-letter queue at once)."""
+    """A Slack Web API call failed after slack_sdk's retries: `error` is Slack's (or ours); `permanent`: never retry."""
 
     def __init__(self, action: str, detail: str, *, error: str, permanent: bool, status: int | None = None) -> None:
         self.error = error
@@ -136,7 +109,8 @@ class SlackApp:
         return self._post(f"reply in thread {thread_ts} of {channel}", channel, text, blocks, thread_ts)
 
     def update(self, channel: str, ts: str, text: str, blocks: Sequence[dict[str, Any]]) -> None:
-        """Replace the text and blocks of message `ts` in place (the parent shows the job's current state)."""
+        """Replace the text and blocks of message `ts` in place."""
+        # Not paced: chat.update is Tier 3 (https://docs.slack.dev/reference/methods/chat.update).
         action = f"update message {ts} in {channel}"
         self._need(action, calls=1)
         try:
@@ -191,8 +165,7 @@ class SlackApp:
         return Posted(channel=str(response["channel"]), ts=str(response["ts"]))
 
     def _need(self, action: str, *, calls: int) -> None:
-        """Start only what can finish: `calls` attempts (each paced and timed out) within the time left. Cut off by
-        the function's timeout instead, the invocation would fail and return its whole batch to the queue."""
+        """Start only what can finish: `calls` attempts within the time left (a timeout would fail the whole batch)."""
         if not self.deadline.allows((calls - 1) * ATTEMPT_SECONDS):
             raise SlackAppError(action, "too little time left in this invocation", error=OUT_OF_TIME, permanent=False)
 
@@ -222,9 +195,7 @@ def _failure(action: str, exc: BaseException) -> SlackAppError:
 
 
 class BotFromSecret:
-    """The bot, as the token in its secret makes it: read (and cached) by `read_secret`, a new client when the token
-    changed (a rotated token is picked up within the secret's cache time), a permanent `not_configured` failure while
-    the secret holds the stack's placeholder."""
+    """The bot its secret's token makes, renewed on rotation; a permanent `not_configured` on a placeholder."""
 
     def __init__(
         self,

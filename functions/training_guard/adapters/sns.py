@@ -20,14 +20,10 @@ _TEXT_LIMITS = (None, 1024, 256, 64)
 
 
 def sns_message(notification: Notification, *, members: Collection[str] = ()) -> str:
-    """The `MessageStructure="json"` body: prose for e-mail and SMS, the document for machines.
+    """The `MessageStructure="json"` body: prose for e-mail and SMS, Q Developer's form for HTTPS, the document else.
 
-    HTTPS subscribers get the Amazon Q Developer custom-notification form (Q Developer subscribes
-    to the topic over HTTPS and drops any payload it does not recognise); every other protocol
-    (SQS, Lambda, e-mail-json, HTTP) takes `default`. Text stays UTF-8 rather than \\u-escaped (an
-    escaped letter costs 6 to 12 bytes, and SageMaker tags and rule details may be in any script),
-    and when a notification would still not fit in one SNS message its long strings are cut, each
-    to the first of `_TEXT_LIMITS` that fits, rather than the notification being lost.
+    UTF-8, not \\u-escaped (6 to 12 bytes a letter); too long for one SNS message, its long strings are cut to the
+    first of `_TEXT_LIMITS` that fits rather than the notification lost.
     """
     document, email = notification.document(), notification.email_text()
     budget = SNS_MAX_MESSAGE_BYTES - _ATTRIBUTES_ALLOWANCE

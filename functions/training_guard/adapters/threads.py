@@ -1,13 +1,6 @@
 """DynamoDB: the record of each job's Slack thread per channel (threads.py says why and how it is used).
 
-Item `thread#<job>#<channel>` in the state table (partition key `pk`, TTL `expires_at`):
-- while a notifier invocation posts the parent: `state` = `claimed`, `holder` (that attempt's token) and
-  `lease_until` (epoch seconds);
-- once posted: `state` = `posted`, `ts` (the parent's) and `card_version` (the card the parent shows).
-The claim is the ledger's conditional put (adapters/ledger.py: no item, or an expired claim) and reads back the item
-that refused it in the same request (`ReturnValuesOnConditionCheckFailure`), so a refused claim costs one write.
-The record expires with the ledger's transitions (the caller's `ttl_seconds`, the configuration's dedup_ttl_days):
-a job is re-decided for as long as it can run, so its thread must be found as long.
+The item and its claim: docs/design/chat-delivery.md; it expires with the ledger's transitions (dedup_ttl_days).
 """
 
 from __future__ import annotations

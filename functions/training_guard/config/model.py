@@ -1,20 +1,7 @@
-"""The guard's one configuration surface: `GuardConfig`.
+"""The guard's one configuration surface: `GuardConfig`, validated at synth and again at start-up.
 
-The CDK app reads it from `cdk.json` context (or a per-account file), validates it at synth and
-ships it to the functions as a file in a Lambda layer (`TRAINING_GUARD_CONFIG_FILE` names it; the
-4 KB of a function's environment would not hold 50 metric guards), which they validate again at
-start-up.
-
-Each setting is declared once, as a dataclass field made by `setting()`: its type (the
-annotation), default, bounds, choices, pattern and one-line meaning. The strict reader below is
-derived from those declarations, and so are the README's configuration table and
-`configs/schema.json` (`make config-docs`; the generator lives outside
-the Lambda package). Checks that span several fields are explicit validators next to their class.
-
-It is written with frozen dataclasses and a small strict reader rather than pydantic: pydantic
-adds ~50 ms to every cold start (measured beside boto3 on these machines), and cold start is
-part of the guard's reaction time. The reader rejects unknown keys (typos are the commonest
-configuration mistake) and reports every problem at once, each with its field path.
+Each setting is declared once by `setting()`; the reader, the README's table and `configs/schema.json` derive from it.
+A small strict reader, not pydantic (~50 ms of cold start, measured): unknown keys refused, every problem reported.
 """
 
 # The settings are dataclass fields made by `setting()`, a wrapper of `dataclasses.field` (RUF009
@@ -882,10 +869,8 @@ class GuardConfig:
     def budget_for(self, job_name: str, tags: Mapping[str, str]) -> tuple[str, Budget, str] | None:
         """The cap of a job: (its name, the budget, its policy line), or None when nothing caps it.
 
-        The job's own budget tag (`tags.budget_usd`) comes first, handled as `budget_defaults` say; a tag that is
-        not a positive number is passed over (`budget_tag_problem` says why), and then, as without the tag, the
-        first `budgets` entry that selects the job. The name of a tag's cap is the tag key, of an entry its place
-        (`budgets[0]`): the audit record of a stop and the ledger's transitions carry it.
+        A valid budget tag first (its name: the tag key), else the first `budgets` entry that selects the job
+        (its name: `budgets[<i>]`).
         """
         value = tags.get(self.tags.budget_usd)
         usd = budget_from_tag(value) if value is not None else None

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 from training_guard import contract
 
 if TYPE_CHECKING:
-    # Imported where a configuration is read, not here: the Slack interactivity endpoint reads its settings
-    # without loading the configuration (its acknowledgement is held to Slack's 3 seconds, cold start included).
+    # Imported where a configuration is read: the Slack acknowledgement must not load it (Slack's 3 seconds).
     from training_guard.config.model import GuardConfig
 
 
@@ -26,8 +25,7 @@ class Settings:
     config: GuardConfig
     table: str
     topic_arn: str
-    # Where an unusable event is parked at once, with its reason (unset: it raises, and Lambda's
-    # retries and on-failure destination take it there).
+    # Unset: an unusable event raises, and Lambda's retries and on-failure destination take it.
     dead_letter_queue_url: str | None = None
     # Slack app mode, in the functions that fold a job's end into the guard's stop: where its card update goes.
     chat_queue_url: str | None = None
@@ -55,8 +53,7 @@ def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:
 
 
 def _config(env: Mapping[str, str]) -> GuardConfig:
-    """The configuration: the file named by ENV_CONFIG_FILE (deployed functions: the stack ships it
-    in a layer, since Lambda allows only 4 KB of environment), else ENV_CONFIG's inline JSON."""
+    """The configuration: the file named by ENV_CONFIG_FILE (Lambda allows 4 KB of environment), else ENV_CONFIG."""
     from training_guard.config.model import ConfigError, GuardConfig
 
     path = env.get(contract.ENV_CONFIG_FILE)
@@ -81,7 +78,7 @@ class ChatSettings:
     table: str
     webhook_secrets: dict[str, str]  # webhook name -> secret name or ARN (never the URL); empty in app mode
     dead_letter_queue_url: str
-    min_interval_seconds: float = 1.0  # Slack allows about one message per second per webhook
+    min_interval_seconds: float = 1.0  # as adapters/slack.py MIN_INTERVAL_SECONDS
     bot_token_secret: str | None = None  # app mode: the secret holding the bot token (its name or ARN)
     slack_api_url: str | None = None  # app mode: the Slack Web API's base URL (None: Slack's own)
 
@@ -122,9 +119,7 @@ class ChatSettings:
 
 @dataclass(frozen=True)
 class InteractionSettings:
-    """The Slack interactivity endpoint's acknowledgement: no configuration file is read (its cold start is part of
-    Slack's 3 seconds), so the users allowed to act come in the environment, as the stack wrote them from
-    `slack.app.allowed_users`."""
+    """The Slack acknowledgement's settings: no configuration file, so `allowed_users` comes in the environment."""
 
     table: str
     signing_secret: str  # the secret's name or ARN, never its value

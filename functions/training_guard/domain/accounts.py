@@ -1,19 +1,6 @@
 """Which accounts the guard acts in, and as whom. Pure: no boto3, no environment.
 
-Single account (no `organization` in the configuration): the guard acts only in its own account; an event
-that names another account is ignored (the default bus carries only this account's events, so anything else
-was spoofed or misrouted).
-
-Organization: the hub accepts exactly its own account and the configured members; every other account is
-ignored and counted, even one of the same organization whose events reach the hub bus (the bus admits the
-whole organization when `organization_id` is set). In a member account the guard acts through that member's
-role, whose ARN is built here from the configuration: the event names only the account, and an account that
-is not configured gets no ARN at all (`NotAMember`).
-
-Job names are unique within an account and region only, so two members may both run `mnist-1`
-(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html). The state table's
-keys of a member's job carry the account (`AccountLedger`); the hub's own jobs keep the keys of a
-single-account guard, so turning a guard into a hub keeps its history.
+Single account: only its own. Organization: the hub and the configured members, each through its role (`NotAMember`).
 """
 
 from __future__ import annotations
@@ -27,8 +14,9 @@ if TYPE_CHECKING:
 
 # arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
 ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"
-# A member's job in the state table: "<account>/<job>". Job names are letters, digits and hyphens (the API reference
-# above), so the separator cannot be part of one.
+# A member's job in the state table: "<account>/<job>", since names are unique per account and region only. Job
+# names are letters, digits and hyphens, so the separator cannot be part of one
+# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
 SCOPE_SEPARATOR = "/"
 
 
@@ -41,11 +29,7 @@ class NotAMember(GuardError):
 
 
 def accepts(config: GuardConfig, own_account: str | None, event_account: str | None) -> bool:
-    """Whether the guard handles an event from `event_account`.
-
-    Single account: only its own (unknown: a local run without a Lambda context, which accepts anything, as
-    before). Organization: exactly the hub and the configured members, whatever the function's own account.
-    """
+    """Whether the guard handles an event from `event_account` (any, when its own account is unknown: a local run)."""
     organization = config.organization
     if organization is None:
         return own_account is None or event_account == own_account

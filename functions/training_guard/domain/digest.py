@@ -48,8 +48,8 @@ def week_of(scheduled: datetime) -> Week:
 
 
 def document(result: Totals, week: Week, warnings: Sequence[str] = ()) -> dict[str, Any]:
-    """The notification's `digest` object: the totals' numbers, the first TOP rules and prefixes and how many there
-    are in all (a busy week's full lists are `training-guard report`'s: one SNS message holds 256 KB)."""
+    """The notification's `digest` object: the totals, the first TOP rules and prefixes, and how many in all."""
+    # A busy week's full lists are `training-guard report`'s: one SNS message holds 256 KB.
     totals = result.as_dict()
     return {
         "week": week.label,

@@ -16,8 +16,7 @@ class ActionFailed(GuardError):
 
 
 class TransitionBusy(GuardError):
-    """Another attempt holds the transition's lease. Not a duplicate: that attempt may die before it
-    finishes, so this delivery must come back later (Lambda's retry, SQS redelivery, the next sweep)."""
+    """Another attempt holds the transition's lease: not a duplicate, so this delivery must come back later."""
 
     def __init__(self, key: str) -> None:
         self.key = key

@@ -1,9 +1,7 @@
 """Tolerant parsing of raw events and API responses into domain records.
 
-Real "SageMaker Training Job State Change" events are messy (see docs: timestamps as epoch
-milliseconds in ints, floats, numeric strings or null; optional fields; rule-status lists that
-may be absent). Parsing never trusts shape: anything it cannot use becomes `None` or an empty
-value, except the few fields without which the event means nothing (then `EventError`).
+Never trusts shape: what it cannot use becomes `None` or empty, except the few fields without which an event
+means nothing (then `EventError`).
 """
 
 from __future__ import annotations

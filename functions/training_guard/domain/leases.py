@@ -13,8 +13,7 @@ LEASE_MARGIN_SECONDS = 10
 
 
 def lease_for(remaining_ms: int | None) -> int:
-    """The lease of a claim made by an invocation with `remaining_ms` left: it ends when the invocation
-    can no longer be acting (plus clock margin), so a timed-out attempt's retry can take over."""
+    """Seconds: the invocation's `remaining_ms`, rounded up, plus the clock margin (a default when unknown)."""
     if remaining_ms is None:
         return DEFAULT_LEASE_SECONDS
     return -(-max(remaining_ms, 0) // 1000) + LEASE_MARGIN_SECONDS

@@ -1,8 +1,6 @@
 """Metric guards, pure: queries, alarm names, alarm events and the per-job guard tag grammar.
 
-No I/O. The CDK app builds fleet alarms from `insights_query`; the alarm-events function parses
-what CloudWatch sends with `parse_alarm_event`; the job-events function reads per-job guards from
-a job's tags with `job_alarm_specs`.
+How the alarms reach the guard, and CloudWatch's caps: docs/design/metric-guards.md.
 """
 
 from __future__ import annotations
@@ -232,12 +230,9 @@ def _parse_tag(job: str, metric: str, value: str) -> tuple[JobAlarmSpec | None, 
 
 
 # --- the caps of a Metrics Insights alarm -----------------------------------------------------------------
-# CloudWatch, "Limits that apply to alarms based on Metrics Insights queries"
-# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html): at most 100 contributors in
-# ALARM (the reason then reads "100+ time series evaluated to ALARM"), and the alarm's EvaluationState is
-# PARTIAL_DATA when the query returns more than 500 time series or matches more than 10,000 metrics
-# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-alarms-partial-data.html).
-# Past a cap a breaching job may get no contributor event and not be listed by DescribeAlarmContributors.
+# At most 100 contributors in ALARM ("100+ time series evaluated to ALARM")
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html); PARTIAL_DATA past 500 series or
+# 10,000 metrics (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-alarms-partial-data.html).
 CONTRIBUTORS_IN_ALARM_MAX = 100
 PARTIAL_DATA_SERIES_MAX = 500
 PARTIAL_DATA_METRICS_MAX = 10_000
@@ -262,10 +257,9 @@ class FleetAlarmState:
 
 
 def over_cap(guard: MetricGuard, *, listed: int | None, state: FleetAlarmState | None, series: int) -> str | None:
-    """Why the fleet alarm of `guard` may miss a breaching job (then the sweeper judges the jobs itself), or None.
+    """Why the fleet alarm of `guard` may miss a breaching job, or None.
 
-    `listed`: the contributors DescribeAlarmContributors returned (None: not read); `series`: the running jobs (or
-    hosts) the guard selects, a lower bound of the series the query returns (ended jobs' series stay 3 hours)."""
+    `listed`: contributors listed (None: not read); `series`: running jobs or hosts selected, a lower bound."""
     if listed is not None and listed >= CONTRIBUTORS_IN_ALARM_MAX:
         return f"{listed} contributors in ALARM: CloudWatch lists at most {CONTRIBUTORS_IN_ALARM_MAX}"
     if state is not None and CAPPED_REASON_MARK in state.reason:
@@ -294,10 +288,8 @@ def cloudwatch_statistic(guard: MetricGuard) -> str:
 
 
 def breaching_minutes(points: list[tuple[datetime, float]], guard: MetricGuard) -> int:
-    """Of the last `periods` one-minute datapoints of one series (up to its newest minute), how many breach.
-
-    As the alarm: a missing minute does not breach (treat_missing_data notBreaching). Counting back from the
-    newest datapoint, not from now, so that CloudWatch's publishing delay does not hide the latest minutes."""
+    """Of the last `periods` one-minute datapoints of one series, how many breach (a missing minute does not)."""
+    # Counted back from the newest datapoint, not from now: CloudWatch's publishing delay must not hide minutes.
     if not points:
         return 0
     newest = max(t for t, _ in points)

@@ -1,18 +1,7 @@
 """Snooze, exempt, mute: one notion of a mute, records with an expiry that the policy reads. Pure.
 
-A mute is about one job (of one account) and says one of two things until it expires:
-- `silence` a rule: the rule's findings and its errors about the job are neither acted on nor announced. Slack's
-  "Snooze this rule for this job" (on a finding) and "Mute this rule for this job" (on a rule error) both make one,
-  and so does `training-guard mute --job J --rule R --for 2h`. A metric guard, a stall, a budget or idle GPUs are
-  rules here by their names (`Finding.name`).
-- `exempt` the job: it is never stopped; what would have stopped it is announced as "would have stopped", like a
-  job carrying the exemption tag (`ALL_RULES`). Slack's "Exempt this job", or `training-guard mute --exempt`.
-Each runs for a duration (the Slack snooze: SNOOZE_SECONDS) or until the job ends (`until` None): no longer than a
-job can live, MAX_MUTE_DAYS, and a mute ends with the job whatever its duration.
-
-The state table holds all of a job's mutes in one item, `mutes#<job>` (`<account>/<job>` for a member's job), so the
-policy reads them with one GetItem per job (adapters/mutes.py). A lapsed mute stays in the item until TTL removes it:
-the expiry is checked here, at every read.
+A mute silences one rule for one job, or exempts the job, until it expires or the job ends; all of a job's
+mutes are one state-table item (`mutes#<job>`, one GetItem), their expiry checked at every read.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Pure decisions: which actions follow from an observed training job.
 
-`decide(job, config, now=..., guard_stop=...)` is a function of the job as observed, what the guard
-already did to it and the configured policy. It does no I/O and imports no boto3 and no `os`.
-Each decision carries the key of the transition it reacts to (job, source, name, new status):
-the responder lets each key through at most once, which is what makes duplicates harmless.
+Each decision carries its transition key (job, source, name, new status); the responder acts on each key once.
 """
 
 from __future__ import annotations
@@ -95,12 +92,8 @@ def transition_key(job: str, source: str, name: str, status: str) -> str:
     return f"t#{job}#{source}#{name}#{status}"
 
 
-# One job, one story: once the guard's stop of a job has taken effect, what follows about the job adds
-# nothing a person must read. Later findings (rules, metric guards, stalls) and rule errors while it stops
-# describe a job already being stopped, and its "stopped" lifecycle change is the stop already announced.
-# Each is still claimed, acted on and recorded; it is folded into the stop instead of being published.
-# A failure, a completion or a spot interruption after the stop is news (the stop did not end the job as
-# announced), and so is anything about a job stopped by a person or by SageMaker: those are announced.
+# Folded into the guard's confirmed stop, not announced: they add nothing a person must read. A failure, a completion
+# after the stop, or a stop by a person or SageMaker, is news (docs/design/responder.md).
 FOLDED_AFTER_GUARD_STOP = frozenset(
     {
         Kind.ISSUES_FOUND,
@@ -115,14 +108,12 @@ FOLDED_AFTER_GUARD_STOP = frozenset(
 )
 
 
-# Of what is folded, the job's end still changes its Slack card (app mode's thread parent, which shows the job's
-# current state: "Stopped at 04:12, 23 min of training"); it is posted nowhere, no reply, e-mail or webhook message.
+# Of what is folded, the job's end still changes its Slack card, and is posted nowhere else.
 FOLDED_ONTO_THE_CARD = frozenset({Kind.JOB_STOPPED})
 
 
 def folds_into_guard_stop(decision: Decision, *, is_the_stop: bool) -> bool:
-    """Whether a decision, once acted on, is folded into the guard's stop of its job (when the guard has
-    stopped the job) rather than announced. The stop itself (`is_the_stop`) is what the others fold into."""
+    """Whether a decision is folded into the guard's stop of its job rather than announced (never the stop itself)."""
     return decision.kind in FOLDED_AFTER_GUARD_STOP and not is_the_stop
 
 
@@ -134,13 +125,11 @@ def decide(
     guard_stop: GuardStop | None = None,
     mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
-    """`mutes`: the job's (mutes.py), read once per job: a silenced rule decides nothing until its mute lapses, and
-    an exempted job is not stopped (would-have-stopped, with the mute as the reason)."""
+    """The decisions about an observed job; a silenced rule decides nothing, an exempted job would-have-stopped."""
     if not config.selects(job.name):
         return []
     decisions = [d for rule in job.rules or () if (d := _decide_rule(job, rule, config, now, guard_stop, mutes=mutes))]
-    # A stop is acted on first, whatever the order SageMaker lists the rules in, so what else one event says
-    # about the job is folded into that stop the same way every time (sorted() is stable: the rest keep order).
+    # The stop first, so the rest of the event folds into it the same way whatever the rules' order (stable sort).
     decisions = sorted(decisions, key=lambda d: d.plan is not Plan.STOP)
     lifecycle = _decide_lifecycle(job, config, guard_stop)
     if lifecycle is not None:
@@ -207,22 +196,16 @@ def decide_finding(
     guard_stop: GuardStop | None = None,
     mutes: Mutes = NO_MUTES,
 ) -> Decision:
-    """The one path from a finding (rule, metric alarm, stall) to stop / would-stop / notify.
-
-    `guard_stop`: the guard's own record of stopping this job, if any. A finding on a job that is no
-    longer running is still the guard's stop when the record names it: an attempt that stopped the job
-    and was killed before it tagged and announced the stop is finished by whoever takes it over.
-    """
+    """The one path from a finding (rule, metric alarm, stall) to stop / would-stop / notify."""
     key = transition_key(job.name, finding.source, finding.name, finding.status)
     if action is not Action.STOP:
         return Decision(key, kind, Plan.NOTIFY, f"{setting}: notify only", finding)
     if not job.running and guard_stop is not None and guard_stop.rule == finding.name:
-        return Decision(key, kind, Plan.STOP, setting, finding)
+        return Decision(key, kind, Plan.STOP, setting, finding)  # finish the stop a killed attempt began
     if not job.running:
         reason = f"{setting}, but the job is {job.status}: only a running job is stopped"
         return Decision(key, kind, Plan.NOTIFY, reason, finding)
-    # The order mirrors the real mode exactly, so that a dry run reports what would really happen:
-    # a job tag rules a stop out; a grace period postpones it; dry_run only replaces the final stop.
+    # As in the real mode, so that a dry run reports what would really happen: dry_run replaces only the stop.
     exempt = _tag_override(job, config) or _exemption(job, mutes, now)
     if exempt:
         return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but {exempt}", finding)
@@ -288,12 +271,9 @@ def decide_budget(
     now: datetime,
     mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
-    """A job's spend so far (list price) against its cap: a warning once `warn_at` of the cap is spent, the
-    budget's action (stop or notify, through `decide_finding` like any stop) once the whole cap is; nothing below.
+    """A job's spend so far (list price) against its cap: a warning at `warn_at`, the budget's action at the cap.
 
-    Compared in whole cents, as the message shows them: exactly the cap is the cap, one cent under is not. A job
-    already past its cap when first seen is not also warned. The cap is part of each transition's key, so a cap
-    raised after a warning (a new tag value, another entry) warns and acts again at the new figure, once.
+    Compared in whole cents, as shown. The cap is in each transition's key: a raised cap warns and acts again, once.
     """
     if not config.selects(job.name) or mutes.silencing(name, now, job_running=job.running) is not None:
         return []
@@ -360,13 +340,10 @@ def decide_idle_gpu(
 
 
 def decide_stop_request(job: TrainingJob, config: GuardConfig, *, by: str, rule: str | None) -> Decision:
-    """A person's Stop now (a Slack button) on a running job: a stop, in their name, through the one path to a stop.
+    """A person's Stop now on a running job, in their name (`by`: `slack:<user id>`).
 
-    Their click is the decision: a rule's action, an exemption tag, notify-only or a mute do not hold it back (the
-    button is offered where the guard did not stop, exempted jobs included). What the guard may never do, it does not
-    do for a person either: nothing is stopped in dry run, and without the opt-in tag (IAM would refuse the stop).
-    `by` names who (`slack:<user id>`), the audit record's rule and the `stopped-by` tag; its own transition, so that
-    one person's second click is a duplicate and two people's clicks make one stop (the audit record)."""
+    Exemptions and mutes do not hold it back; dry run and a missing opt-in tag do (IAM would refuse the stop).
+    """
     details = f"Stop now pressed in Slack by {by}" + (f" (on the finding of {rule})" if rule else "")
     finding = Finding(name=by, source=STOP_REQUEST, status=REQUESTED, details=details)
     key = transition_key(job.name, STOP_REQUEST, by, REQUESTED)

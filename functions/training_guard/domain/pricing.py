@@ -1,29 +1,6 @@
 """What a training job costs: list prices, spend so far, spend a stop avoids, and GPUs per instance type.
 
-Pure: the standard library only, no boto3 and no clock (the caller passes `now`). The Price List API call and
-the caches live in `adapters/price_list.py`; this module builds the request's filters, parses the answer,
-reads the shipped tables and does the arithmetic.
-
-Facts it relies on:
-- `GetProducts` returns `PriceList`, a list of JSON *strings*, each one product with `product.attributes`
-  and `terms.OnDemand.<offer>.priceDimensions.<rate>.{unit, pricePerUnit.USD}` (the API reference's response
-  syntax and botocore's example for the operation:
-  https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html).
-- SageMaker's products are filtered on `regionCode`, `instanceName` and `component` ("Training"): the
-  attribute names AWS Labs' llmeter uses for the same lookup (`component` "Hosting", `instanceName`,
-  `regionCode`, unit "Hrs";
-  https://awslabs.github.io/llmeter/reference/callbacks/cost/providers/sagemaker) and that public readers of
-  the bulk SageMaker offer file use (`productFamily` "ML Instance", `component`, `instanceName`). No AWS page
-  lists SageMaker's attribute values, so this follows that documented form; an answer whose product does not
-  match what was asked is ignored, not trusted.
-- You are billed from `TrainingStartTime` to `TrainingEndTime`; `BillableTimeInSeconds` is wall-clock time,
-  to be multiplied by the instance count; managed spot training saves `1 - Billable / TrainingTime`;
-  `MaxRuntimeInSeconds` defaults to one day
-  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html,
-  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html).
-- `ResourceConfig` holds `InstanceType` and `InstanceCount`, or heterogeneous `InstanceGroups`, or (with
-  `InstancePreferences`) the `SelectedInstanceType` and `SelectedInstanceCount` the job is billed for
-  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html).
+Pure: no boto3, no clock. Sources, lookup order and arithmetic: docs/design/pricing.md.
 """
 
 from __future__ import annotations
@@ -48,7 +25,6 @@ from training_guard.domain.price_data.training_prices import TRAINING_PRICES, Ta
 
 SECONDS_PER_HOUR: Final = 3600.0
 
-# --- The Price List API ---------------------------------------------------------------------------------
 PRICE_LIST_SERVICE_CODE: Final = "AmazonSageMaker"
 # The Price List Query API has two endpoints, us-east-1 and ap-south-1, whatever the region priced
 # (the SDK's service documentation: https://docs.rs/aws-sdk-pricing/0.24.0/aws_sdk_pricing/).
@@ -109,15 +85,14 @@ def price_cache_key(region: str, instance_type: str) -> str:
 
 def get_products_filters(region: str, instance_type: str) -> list[dict[str, str]]:
     """The `Filters` of a GetProducts request for one training instance type's products in one region."""
+    # No AWS page lists SageMaker's attribute values; llmeter uses these names for the same lookup
+    # (https://awslabs.github.io/llmeter/reference/callbacks/cost/providers/sagemaker).
     wanted = {"regionCode": region, "instanceName": instance_type, "component": TRAINING_COMPONENT}
     return [{"Type": "TERM_MATCH", "Field": name, "Value": value} for name, value in wanted.items()]
 
 
 def parse_usd(value: Any) -> float | None:
-    """A `pricePerUnit.USD` string ("0.1150000000") as a positive finite float; anything else is None.
-
-    Zero is not a list price (a free-tier or placeholder dimension) and a negative one is nonsense: both None.
-    """
+    """A `pricePerUnit.USD` string ("0.1150000000") as a positive finite float; zero, negative or else: None."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
     try:
@@ -133,10 +108,8 @@ def parse_usd(value: Any) -> float | None:
 def parse_price_list(items: Iterable[Any], *, region: str, instance_type: str) -> PriceParse:
     """The hourly on-demand USD price of `instance_type` in `region` from GetProducts' `PriceList` items.
 
-    Careful with what arrives: items are JSON strings (a decoded object is accepted too); a product for another
-    type or region, a spot product, one without OnDemand terms, a dimension in another unit or currency, or a
-    zero price is skipped. Several products that agree give that price; products that disagree give no price,
-    because choosing one would be a guess.
+    Items are JSON strings (https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html);
+    anything not about this type's on-demand hourly USD price is skipped, and disagreeing products give no price.
     """
     prices: dict[float, str | None] = {}  # price -> SKU
     published: list[str] = []
@@ -206,7 +179,6 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-# --- The shipped table ------------------------------------------------------------------------------------
 def table_quote(region: str, instance_type: str) -> PriceQuote | None:
     """The shipped table's price, marked with its date and source; None when the table has no entry."""
     entry = _TABLE.get((region, instance_type))
@@ -221,7 +193,6 @@ def table_quote(region: str, instance_type: str) -> PriceQuote | None:
 _TABLE: Final[dict[tuple[str, str], TablePrice]] = {(p.region, p.instance_type): p for p in TRAINING_PRICES}
 
 
-# --- Spend ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Spend:
     """Spend so far and spend a stop avoids, at list price. None means unknown, never zero for want of data."""
@@ -237,8 +208,7 @@ class Spend:
     unknown_instance_types: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     quotes: tuple[PriceQuote, ...] = field(default=())
-    # False where no stop is in question (a lifecycle change, a notify-only finding): spend avoided is then
-    # not unknown but not applicable, and is shown nowhere.
+    # False where no stop is in question: spend avoided is then not applicable, not unknown.
     avoided_applies: bool = True
 
     def without_avoided(self) -> Spend:
@@ -246,10 +216,7 @@ class Spend:
         return replace(self, avoided_usd=None, seconds_left=None, avoided_applies=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form carried by notifications, records and `simulate` (money in cents, None as null).
-
-        `avoided_label` is "up to" where a stop is in question, null where it is not (`avoided_usd` is then null
-        for that reason, not for want of a price)."""
+        """The JSON form carried by notifications, records and `simulate` (US dollars rounded to cents)."""
         return {
             "so_far_usd": _cents(self.so_far_usd),
             "avoided_usd": _cents(self.avoided_usd),
@@ -281,7 +248,10 @@ def _types(groups: Iterable[InstanceGroup]) -> tuple[str, ...]:
 
 
 def job_spend(job: TrainingJob, prices: Mapping[str, PriceQuote | None], *, now: datetime) -> Spend:
-    """Spend of a parsed job (events.parse_job of an event detail or a DescribeTrainingJob response)."""
+    """Spend of a parsed job (an event detail or a DescribeTrainingJob response)."""
+    # Billing: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html; the max
+    # runtime defaults to a day: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html;
+    # instances: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html.
     return compute_spend(
         job.billed_instances,
         prices,
@@ -309,16 +279,10 @@ def compute_spend(
     training_seconds: float | None = None,
     spot: bool = False,
 ) -> Spend:
-    """so far = Σ count x hourly price x billed hours; avoided = the same rate x hours left to the max runtime.
-
-    The billed time is BillableTimeInSeconds once the job has ended and reports it, otherwise the time since
-    TrainingStartTime (to TrainingEndTime for an ended job). A group without a price or a count makes the rate
-    unknown: a partial sum would look like a (too small) answer.
-    """
+    """so far = Σ count x hourly price x billed hours; avoided = the same rate x hours left to the max runtime."""
     notes: list[str] = []
     rate, quotes, unknown = _rate(tuple(groups), prices, notes)
 
-    # Wall-clock seconds since training started (until it ended), for the time left to the max runtime.
     ran: float | None = None
     if ended and training_seconds is not None:
         ran = training_seconds
@@ -392,9 +356,7 @@ def _rate(
     return (rate if known else None), tuple(quotes.values()), tuple(unknown)
 
 
-# --- Spend in words -----------------------------------------------------------------------------------------
-# A person's Stop now (policy.Kind.STOP_REQUESTED; this module does not import the policy): their stop, not the
-# guard's, so its line says what the job cost, not what the guard avoided.
+# policy.Kind.STOP_REQUESTED (not imported): a person's stop says what the job cost, not what the guard avoided.
 _STOP_REQUESTED_KIND = "stop_requested"
 
 
@@ -406,10 +368,7 @@ def usd(value: Any) -> str | None:
 
 
 def spend_line(spend: Mapping[str, Any] | None, outcome: str, kind: str = "") -> str | None:
-    """One line about a job's spend from its JSON form (`Spend.as_dict`), the same in e-mail, Slack and Amazon Q
-    Developer: "$0.13 so far · up to $36.23 avoided" where the guard's own stop avoided something (`outcome`
-    "stopped", not a person's Stop now), "$0.13 so far" elsewhere, "unknown: no price for ml.x" (why, said once).
-    Amounts are at list price. None when the notification carries no spend (a test notification)."""
+    """One line about a job's spend in every channel ("$0.13 so far · up to $36.23 avoided"); None without spend."""
     if not isinstance(spend, Mapping):
         return None
     listed = spend.get("notes")
@@ -436,7 +395,6 @@ def _without_unknown(note: str) -> str:
     return note
 
 
-# --- GPUs -------------------------------------------------------------------------------------------------
 def gpu_count(instance_type: str | None) -> int | None:
     """GPUs of a SageMaker instance type ("ml.p4d.24xlarge"; the EC2 name without "ml." too); None if unknown."""
     if not instance_type:
@@ -447,9 +405,7 @@ def gpu_count(instance_type: str | None) -> int | None:
 
 
 def has_gpus(instance_type: str | None) -> bool:
-    """Whether a SageMaker instance type has GPUs, its count known or not: a type of the table, an uncited GPU type,
-    or any other of the GPU families `ml.p*` and `ml.g*` (a type newer than the table still has GPUs: its count is
-    then unknown, never taken as none). Trainium, Inferentia and CPU types have none."""
+    """Whether a SageMaker instance type has GPUs, its count known or not (any `ml.p*` or `ml.g*` type does)."""
     if not instance_type:
         return False
     name = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"

@@ -16,9 +16,8 @@ def format_duration(seconds: float) -> str:
 
 
 def ascii_int(value: str, max_digits: int = 18) -> int | None:
-    """The number a string of ASCII digits writes (at most `max_digits` of them: 18 fit an int64), else None.
-    str.isdigit() alone also accepts "²" and fullwidth or Arabic-Indic digits, which int() refuses, and int()
-    refuses more than 4,300 digits."""
+    """The number a string of at most `max_digits` ASCII digits writes (18 fit an int64), else None."""
+    # isdigit() alone accepts "²" and non-ASCII digits, which int() refuses, as it refuses over 4,300 digits.
     if value.isascii() and value.isdigit() and len(value) <= max_digits:
         return int(value)
     return None
@@ -30,8 +29,7 @@ SLACK_USER_PREFIX = "slack:"  # policy.decide_stop_request's `by`: `slack:<user 
 
 
 def ended_status(status: object) -> str:
-    """The state a job the stop found ended is in, as a title says it ("Stopped"); "ended" when only that is known
-    (SageMaker refused the stop, and the event's stale InProgress is all there is)."""
+    """The state of a job the stop found ended, as a title says it ("Stopped"); "ended" when only that is known."""
     text = str(status or "")
     if not text or text == RUNNING:
         return "ended"
@@ -39,16 +37,14 @@ def ended_status(status: object) -> str:
 
 
 def status_text(status: object, secondary: object, outcome: object) -> str:
-    """A job's status line ("Stopped / Stopped"), never contradicting a title: a stop SageMaker refused because the
-    job had ended shows no InProgress even when the job's end state could not be read."""
+    """A job's status line ("Stopped / Stopped"); never InProgress for a job that ended before the stop."""
     if outcome == ALREADY_ENDED and (not status or status == RUNNING):
         return "ended before the stop (SageMaker refused it)"
     return f"{status} / {secondary}" if secondary else str(status)
 
 
 def person(by: object, *, slack: bool) -> str | None:
-    """Who pressed a button (`slack:<user id>`): a mention Slack renders as the person (`<@U123>`), elsewhere the
-    user id in words ("Slack user U123"). None when `by` names no person (a rule, a guard)."""
+    """Who pressed a button: `<@U123>` in Slack, "Slack user U123" elsewhere; None when `by` names no person."""
     text = str(by or "")
     user = text[len(SLACK_USER_PREFIX) :] if text.startswith(SLACK_USER_PREFIX) else ""
     if not user or not user.isascii() or not user.isalnum():

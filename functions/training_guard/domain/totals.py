@@ -1,32 +1,6 @@
 """What the guard did over a window: stops, would-have-stopped, spend avoided, who stopped what, per day.
 
-The totals behind `training-guard report` and the weekly digest. Pure: the standard library and the guard's
-own pure modules only, no boto3, no clock (the caller passes the window). The callers read the inputs:
-
-- the audit records `stop#<job>` of the state table (adapters/ledger.py writes them), as DynamoDB's low-level
-  API returns items (attribute-value maps: `{"S": ...}`, `{"N": "12.5"}`, `{"BOOL": true}`, `{"NULL": true}`);
-  `StopEntry.from_item` reads one. The spend attributes (`spend_avoided_usd`, `spend_so_far_usd`,
-  `price_source`, `instance_types`) are read when present; an absent, null or unreadable figure is *unknown*,
-  counted apart and never added as 0.
-- the guard's metrics (namespace `contract.GUARD_METRICS_NAMESPACE`, dimension `service`), as datapoints of
-  sums: metric name -> [(timestamp, value)]. `Outcome_<outcome>` counts each outcome of a decision
-  (handlers/receipts.py); would-have-stopped comes only from there, as nothing else records it. Spend comes
-  from the records only (METRICS says why).
-
-Decisions written down here, so that the report and the digest say the same thing:
-- A stop counts when its record is `confirmed` (SageMaker accepted the call). A record that never was is a
-  stop attempt whose effect is unknown: counted apart, and left out of every other figure.
-- Spend avoided is an estimate at list price, "up to" the job's maximum runtime (pricing.py): the sum of the
-  known figures, with the number of stops it covers and of those without one.
-- A job's prefix groups the runs of one experiment. By default it is the name without its trailing groups of
-  `-<digits>` (the timestamps and counters SDKs append): `pytorch-mnist-lr01-2026-11-30-02-10-00-123` ->
-  `pytorch-mnist-lr01`, `exp-42` -> `exp`; a name that is nothing but such groups is its own prefix. With a
-  separator (a team's own convention, e.g. `--`) it is the name up to the first separator, or the whole name
-  without one. Hex suffixes (tuning jobs' `-001-1a2b3c4d`) are not digits and stay.
-- "Rules and guards" are counted by the stop record's `rule` (a Debugger or Profiler rule's name, a metric
-  guard's name, `stall`, ...), each with its kind: the configuration section its policy line starts with
-  (`rules`, `metric_guards`, `stall`, `budgets`, ...), so a rule and a guard of the same name stay apart.
-- Days are UTC calendar days, from the day the window starts to the day it ends.
+Pure, behind `training-guard report` and the weekly digest; what counts and why: docs/design/digest.md.
 """
 
 from __future__ import annotations
@@ -52,9 +26,7 @@ SERVICE_DIMENSION: Final = {"service": "training-guard"}
 OUTCOME_METRIC_PREFIX: Final = "Outcome_"
 OUTCOME_METRICS: Final = tuple(f"{OUTCOME_METRIC_PREFIX}{o.value}" for o in Outcome)
 WOULD_STOP_METRIC: Final = f"{OUTCOME_METRIC_PREFIX}{Outcome.WOULD_STOP.value}"
-# The metrics the totals read. Not `SpendAvoidedUSD`: it is published per stop with the stopping rule as a second
-# dimension, one series per rule, which no single query of fixed dimensions sums over a window; the stop records
-# carry the same figure, and only they tell a known $0 from an unknown one.
+# Not `SpendAvoidedUSD` (one series per rule, no fixed-dimension query sums it): the stop records carry it.
 METRICS: Final = OUTCOME_METRICS
 
 _TRAILING_NUMBERS = re.compile(r"(?:-\d+)+$")
@@ -77,7 +49,7 @@ __all__ = [
 
 
 def job_prefix(name: str, separator: str | None = None) -> str:
-    """The prefix a job's name groups under (module docstring)."""
+    """The name without its trailing `-<digits>` groups, or up to `separator`; the whole name when that is empty."""
     if separator:
         head, found, _ = name.partition(separator)
         return head if found and head else name
@@ -228,9 +200,8 @@ def compute(
 ) -> Totals:
     """The totals of the records stopped within [since, until] and the datapoints of the hours it touches.
 
-    `metrics`: the guard metrics' datapoints (sums, one per period), or None when they could not be read.
-    A datapoint counts when its period starts within the window, the window's start taken back to its hour
-    (datapoints are hourly or coarser, starting on the hour)."""
+    `metrics`: the guard metrics' hourly-or-coarser sums, or None when they could not be read. Raises ValueError
+    when the window ends before it starts."""
     since, until = since.astimezone(UTC), until.astimezone(UTC)
     if until < since:
         raise ValueError(f"the window ends ({until}) before it starts ({since})")

@@ -1,7 +1,6 @@
 """Sweeper Lambda, on a schedule: orphaned alarms, reconciliation of lost events, stalled jobs, budgets, idle GPUs.
 
-A hub (an `organization` in the configuration) sweeps its own account and then every configured member account
-through that member's role; each account's report is logged with the account, and the metrics add up the accounts.
+A hub sweeps its own account, then every member's (docs/design/sweeps.md); the metrics add up the accounts.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ from training_guard.services.sweeper import (
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
-# Accounts of a hub's sweep that have no report: their sweep failed before it ended (AssumeRole refused, a list
-# call throttled past the SDK's retries) or was not started for want of time.
+# Accounts of a hub's sweep with no report: failed before the end, or not started for want of time.
 ACCOUNTS_NOT_SWEPT_METRIC = "AccountsNotSwept"
 
 
@@ -58,8 +56,7 @@ def process(
     members: MemberSweepersPort | None = None,
     time_left: Callable[[], float] = lambda: math.inf,
 ) -> dict[str, Any]:
-    """One sweep: this account's (a single-account guard), or the hub's and each member's. Raises after the whole
-    sweep when a job or an account could not be swept, so the function's error alarm fires."""
+    """One sweep of this account, or of the hub and each member; raises at the end if anything was not swept."""
     organization = sweeper.config.organization
     if organization is None:
         try:
@@ -124,8 +121,7 @@ def _said(report: SweepReport) -> None:
 
 
 def _count(reports: list[SweepReport]) -> None:
-    """The sweep's metrics, added up over the accounts swept (one series each, not one per account: every
-    dimension value would be a custom metric of its own, as receipts.SpendMeter says)."""
+    """The sweep's metrics, summed over the accounts: an account dimension would bill a metric per account."""
     metrics.add_metric(name=contract.Metric.RUNNING_JOBS, unit=MetricUnit.Count, value=sum(r.running for r in reports))
     metrics.add_metric(
         name=contract.Metric.ORPHANED_ALARMS_DELETED,

@@ -1,9 +1,7 @@
 """The composition root of every function: typed settings, clients, adapters and services, built once
 per execution environment and shared by the handlers, which keep only their entry points.
 
-Each builder imports what it builds: one module serves four functions, and a function must not pay at
-cold start for another's libraries (slack_sdk, the notifier's, costs the event handlers ~30-80 ms).
-Tests and the local emulation replace what is built here by clearing the caches (`reset()`).
+Each builder imports what it builds, so no function pays at cold start for another's libraries; `reset()` forgets all.
 """
 
 from __future__ import annotations
@@ -52,11 +50,8 @@ def parker() -> DeadLetterParker | None:
 
 
 def pricing_client() -> Any:
-    """The Price List API client (us-east-1, short timeouts), made when a price is first asked of the API.
-
-    A seam: moto has no Price List API (it answers 404), so the integration tests and the local emulation
-    replace this function with one that returns a stubbed client (botocore's Stubber with recorded answers).
-    """
+    """The Price List API client, made when a price is first asked of the API."""
+    # A seam: moto has no Price List API, so the integration tests and the emulation replace this function.
     from training_guard.adapters.price_list import pricing_client as real
 
     return real()
@@ -64,10 +59,7 @@ def pricing_client() -> Any:
 
 @cache
 def price_list() -> PriceList:
-    """List prices: this container's memory, the state table's cached items, then the Price List API.
-
-    One per execution environment: its memory (and, on first use, its client) lives as long as the container.
-    """
+    """List prices, one per execution environment: its memory and client live as long as the container."""
     from training_guard.adapters.price_list import PriceList
 
     return PriceList(
@@ -240,8 +232,7 @@ def click_worker() -> ClickWorker:
 
 
 def lease(context: Any) -> int:
-    """The lease of this invocation's claims: its remaining time (plus margin), so that the retry of
-    an attempt killed by its timeout finds the lease run out and takes the transition over."""
+    """The lease of this invocation's claims in seconds: its remaining time plus margin (`leases.lease_for`)."""
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     return lease_for(remaining() if callable(remaining) else None)
 
@@ -294,8 +285,7 @@ def reset() -> None:
 
 
 class ResponderStops:
-    """Stop now through the responder's one path to a stop (`Responder.stop_requested`), in the job's account: the
-    guard's own, or a member's through its role (organization mode)."""
+    """Stop now through `Responder.stop_requested`, in the job's account (the guard's own, or a member's)."""
 
     def __init__(self, responder: Callable[[], Responder]) -> None:
         self._responder = responder

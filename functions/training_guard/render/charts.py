@@ -1,28 +1,6 @@
 """The picture of a metric guard's firing: the job's metric over the last hours with the guard's threshold. Pure.
 
-Slack app mode uploads it as a PNG into the job's thread (CloudWatch's GetMetricWidgetImage draws it from `widget`);
-webhook mode links to the same graph in the CloudWatch console (`console_url`).
-
-`widget` is GetMetricWidgetImage's MetricWidget (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/
-CloudWatch-Metric-Widget-Structure.html): `metrics` (1 to 100 arrays of namespace, metric name, dimension name and
-value, then the line's own `label`), `start` / `end` (relative: `-PT3H`, `P0D`), `stat`, `period`,
-`annotations.horizontal` (a line at `value` with a `label`, a `color` and `fill`: `above` or `below` shades that side),
-`legend.position` (`bottom`), `yAxis.left.label`, `width` / `height` in pixels (1-2000). A person sees at a glance why
-it fired: the threshold's line says its value and its bad side ("> 5 is bad"), which is shaded, and the legend names
-each host. GetMetricWidgetImage allows 20 transactions per second and
-100 metrics per graph (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html);
-a chart here has at most MAX_HOSTS lines, one per host of an instance metric.
-
-A member account's job (organization mode) gets no picture: the notifier runs in the hub, and GetMetricWidgetImage
-draws from the CloudWatch of the account that calls it, where a member's training metrics are not (they stay in the
-member's account). Drawing it through the member role would give the notifier sts:AssumeRole on roles that stop jobs,
-and every member role cloudwatch:GetMetricWidgetImage, an action with no resource type, so on "*"
-(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html). The member job's
-message links the same graph in the console instead (`graph_link`), naming the account to be signed in to.
-
-Which notifications have one: a metric guard that fired (`metric_alarm`), fleet guard or per-job guard tag, about a
-job in a known region. A stall has no metric to show (its finding is the absence of datapoints, and the document does
-not name the job's metrics); a budget or idle GPUs are figures the message already states.
+Which notifications have one, and why a member's job gets a console link instead: docs/design/chat-delivery.md.
 """
 
 from __future__ import annotations
@@ -70,7 +48,7 @@ class Chart:
 
 
 def chart_for(doc: Mapping[str, Any], config: GuardConfig) -> Chart | None:
-    """The chart of a notification document, or None when it has none (see the module's docstring)."""
+    """The chart of a notification document: a `metric_alarm` in a known region; None for anything else."""
     rule = doc.get("rule")
     job = doc.get("job")
     region = doc.get("region")
@@ -142,20 +120,15 @@ GRAPH_LINK = "Graph"
 
 
 def graph_link(chart: Chart, member: str | None) -> dict[str, str]:
-    """The link to the graph in the CloudWatch console: a member's job names its account, as the console shows the
-    metrics of the account one is signed in to."""
+    """The link to the graph in the CloudWatch console; a member's job names the account to sign in to."""
     label = GRAPH_LINK if member is None else f"{GRAPH_LINK} in account {member}"
     return {label: console_url(chart)}
 
 
 def console_url(chart: Chart) -> str:
-    """The same graph in the CloudWatch console's metrics view.
+    """The same graph in the CloudWatch console's metrics view (`#metricsV2:graph=~...`, an undocumented form).
 
-    The console keeps a graph in its URL fragment (`#metricsV2:graph=...`) in its own compact form of the
-    widget's JSON after a `~`: `(key~value~...)` for an object, `(~item~item)` for a list, `'text` for a string,
-    with characters other than letters, digits, `-`, `_` and `.` written `*` and two hex digits. AWS does not
-    document this form (it is what the console writes into its address bar); should it change, the link opens the
-    metrics console without the graph.
+    Objects are `(key~value~...)`, lists `(~item~item)`, strings `'text`, other characters `*` and two hex digits.
     """
     region = chart.region
     graph = {k: v for k, v in chart.widget.items() if k not in ("width", "height", "title")}

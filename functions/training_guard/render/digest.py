@@ -1,7 +1,6 @@
 """The weekly digest's words, the same in every channel: e-mail prose, Q Developer markdown, the Slack blocks' facts.
 
-Light on purpose: the Slack notifier renders a digest with these functions and must not load the policy
-(tests/unit/test_import_weight.py).
+Light on purpose: the Slack notifier renders a digest with it and must not load the policy (test_import_weight.py).
 """
 
 from __future__ import annotations

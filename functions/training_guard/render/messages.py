@@ -1,8 +1,6 @@
-"""One notification per transition, rendered for each channel.
+"""One notification per transition, rendered for each channel. Pure.
 
-`Notification` is the versioned document (schema `training-guard.notification/1`) that machine
-subscribers receive; `email_text` and `subject` are the prose for people reading e-mail.
-Pure: no I/O.
+`Notification` is the versioned document (`training-guard.notification/1`); `email_text` and `subject` its prose.
 """
 
 from __future__ import annotations
@@ -53,7 +51,7 @@ class Notice(StrEnum):
     """Notifications about the guard itself, not about a job (no policy decision is behind them)."""
 
     # `training-guard test-notification`: one marked message through the deployed path, to every channel.
-    # The Slack notifier reads the same value as slack_messages.TEST_KIND (it does not import this module).
+    # Also slack_messages.TEST_KIND: the Slack notifier does not import this module.
     TEST = "test"
     # The weekly digest (digest.py): the totals of the last seven days, about no job.
     DIGEST = contract.DIGEST_KIND
@@ -348,13 +346,9 @@ _Q_MAX_DESCRIPTION = 3500  # leave room under Q Developer's message size for the
 
 
 def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = ()) -> dict[str, Any]:
-    """The document as an Amazon Q Developer in chat applications custom notification.
+    """The document as an Amazon Q Developer custom notification (it drops payloads it does not recognise).
 
-    Q Developer drops SNS payloads it does not recognise, so its subscriber gets this shape:
-    version "1.0", source "custom", content (title, description, nextSteps, keywords) and
-    metadata.threadId, one thread per job so that a job's updates stay together: `training-guard/<job>` for the
-    guard's own account, `training-guard/<account>/<job>` for a job of a member account (`members`, organization
-    mode), since two members' jobs of the same name are two jobs.
+    One thread per job: `training-guard/<job>`, or `training-guard/<account>/<job>` for a member's job.
     """
     job = doc["job"]
     rule = doc.get("rule") or {}

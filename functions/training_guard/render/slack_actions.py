@@ -1,16 +1,6 @@
 """The guard's Slack buttons: what a button carries, and what a click on one means. Pure.
 
-A button's `action_id` says what it does (`training-guard:stop`, `...:snooze`, `...:exempt`, `...:mute`, with a
-suffix where two buttons of one kind share a block, since Slack wants action_ids unique within a block); its `value`
-(at most 2,000 characters, https://docs.slack.dev/reference/block-kit/block-elements/button-element) carries the
-job, the rule, the account and the duration as compact JSON. Slack echoes both back in the `block_actions` payload
-it POSTs to the request URL (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload), with the
-user who clicked, the channel, the message and a `response_url`. `decode` turns a verified payload into a `Click`;
-anything else is refused with `NotAClick`, naming what was wrong.
-
-What each does (issue 14): Stop now (on a would-stop, a notify-only finding or metric guard, a deferred stop, a
-stall), Snooze this rule for this job (1 h, or until the job ends) and Exempt this job (on any finding), Mute this
-rule for this job (on a rule error). Snooze and Mute make the same record (mutes.py: silence the rule).
+Which button goes where and what it carries: docs/design/slack-clicks.md.
 """
 
 from __future__ import annotations
@@ -24,7 +14,7 @@ from typing import Any
 from training_guard.domain.job_names import ACCOUNT_ID, JOB_NAME, RULE_NAME_MAX
 
 ACTION_PREFIX = "training-guard:"
-VALUE_MAX_CHARS = 2000  # a button's value (Block Kit button element)
+VALUE_MAX_CHARS = 2000  # https://docs.slack.dev/reference/block-kit/block-elements/button-element
 ACTION_ID_MAX_CHARS = 255  # a button's action_id (same page)
 BLOCK_ACTIONS = "block_actions"
 CLICK_SCHEMA = "training-guard.click/1"  # the message the acknowledgement hands to the asynchronous path

@@ -1,9 +1,6 @@
-"""One notification document rendered as a Slack message (Block Kit, via slack_sdk's classes).
+"""One notification document rendered as a Slack message (Block Kit, via slack_sdk's classes). Pure.
 
-Pure: no I/O. Every piece of text that comes from a job, a tag, a rule or SageMaker is escaped for
-Slack mrkdwn (`&`, `<`, `>`), so `<!channel>` in a job tag or a rule's StatusDetails is shown,
-never acted on. Texts are cut to Block Kit's limits *after* escaping, never inside an entity, and
-slack_sdk validates every block before anything is sent.
+Text from jobs, tags, rules or SageMaker is escaped for mrkdwn, then cut to Block Kit's limits, never mid-entity.
 """
 
 from __future__ import annotations
@@ -204,8 +201,7 @@ _CARD_STATES = {
 
 
 def stop_button(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
-    """Stop now, where issue 14 offers it, about a running job. It goes on the job's card only (render_card), which
-    every newer notification redraws: once the job stopped or ended, no message in the thread offers it any more."""
+    """Stop now, where issue 14 offers it, on the card of a running job (gone once the card shows it ended)."""
     job, rule = doc["job"], doc.get("rule") or {}
     kind, outcome = str(doc["kind"]), str(doc["outcome"])
     if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES or doc.get("dry_run"):
@@ -217,9 +213,7 @@ def stop_button(doc: Mapping[str, Any], *, account: str | None = None) -> list[d
 
 
 def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
-    """A reply's buttons about a running job (none once it stopped or ended): Snooze (1 h, until the job ends) and
-    Exempt on a finding, Mute on a rule error; Stop now is the card's (`stop_button`). `account`: a member account's
-    job (the click acts in that account)."""
+    """A reply's buttons about a running job: Snooze and Exempt on a finding, Mute on a rule error."""
     job, rule = doc["job"], doc.get("rule") or {}
     kind, outcome = str(doc["kind"]), str(doc["outcome"])
     if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES:
@@ -269,9 +263,7 @@ def is_card_only(doc: Mapping[str, Any]) -> bool:
 def render_card(
     doc: Mapping[str, Any], *, actions: list[dict[str, Any]] | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
-    """The job's card, the thread's parent message: its state, what the guard saw and did last and why, its facts
-    and links, and `actions` (`stop_button`). Updated in place by each newer notification; the thread under it keeps
-    every notification."""
+    """The job's card, the thread's parent: its state, what the guard did last and why, facts, links and `actions`."""
     doc = check_document(doc)
     job = doc["job"]
     state = card_state(doc)

@@ -1,42 +1,6 @@
 """Deliver notification documents to Slack: each (transition, webhook) at most once.
 
-SNS -> SQS delivery is at-least-once and one notification can go to several webhooks. Each
-(transition, webhook) pair is claimed in the same ledger as the guard's reactions before it is
-sent, so a redelivered or retried message reaches only the channels that have not had it.
-
-Outcome per message: every target delivered -> done; a transient failure (429 beyond the budget,
-5xx, timeouts) -> the message goes back to the queue (batch item failure) and SQS moves it to the
-dead-letter queue after its receive limit; only permanent failures (revoked webhook, 4xx, a secret
-with no URL in it) -> the message is parked in the dead-letter queue at once, with the reason.
-Nothing is dropped.
-
-Slack app mode (`slack.mode` = `app`): the same routes name the app's channels, and each (transition, channel) is
-claimed in the same ledger before anything is posted. Then, for a notification about a job:
-1. the job's thread in the channel (threads.open_thread: its parent, the job's card, posted exactly once per job and
-   channel; another delivery posting it right now is waited for, else `ParentBusy` and the message comes back);
-2. the notification as a reply in that thread, with its Snooze, Exempt or Mute buttons (slack_messages.buttons);
-   Stop now is on the card alone (slack_messages.stop_button), so it is gone once the card shows the job stopped;
-3. the parent updated in place when this notification is the newest the card has seen (ThreadStorePort.advance_card):
-   a late delivery of an older notification never turns the card back. A failed update is reported and not retried
-   (the reply is posted; retrying the message would post it twice), and the next notification sets the card right;
-4. for a metric guard that fired, the metric's graph (charts.py; CloudWatch's GetMetricWidgetImage) uploaded into
-   the thread, claimed under its own key so that a retry uploads it once and never replies again. A member account's
-   job has no picture (its metrics are not in the hub's CloudWatch): its reply links the graph in the console.
-A card-only document (`contract.CARD_ONLY`: the job's end, folded into the guard's stop and announced nowhere, sent by
-the responder straight to this queue) updates the job's card and posts nothing: no reply, no parent, no webhook
-message. It goes where the stop went (routed as the stop was, by its severity, not the folded change's), and waits
-for the card there (busy, retried after the queue's visibility timeout) for `CARD_WAIT_SECONDS`, since the stop's own
-delivery may still be retried behind it; after that, a channel without the job's card is left alone. Its update
-failing is retried like any delivery (the card is all it does).
-A `ParentBusy` is busy (retried), a `SlackAppError` permanent or transient as Slack's answer says; anything else
-(a state-table failure) raises, and the batch item is retried. A notification about no job (a test, the weekly
-digest, a self-monitoring alarm) is a message of its own in the channel.
-
-Webhook mode links the same graph in the CloudWatch console instead (charts.console_url).
-
-Routing (`SlackConfig.route`): by the job's team tag, by the account the notification is about (the document's
-`account`; with an organization, the account's own webhook or its organizational unit's), and by severity. A
-self-monitoring alarm is about the hub's own account (its `AWSAccountId`).
+Outcomes, Slack app mode threads and card-only updates: docs/design/chat-delivery.md.
 """
 
 from __future__ import annotations
@@ -59,14 +23,11 @@ from training_guard.services.once import Held, once
 from training_guard.services.ports import Claim, LedgerPort
 from training_guard.services.threads import ParentBusy, ThreadStorePort, Waiting, open_thread, thread_key
 
-# Without an invocation to measure (local runs): longer than the notifier's timeout. In Lambda the
-# handler sets the lease from the invocation's remaining time (leases.lease_for).
+# Local runs only: longer than the notifier's timeout. In Lambda the handler sets the lease (leases.lease_for).
 CLAIM_LEASE_SECONDS = 180
-# A card-only update is routed as the stop it was folded into: a stop is critical (messages._SEVERITY, tested against
-# it), which also passes any minimum severity. The folded change's own severity (info) would route it elsewhere.
+# Routed as the stop it was folded into (messages._SEVERITY), not as the folded change (info).
 CARD_ONLY_SEVERITY = "critical"
-# How long after the job's end a card-only update waits for the job's card in a channel: the stop's delivery it follows
-# may be retried behind it (a 6-minute visibility timeout, infra/components/chat.py), so about two retries of it.
+# About two retries of the stop's delivery (6-minute visibility timeout, infra/components/chat.py).
 CARD_WAIT_SECONDS = 15 * 60
 
 
@@ -109,8 +70,7 @@ class ChartsPort(Protocol):
 
 @dataclass
 class AppMode:
-    """What app mode delivers with: the bot (made when first needed: its token is read from its secret), the thread
-    records, how to wait for another delivery's parent, the charts, and this attempt's name as a parent's holder."""
+    """What app mode delivers with; `bot` is made when first needed (its token is read from its secret)."""
 
     bot: Callable[[], SlackAppPort]
     threads: ThreadStorePort
@@ -126,12 +86,12 @@ class Budget(Protocol):
         ...
 
 
-# In the reason a message parked for want of a URL carries: `training-guard doctor` finds those by it.
+# `training-guard doctor` finds messages parked for want of a URL by this text.
 NOT_CONFIGURED = "does not hold a webhook URL yet"
 
 
 class NotConfigured(Exception):
-    """A webhook's secret holds no usable URL yet (a permanent failure until an operator acts)."""
+    """A webhook's secret holds no usable URL yet: permanent until an operator acts."""
 
     def __init__(self, webhook: str, secret_id: str) -> None:
         self.reason = f"webhook {webhook!r}: secret {secret_id} {NOT_CONFIGURED}"
@@ -153,13 +113,12 @@ DELIVERED = "delivered"  # the outcome the ledger records for a message Slack to
 
 
 def account_of(value: object) -> str | None:
-    """The account a message names (a document's `account`, an alarm's `AWSAccountId`): only a text is one."""
+    """The account a message names, if it is a non-empty text."""
     return value if isinstance(value, str) and value else None
 
 
 def delivery_key(transition: str, webhook: str) -> str:
-    """The ledger item of one message's delivery to one webhook or app channel (`training-guard test-notification`
-    reads it)."""
+    """The ledger item of one delivery to one webhook or app channel (read by `training-guard test-notification`)."""
     return f"c#{transition}#{webhook}"
 
 
@@ -175,25 +134,25 @@ class _Message:
     transition: str
     targets: list[str]
     doc: Mapping[str, Any] | None = None  # None: a self-monitoring alarm
-    member: str | None = None  # the member account a job belongs to (organization mode); None: the hub's own
+    member: str | None = None  # None: the hub's own job
 
     @property
     def card_only(self) -> bool:
-        """Only the job's card is updated (Slack app mode): see the module's docstring."""
+        """Only the job's card is updated (docs/design/chat-delivery.md)."""
         return self.doc is not None and slack_messages.is_card_only(self.doc)
 
 
 @dataclass
 class MessageResult:
-    account: str | None = None  # the account the message is about, as it was routed (None: it names none)
+    account: str | None = None  # as it was routed
     delivered: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # already delivered (a duplicate)
-    busy: list[str] = field(default_factory=list)  # another attempt is delivering it: retried later
-    deferred: list[str] = field(default_factory=list)  # too little time left in this invocation: retried later
+    skipped: list[str] = field(default_factory=list)  # already delivered
+    busy: list[str] = field(default_factory=list)  # retried later
+    deferred: list[str] = field(default_factory=list)  # too little time left: retried later
     transient: list[str] = field(default_factory=list)
     permanent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    not_configured: list[str] = field(default_factory=list)  # its secret holds no credential yet (also permanent)
+    not_configured: list[str] = field(default_factory=list)  # also in `permanent`
 
     @property
     def retry(self) -> bool:
@@ -233,8 +192,7 @@ class ChatDelivery:
         self.lease_seconds = CLAIM_LEASE_SECONDS
 
     def _read(self, body: str, result: MessageResult) -> _Message:
-        """One message as it is sent, its account noted on `result`; ValueError, KeyError or TypeError when it is not
-        one the notifier can render."""
+        """One message as it is sent. Raises ValueError, KeyError or TypeError when it cannot be rendered."""
         payload = json.loads(body)
         if slack_messages.is_alarm_notification(payload):
             text, blocks = slack_messages.render_alarm(payload)
@@ -254,15 +212,13 @@ class ChatDelivery:
             text, blocks = slack_messages.render(doc, extra_links=self._graph_link(doc, member))
         transition = str(doc.get("transition") or hashlib.sha256(body.encode()).hexdigest()[:32])
         if member is not None:
-            # A transition's key names the job, not the account: two members' jobs of the same name have the same
-            # one. Their deliveries are two, as their ledger keys are (accounts.AccountLedger; the hub's stay as
-            # they were, and so do a single-account guard's).
+            # Two members' jobs of the same name share a transition key; their deliveries are two.
             transition = scoped(member, transition)
         if slack_messages.is_card_only(doc) and not self.slack.app_mode:
             # Sent while the guard was in app mode, read after it left it: webhooks have no card to update.
             return _Message(text, blocks, transition, [], doc, member)
         if slack_messages.is_test(doc):
-            # A test notification checks every webhook, whatever the routing and the minimum severity say.
+            # A test checks every webhook, whatever the routing says.
             return _Message(text, blocks, transition, list(self.slack.targets), doc, member)
         tags = doc["job"].get("tags") or {}
         severity = CARD_ONLY_SEVERITY if slack_messages.is_card_only(doc) else str(doc["severity"])
@@ -294,12 +250,11 @@ class ChatDelivery:
             result.errors.append(f"unusable message: {exc}")
             self.parker.park(body, f"unusable message: {exc}")
             return result
-        reasons: list[str] = []  # why each webhook failed, as the dead-letter queue keeps it
+        reasons: list[str] = []
         remedies: list[str] = []
         for target in message.targets:
             if self.budget is not None and not self.budget.allows(0):
-                # Not started rather than cut off by the function's timeout (which would count as an
-                # error and return the whole batch): the message comes back after its visibility timeout.
+                # A timeout would fail the whole batch; not started, the message comes back alone.
                 result.deferred.append(target)
                 continue
             key = delivery_key(message.transition, target)
@@ -313,8 +268,7 @@ class ChatDelivery:
                     result.skipped.append(target)
                     continue
                 if held.state is Claim.BUSY:
-                    # Not a duplicate yet: the holder may time out before it sends. The message comes back
-                    # after the queue's visibility timeout, by when the holder's lease has run out.
+                    # Not a duplicate yet: the holder may time out before it sends.
                     result.busy.append(target)
                     continue
                 try:
@@ -335,8 +289,7 @@ class ChatDelivery:
                     continue
             result.delivered.append(target)
         if result.permanent and not result.transient:
-            # Retrying cannot help; keep the message for an operator (redrive skips delivered webhooks).
-            # Every webhook's reason first, what to do after: the dead-letter queue keeps 256 characters of it.
+            # Reasons first: the dead-letter queue keeps 256 characters (redrive skips delivered webhooks).
             self.parker.park(body, "; ".join(reasons + remedies))
         return result
 
@@ -345,8 +298,7 @@ class ChatDelivery:
     def _post_app(
         self, message: _Message, name: str, *, key: str, now: datetime, result: MessageResult, reasons: list[str]
     ) -> bool:
-        """Claim and post one (transition, channel): True when it is delivered, now or before (the graph may still be
-        due), False when it is busy or failed (noted on `result`)."""
+        """Claim and post one (transition, channel): True when delivered, now or before."""
         assert self.app is not None
         with self._once(key, now) as held:
             if held.state is Claim.DONE:
@@ -371,8 +323,7 @@ class ChatDelivery:
         return True
 
     def _send_app(self, message: _Message, name: str, now: datetime) -> str | None:
-        """The message in the channel: in its job's thread (the parent made once, updated when newer). What kept the
-        card from being updated, if anything."""
+        """The message in its job's thread; returns why the card was not updated, if it was not."""
         assert self.app is not None
         bot = self.app.bot()
         channel = self.slack.channel_id(name)
@@ -400,10 +351,7 @@ class ChatDelivery:
     def _card_only(
         self, bot: SlackAppPort, doc: Mapping[str, Any], channel: str, member: str | None, now: datetime
     ) -> None:
-        """The job's card shows `doc` unless its card shows something newer. Updated before its version is raised, so
-        that a failed update (raised: the message is retried) is tried again. No card yet: `ParentBusy` (retried)
-        for `CARD_WAIT_SECONDS` after the job's end, then nothing. As between any two notifications, an older one's
-        update racing this one can land last; minutes apart in practice (SageMaker's stop takes them)."""
+        """The job's card shows `doc` unless it shows something newer. Raises `ParentBusy` while there is no card."""
         assert self.app is not None
         key = self._thread_key(doc, channel, member)
         record = self.app.threads.read(key)
@@ -412,6 +360,7 @@ class ChatDelivery:
             if now.timestamp() * 1000 - version < CARD_WAIT_SECONDS * 1000:
                 raise ParentBusy(key)  # the stop's delivery (or its parent) may still be on its way
             return
+        # Updated before the version is raised, so that a failed update is tried again.
         if record.card_version >= version:
             return  # the card shows a newer notification
         card_text, card_blocks = self._card(doc, member)
@@ -420,8 +369,7 @@ class ChatDelivery:
 
     @staticmethod
     def _card(doc: Mapping[str, Any], member: str | None) -> tuple[str, list[dict[str, Any]]]:
-        """The job's card with the one Stop now of the thread: redrawn by every newer notification, so it is gone
-        once the job stopped or ended (replies carry no Stop now that could outlive the job)."""
+        """The job's card, with the thread's only Stop now (gone once the card shows the job ended)."""
         return slack_messages.render_card(doc, actions=slack_messages.stop_button(doc, account=member))
 
     def _thread_key(self, doc: Mapping[str, Any], channel: str, member: str | None) -> str:
@@ -449,7 +397,7 @@ class ChatDelivery:
     ) -> None:
         """The metric's graph into the job's thread, once per (transition, channel), after the reply."""
         assert self.app is not None
-        # Drawn in the hub only for the hub's own jobs: a member's metrics are in its account (charts.py).
+        # A member's metrics are in its own account (charts.py).
         chart = self._chart(message.doc) if message.member is None else None
         if chart is None or self.app.charts is None or message.doc is None:
             if name not in result.delivered:

@@ -1,5 +1,4 @@
-"""Slack clicks: the acknowledgement (verify, refuse replays, hand the click on, 200 within Slack's 3 seconds) and
-the worker that acts on a queued click; the design is in docs/design/slack-clicks.md."""
+"""Slack clicks: the acknowledgement and the worker that acts on a queued click (docs/design/slack-clicks.md)."""
 
 from __future__ import annotations
 
@@ -168,8 +167,7 @@ class MuteWriterPort(Protocol):
 
 class StopPort(Protocol):
     def stop(self, click: Click, *, now: datetime) -> str:
-        """Stop the click's job through the guard's one path to a stop, attributed to `click.by`; what happened, in
-        words for the thread (stopped; already stopping or ended; stopped by another click)."""
+        """Stop the click's job, attributed to `click.by`; returns what happened, in words for the thread."""
         ...
 
 
@@ -213,8 +211,7 @@ class ClickWorker:
                 refused = member_role_refused(exc)
                 if refused is None:
                     raise  # throttled, STS or SageMaker out of reach: the queue delivers the click again
-                # Retrying cannot help: the member's role does not trust this function (a member stack deployed
-                # before Slack app mode was turned on). Say so where the click was made, then drop the click.
+                # The member's role does not trust this function: retrying cannot help, say so and drop it.
                 self.say.say(click, f"<@{click.user}> asked to stop the job: not done. {refused}")
                 return "refused by the member account"
             self.say.say(click, f"<@{click.user}> asked to stop the job: {outcome}")
@@ -234,8 +231,7 @@ class ClickWorker:
 
 
 def member_role_refused(exc: ActionFailed) -> str | None:
-    """What to tell the thread when STS refused the member role to the click worker (AccessDenied on AssumeRole);
-    None for any other failure, which is retried."""
+    """What to tell the thread when AssumeRole of the member role was denied; None for any other failure."""
     cause = exc.__cause__
     response = getattr(cause, "response", None)
     code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None

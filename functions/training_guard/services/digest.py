@@ -1,5 +1,4 @@
-"""The weekly digest, sent exactly once per week: claimed in the state table under `digest#<ISO week>` before
-anything is read, completed once published, released when anything fails (docs/design/digest.md)."""
+"""The weekly digest, sent exactly once per ISO week (docs/design/digest.md)."""
 
 from __future__ import annotations
 
@@ -90,7 +89,7 @@ class WeeklyDigest:
             if held.state is Claim.DONE:
                 return DigestReceipt(week.label, sent=False, skipped="already sent this week")
             if held.state is Claim.BUSY:
-                # Another invocation is sending it; should it die, its own retry takes over once its lease has run out.
+                # Another invocation is sending it; its retry takes over once its lease runs out.
                 return DigestReceipt(week.label, sent=False, skipped="being sent by another invocation")
             warnings: list[str] = []
             stops = self.read_stops(week.since)

@@ -34,8 +34,7 @@ class JobsPort(Protocol):
 
 @dataclass(frozen=True)
 class StopSpend:
-    """What a stop avoided and what the job had cost, as the audit record keeps them (at list price; None is
-    unknown, never zero). A later `training-guard report` reads them."""
+    """What a stop avoided and what the job had cost, in US dollars at list price; None is unknown, never zero."""
 
     avoided_usd: float | None  # "up to": until the job's MaxRuntimeInSeconds
     so_far_usd: float | None
@@ -50,29 +49,26 @@ class StopRecord:
     reason: str
     at: datetime
     event_id: str
-    # The record is written before StopTrainingJob is called: only once SageMaker accepted the call (or an
-    # earlier attempt's call is seen to have taken effect) is the stop confirmed, and only a confirmed stop
-    # has what follows about the job folded into it.
+    # Written before StopTrainingJob, confirmed once it took effect: only a confirmed stop has folds.
     confirmed: bool = False
-    # The transitions folded into this stop instead of being announced (the audit of what was not sent).
+    # Transitions folded into this stop instead of being announced.
     folded: tuple[str, ...] = ()
-    # Written after the stop took effect (the price never delays it); None until then.
+    # Written after the stop took effect; None until then.
     spend: StopSpend | None = None
 
 
 @dataclass(frozen=True)
 class StopClaim:
     granted: bool
-    # The record that was there before the claim: our own earlier attempt (granted) or another
-    # rule's stop (not granted); None when the claim created the record.
+    # What was there before: our earlier attempt (granted) or another rule's stop; None when the claim created it.
     previous: StopRecord | None
 
 
 class Claim(StrEnum):
-    """What claiming a transition found. The three answers need three different reactions."""
+    """What claiming a transition found."""
 
     GRANTED = "granted"  # ours to act on, until the lease ends
-    DONE = "done"  # acted on and recorded before: a duplicate, nothing to do
+    DONE = "done"  # a duplicate
     BUSY = "busy"  # another attempt holds an unexpired lease: come back later, never drop it
 
 
@@ -94,8 +90,7 @@ class LedgerPort(Protocol):
         ...
 
     def fold(self, job: str, key: str) -> bool:
-        """Record transition `key` on the guard's confirmed stop of `job`, in one conditional write: True when
-        it is folded into that stop, False when the guard has no confirmed stop of the job (announce it)."""
+        """Fold `key` into the guard's confirmed stop of `job`; False when there is none (announce it)."""
         ...
 
     def record_stop_spend(self, job: str, spend: StopSpend) -> None:
@@ -129,8 +124,7 @@ class PublisherPort(Protocol):
 
 class CardPort(Protocol):
     def update_card(self, notification: Notification) -> None:
-        """Slack app mode: the job's card (its thread's parent) to show `notification`, a transition folded into the
-        guard's stop and announced nowhere else. Raises a GuardError when it cannot be handed over."""
+        """Show a folded `notification` on the job's Slack card. Raises a GuardError when it cannot be handed over."""
         ...
 
 
@@ -164,13 +158,11 @@ class TrainingMetricsPort(Protocol):
     def host_averages(
         self, hosts: Sequence[str], *, metric: str, since: datetime, until: datetime
     ) -> dict[str, list[tuple[datetime, float]]]:
-        """Each host's (`<job>/algo-<n>`) one-minute averages of an instance metric in [since, until): the hosts
-        that published any, each with its (start of the minute, value) datapoints."""
+        """Each host's one-minute averages of an instance metric in [since, until), for hosts that published any."""
         ...
 
     def series_values(
         self, dimension: str, values: Sequence[str], *, metric: str, statistic: str, since: datetime, until: datetime
     ) -> dict[str, list[tuple[datetime, float]]]:
-        """One-minute `statistic` datapoints of `metric` per value of `dimension` (a job name or a host) in
-        [since, until): the values that published any."""
+        """One-minute `statistic` datapoints of `metric` per `dimension` value in [since, until), for those with any."""
         ...

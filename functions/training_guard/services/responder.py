@@ -1,33 +1,6 @@
 """React to one training-job event: decide, act exactly once per transition, notify.
 
-The ports below are implemented by `training_guard.adapters` (AWS) and by fakes in tests.
-Ordering is what makes the reaction exactly-once *and* loss-free:
-
-1. claim the transition key for a lease that ends when this invocation's time does (a duplicate
-   finds it done and does nothing; a delivery that finds it *busy* waits briefly for the holder, then
-   raises `TransitionBusy` so that it comes back later: the holder may be an attempt that timed out);
-2. act (stop, attribute) and publish one notification;
-3. mark the key done. If anything in 2 raises, the claim is released and the error propagates,
-   so Lambda's retries and the dead-letter queue see it and no half-done transition is marked done.
-   An attempt killed by its timeout releases nothing: its lease runs out, and the retry (about 1 and
-   2 minutes later for asynchronous invocations) takes the transition over.
-
-A stop is additionally guarded per job by the audit record (one record per stopped job), so two
-rules finding issues at once cause one `StopTrainingJob` call, not two. The record is written before
-the call and confirmed once SageMaker accepted it.
-
-One job, one story: after the guard's confirmed stop of a job, what follows about the job (later
-findings and rule errors, metric alarms, the "stopped" lifecycle change; `policy.folds_into_guard_stop`)
-is folded into the stop instead of being published. Step 2 then records the transition on the stop record
-(one conditional write that succeeds only on a confirmed stop, so a finding handled before the stop took
-effect is announced as usual) in place of the publish; step 3 marks it done with the outcome `folded`.
-A redelivery is a duplicate, as for any transition, and nothing is published to any channel: e-mail,
-Slack and Amazon Q Developer all fan out from the one SNS publish.
-
-Every notification about a job carries its spend (pricing.Spend): so far, and for a stop or would-stop what
-stopping avoids, "up to" its MaxRuntimeInSeconds, at list price. A price is information, never a reason to
-delay or fail an action: a stop asks for it only once StopTrainingJob was accepted (then writes it on the
-audit record and the attribution tags), and a failed lookup leaves the spend unknown, with why.
+The order of work, the stop and what folds into it: docs/design/responder.md.
 """
 
 from __future__ import annotations
@@ -92,8 +65,7 @@ __all__ = [
 
 _ENDED = (COMPLETED, FAILED, STOPPED)
 
-# How long a delivery that finds its transition busy waits for the holder to finish before it gives up
-# and raises (a duplicate delivered at the same moment is the common case: its holder takes < 1 s).
+# A busy transition is most often a duplicate delivered at the same moment, whose holder takes < 1 s.
 BUSY_WAIT_SECONDS = 3.0
 BUSY_POLL_SECONDS = 0.25
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
@@ -124,19 +96,14 @@ class Receipt:
     outcomes: list[str] = field(default_factory=list)
     duplicates: int = 0
     ignored: str | None = None
-    rejected: str | None = None  # why the event could not be used (it was parked in the dead-letter queue)
+    rejected: str | None = None  # why the event was parked in the dead-letter queue
     described: bool = False
     alarms_created: list[str] = field(default_factory=list)
     alarms_deleted: list[str] = field(default_factory=list)
-    # Acted on and announced, but the ledger could not record it (see Responder._react).
-    unrecorded: list[str] = field(default_factory=list)
-    # Transitions acted on and recorded but not announced: folded into the guard's stop of the job.
-    folded: list[str] = field(default_factory=list)
-    # The `spend` object of the last notification announced about the job (None: nothing was announced).
-    spend: dict[str, object] | None = None
-    # What went wrong looking up prices (the spend then says unknown); the handler logs it.
+    unrecorded: list[str] = field(default_factory=list)  # acted on and announced, but not recorded
+    folded: list[str] = field(default_factory=list)  # folded into the guard's stop, not announced
+    spend: dict[str, object] | None = None  # of the last notification announced (None: none was)
     price_problems: list[str] = field(default_factory=list)
-    # Folded transitions whose Slack card could not be updated (the card stays as it was; nothing else is lost).
     card_problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -176,9 +143,7 @@ class Responder:
         busy_wait_seconds: float = BUSY_WAIT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        """`prices`: None prices nothing (every spend unknown); `meter`: None counts nothing; `mutes`: None reads no
-        mutes (none is in force); `cards`: Slack app mode's job cards, shown the job's end when it is folded into the
-        guard's stop (None: webhook mode, no card to keep current)."""
+        """A port left None does nothing: no price (spend unknown), no metric, no mute in force, no Slack card."""
         self.config = config
         self.cards = cards
         self.jobs = jobs
@@ -188,14 +153,13 @@ class Responder:
         self.prices = prices
         self.meter = meter
         self.mutes = mutes
-        # The account whose jobs this responder acts on when it is not the guard's own (a hub acting in a member:
-        # adapters/accounts.py): the mutes of a member's job are its own.
+        # A member account's jobs (adapters/accounts.py) have mutes of their own.
         self.account_scope: str | None = None
-        # A sweep reads each job's mutes once for all its steps (`remember_mutes`); None: read at every decision.
+        # Set by a sweep so that each job's mutes are read once for all its steps.
         self.mutes_memo: dict[tuple[str | None, str], Mutes] | None = None
         self.busy_wait_seconds = busy_wait_seconds
         self.sleep = sleep
-        # The lease of this invocation's claims (see `lease_for`); set per invocation by the handler.
+        # Set per invocation by the handler (`lease_for`).
         self.lease_seconds = DEFAULT_LEASE_SECONDS
 
     def handle(self, event: JobEvent, *, now: datetime) -> Receipt:
@@ -210,8 +174,7 @@ class Responder:
             job = self._describe(job)
             receipt.described = True
         if not job.tags_known and job.arn and self._needs_tags(job):
-            # An exemption, notify-only or opt-in tag (and a per-job guard) lives in the tags: never
-            # decide on tags that were merely absent from the event.
+            # Exemptions, opt-ins and per-job guards live in tags: never decide on tags the event merely lacked.
             job = _replace_tags(job, self.jobs.tags(job.arn))
         guard_stop = self._guard_stop(job)
         findings = any(r.status in (ISSUES_FOUND, RULE_ERROR) for r in job.rules or ())
@@ -307,8 +270,7 @@ class Responder:
     def _held(
         self, key: str, now: datetime, *, outcome: str, keep_if_unrecorded: bool = False
     ) -> AbstractContextManager[Held]:
-        """Exactly once per transition: claimed (a short BUSY waited out), completed for the dedup TTL, released when
-        acting failed."""
+        """`once` with the responder's lease, the dedup TTL and a short wait on BUSY."""
         return once(
             self.ledger,
             key,
@@ -321,8 +283,7 @@ class Responder:
         )
 
     def _needs_tags(self, job: TrainingJob) -> bool:
-        """Whether a decision about this job may turn on its tags: a running job with a finding, or one
-        whose per-job guard tags the guard keeps alarms for."""
+        """Whether a decision may turn on the job's tags: running with a finding, or with per-job alarms kept."""
         if not job.running:
             return False
         return any(r.status == ISSUES_FOUND for r in job.rules or ()) or (
@@ -337,15 +298,14 @@ class Responder:
         return replace(described, tags=dict(job.tags), tags_known=job.tags_known)
 
     def _guard_stop(self, job: TrainingJob) -> GuardStop | None:
-        """The guard's record of stopping a job that is stopping or stopped (who stopped it, and a stop
-        of ours that an attempt killed mid-way left to finish)."""
+        """The guard's stop record of a job that is stopping or stopped, if the guard stopped it."""
         if job.status not in (STOPPING, STOPPED):
             return None
         record = self.ledger.get_stop(job.name)
         return GuardStop(record.rule, record.reason, record.at) if record else None
 
     def mutes_of(self, job: str) -> Mutes:
-        """The job's mutes (mutes.py), read once per job: per event, or per sweep while `mutes_memo` is set."""
+        """The job's mutes, read once per event, or once per sweep while `mutes_memo` is set."""
         if self.mutes is None:
             return NO_MUTES
         key = (self.account_scope, job)
@@ -367,9 +327,7 @@ class Responder:
         now: datetime,
         account: str | None = None,
     ) -> str:
-        """A person's Stop now (Slack app mode): the job stopped through the one path to a stop, attributed to `by`
-        (`slack:<user id>`), with its audit record and notification, exactly once however often and by how many it
-        is pressed. What happened, in words for the thread."""
+        """A person's Stop now, attributed to `by` (`slack:<user id>`) once; returns what happened, in words."""
         job = self.jobs.describe(name)
         if job is None:
             return f"nothing to stop: there is no training job {name}"
@@ -415,8 +373,7 @@ class Responder:
         *,
         spend: Spend | None = None,
     ) -> None:
-        """Act on one decision exactly once (used by the sweeper for stalls, budgets and idle GPUs). `spend`: the
-        job's spend as the caller already priced it, for the notification (a stop prices the job again, after it)."""
+        """Act on one of the sweeper's decisions exactly once; `spend`: as the caller priced it (a stop reprices)."""
         self._react(event, job, decision, receipt, now, known_spend=spend)
 
     def spend(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> Spend:
@@ -424,13 +381,11 @@ class Responder:
         return self._spend(event, job, receipt, now)
 
     def first_time(self, key: str, now: datetime) -> bool:
-        """True the first time `key` is asked about (claimed and marked done at once), False ever after: for what
-        is said once and never acted on (a job the sweeper cannot judge). Raises `TransitionBusy` as a claim does."""
+        """True the first time `key` is asked about, False ever after. Raises `TransitionBusy` as a claim does."""
         return bool(self._once(key, now, lambda: [key]))
 
     def _claim(self, key: str, now: datetime) -> Claim:
-        """GRANTED: ours to act on; DONE: done before (a duplicate). Raises `TransitionBusy` when another
-        attempt still holds it after a short wait, so that this delivery comes back later."""
+        """GRANTED or DONE. Raises `TransitionBusy` when another attempt still holds the key after a short wait."""
         waited = 0.0
         while True:
             claim = self.ledger.claim(key, now=now + timedelta(seconds=waited), lease_seconds=self.lease_seconds)
@@ -461,8 +416,7 @@ class Responder:
             elif outcome is Outcome.STOPPED:
                 # StopTrainingJob accepted: SageMaker shows the job Stopping now, not the event's InProgress.
                 job = replace(job, status=STOPPING, secondary_status=STOPPING)
-            # Asked after acting: the stop this decision may fold into can be the one just confirmed (by this
-            # event's other finding, or by another invocation a moment ago).
+            # Asked after acting: the stop to fold into may have been confirmed a moment ago.
             folded = policy.folds_into_guard_stop(
                 decision, is_the_stop=outcome is Outcome.STOPPED
             ) and self.ledger.fold(job.name, decision.key)
@@ -473,9 +427,7 @@ class Responder:
                 receipt.spend = note.spend_document()
             held.outcome = FOLDED if folded else outcome.value
         if held.unrecorded is not None:
-            # The stop and the notification are done; only the record failed. Raising now would make
-            # Lambda's retry announce it again for certain. The claim keeps its lease instead, so a
-            # repeat needs another delivery after the lease, and Slack delivery de-duplicates it anyway.
+            # Raising would make Lambda's retry announce it again; the claim keeps its lease instead.
             receipt.unrecorded.append(decision.key)
         receipt.stopped = receipt.stopped or outcome is Outcome.STOPPED
         if outcome is Outcome.STOPPED and self.meter is not None and spend and spend.avoided_usd is not None:
@@ -502,9 +454,7 @@ class Responder:
         now: datetime,
         spend: Spend | None,
     ) -> None:
-        """The job's end on its Slack card, after the transition is recorded: a failure here leaves the card as it
-        was (the stop was announced; the thread has the story) and is reported, never raised. Raised, Lambda's retry
-        would find the transition done (a duplicate) and the receipt, the job's alarms and the metrics lost."""
+        """The job's end on its Slack card; a failure is reported, never raised (the transition is already done)."""
         assert self.cards is not None
         try:
             self.cards.update_card(self._note(event, job, decision, outcome, receipt, now, spend))
@@ -538,8 +488,7 @@ class Responder:
         return self._stop(event, job, decision, receipt, now)
 
     def _spend(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> Spend:
-        """What the job cost so far and what stopping it avoids, at list price. Never raises: a notification goes
-        out with its spend unknown (and why) rather than not at all."""
+        """Spend so far and what a stop avoids, at list price. Never raises: unknown spend, with why, instead."""
         if self.prices is None:
             return pricing.job_spend(job, {}, now=now)
         if not job.billed_instances and not receipt.described:
@@ -590,17 +539,15 @@ class Responder:
             stopped = self.jobs.stop(job.name)
         except BaseException:
             if claim.previous is None:
-                # Only this attempt's own record: the record of an earlier attempt stays, as its stop may have
-                # taken effect (dropping it would announce our own stop as "already ended" on the next retry).
+                # An earlier attempt's record stays: its stop may have taken effect.
                 self.ledger.drop_stop(job.name)
             raise
         if not stopped and not self._stopped_by_earlier_attempt(job.name, claim):
             # The job left InProgress before we asked (a person, SageMaker, or it finished).
             self.ledger.drop_stop(job.name)
             return Outcome.ALREADY_ENDED, None
-        # stopped now, or by our own earlier attempt whose later steps failed and are retried here
         self.ledger.confirm_stop(job.name)
-        # Only now the price: StopTrainingJob never waits for it (the lookup is bounded and never raises).
+        # Only now the price: StopTrainingJob never waits for it.
         spend = self._spend(event, job, receipt, now)
         stop_spend = StopSpend(
             avoided_usd=_cents(spend.avoided_usd),
@@ -619,8 +566,7 @@ class Responder:
         return Outcome.STOPPED, spend
 
     def _as_it_ended(self, job: TrainingJob) -> TrainingJob:
-        """The job as DescribeTrainingJob shows it after SageMaker refused to stop it (it had just ended): its status,
-        secondary status and end, so that no channel says "already InProgress". As it was when that fails."""
+        """The job as it ended, after SageMaker refused to stop it; as it was when Describe fails."""
         try:
             current = self.jobs.describe(job.name)
         except GuardError:
@@ -636,11 +582,7 @@ class Responder:
         )
 
     def _stopped_by_earlier_attempt(self, name: str, claim: StopClaim) -> bool:
-        """The job was no longer running when we asked: was that our own earlier attempt's stop?
-
-        Its record says it meant to; the job says whether it did. An attempt can be killed after writing
-        the record and before StopTrainingJob took effect, while the job completes or fails on its own.
-        """
+        """Whether an earlier attempt's recorded stop took effect (the job is Stopping or Stopped)."""
         if claim.previous is None:
             return False
         current = self.jobs.describe(name)
@@ -659,8 +601,7 @@ UNKNOWN_SPEND_TAG_VALUE = "unknown"
 
 
 def attribution_tags(record: StopRecord, spend: StopSpend | None = None) -> dict[str, str]:
-    """The guard's tags on a job it stopped, in the order of `ATTRIBUTION_KEYS` (the spend avoided only when
-    it was looked up: "45.67" US dollars, "up to", at list price; "unknown" without a price)."""
+    """The guard's tags on a job it stopped, in `ATTRIBUTION_KEYS` order; spend avoided in US dollars ("45.67")."""
     tags = {
         contract.TAG_STOPPED_BY: contract.stopped_by(record.rule),
         contract.TAG_STOP_RULE: tag_value(record.rule),
@@ -674,7 +615,6 @@ def attribution_tags(record: StopRecord, spend: StopSpend | None = None) -> dict
 
 
 def _rule_of(decision: Decision) -> str:
-    """The rule or metric guard a decision is about, as the audit record and the metric name it."""
     return decision.finding.name if decision.finding else "?"
 
 
@@ -689,5 +629,5 @@ def tag_value(text: str) -> str:
 
 
 def _replace_tags(job: TrainingJob, tags: Mapping[str, str]) -> TrainingJob:
-    """The job with the tags SageMaker listed for it (ListTags: the whole truth, none included)."""
+    """The job with the tags ListTags gave (complete, even when empty)."""
     return replace(job, tags=dict(tags), tags_known=True)

@@ -1,44 +1,6 @@
-"""The scheduled sweep: what events alone cannot guarantee.
+"""The scheduled sweep: what events alone cannot guarantee, in one account or an organization.
 
-Every few minutes, over the jobs running now:
-1. **Orphaned per-job alarms** (a missed end event must not leave an alarm billing forever) are
-   deleted: any `training-guard-job-<job>-...` alarm whose job is not running. The alarms are
-   listed *before* the jobs, so a job that starts between the two reads keeps its new alarm.
-2. **Reconciliation**: each running job is re-read with `DescribeTrainingJob` and put through the
-   same idempotent path as an event, so a finding whose event was lost is still acted on (and a
-   handled one is a no-op: its transition key is already done).
-3. **Alarms still firing**: a contributor (or per-job alarm) that *stays* in ALARM sends no further
-   event, so a stop deferred by `min_training_minutes` would never happen. Every fleet guard's
-   contributors in ALARM (`DescribeAlarmContributors`) and every per-job alarm in ALARM go through
-   the alarm path again: after the grace period the stop happens; anything handled is a no-op.
-   A fleet alarm over a CloudWatch cap (100 contributors in ALARM, PARTIAL_DATA past 500 series: a breaching
-   job may then get no event and not be listed) has its jobs judged here from GetMetricData instead.
-4. **Stalls**: a job in the secondary status Training for longer than `stall.minutes` that published
-   no datapoint of *any* of its declared metrics in that window. Counted from when it last entered
-   Training (not from TrainingStartTime, which includes the data download). A job that never
-   published anything is reported, never stopped: its metric definitions may simply not match its
-   logs. Two batched `GetMetricData` reads per 500 series, not one call per job.
-5. **Budgets**: each running job's spend so far (list price, priced as its notifications are, through the
-   cached price lookup) against its cap: the job's own budget tag, else the first `budgets` entry that
-   selects it (`GuardConfig.budget_for`). A warning once at `warn_at` of the cap, then the budget's action
-   at the cap, through the policy's one path to a stop (`policy.decide_budget`). A spend that cannot be
-   priced decides nothing (unknown is neither $0 nor over budget) and is said once; so is a bad budget tag.
-6. **Idle GPUs** (`idle_gpu`): each running GPU job's hosts' `GPUUtilization`, one batched `GetMetricData`
-   read per 500 hosts, each host's value divided by its instance type's GPU count and averaged over the
-   job's hosts, minute by minute; a job idle below the threshold for `minutes` in a row, after its first
-   `ignore_first_minutes` of training, goes through the same path. A type without GPUs is never judged;
-   one whose GPU count is unknown (or hosts of different counts) is not judged, and that is said once.
-
-Each job's tags are read once per sweep, before its reconciliation: every later step may turn on them.
-
-**An organization** (`sweep_organization`): the hub sweeps its own account, then every configured member account
-through that member's role (the same AssumeRole path the job-event functions take, `accounts.MemberSweepersPort`),
-each as above: its jobs, alarms and metrics are that account's, its ledger keys carry the account, and every
-notification names it. No other account is ever swept: the accounts come from `organization.members`, never from
-what was found. One account that cannot be swept (AssumeRole denied, a throttled list) is reported and the next is
-swept; the sweep fails only at the end, so the error alarm fires and every other account was still covered. Members
-are taken in an order that turns with every sweep, and a member is not started when too little time is left:
-an account left out this way is first in line a later sweep.
+The steps and their order: docs/design/sweeps.md.
 """
 
 from __future__ import annotations
@@ -62,20 +24,16 @@ from training_guard.services.ports import AlarmsPort, JobsPort, TrainingMetricsP
 from training_guard.services.responder import Receipt, Responder
 
 SWEEP_SOURCE = "training-guard.sweeper"
-# How far back "did it ever publish" looks: SageMaker's longest training run (MaxRuntimeInSeconds,
-# 28 days), read at an hourly period (CloudWatch keeps 1-minute data for 15 days only).
+# SageMaker's longest run (MaxRuntimeInSeconds, 28 days), hourly: CloudWatch keeps 1-minute data 15 days only.
 EVER_PUBLISHED_LOOKBACK = timedelta(days=28)
 EVER_PUBLISHED_PERIOD_SECONDS = 3600
 _T = TypeVar("_T")
 STALL = "stall"  # the finding of a job that published and then went quiet
 NO_METRICS = "no-metrics"  # the finding of a job that never published any declared metric
 GPU_METRIC = "GPUUtilization"  # per host (`Host` = <job>/algo-<n>), 0 to 100 x the host's GPU count
-# The idle-GPU read looks back `idle_gpu.minutes` and this much more, so that minutes not yet published when the
-# sweep runs do not break the run of idle minutes (a choice: a few minutes of slack, not an AWS figure).
+# Slack so that minutes not yet published do not break a run of idle minutes (a choice, not an AWS figure).
 IDLE_READ_MARGIN = timedelta(minutes=5)
-# A member account is not started with less time left in the invocation than this, nor than twice the longest
-# account sweep so far in it (a choice: a started sweep killed by the function's timeout leaves its account half
-# done and hides what the other accounts found; one not started is first in line a later sweep).
+# A choice: a member sweep killed by the timeout hides what the others found; one not started goes first later.
 ACCOUNT_SWEEP_RESERVE_SECONDS = 30.0
 
 
@@ -83,8 +41,7 @@ class MemberSweepersPort(Protocol):
     """Sweepers that sweep a member account (adapters.accounts.MemberAccess; fakes in tests)."""
 
     def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
-        """`base` sweeping `account`: its jobs, alarms and metrics, its responder acting there. Raises a GuardError
-        when the account cannot be reached (AssumeRole refused) and NotAMember for one that is not configured."""
+        """`base` sweeping `account`. Raises GuardError when AssumeRole is refused, NotAMember for an unknown one."""
         ...
 
 
@@ -96,15 +53,13 @@ class SweepReport:
     reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something (folded too)
     stalled: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
-    # Another attempt (an event's invocation) holds the transition: the next sweep looks again.
     busy: list[str] = field(default_factory=list)
     budget_warnings: list[str] = field(default_factory=list)  # jobs warned (or folded) this sweep
     over_budget: list[str] = field(default_factory=list)  # jobs whose cap was reached this sweep
     idle_gpus: list[str] = field(default_factory=list)  # jobs found with idle GPUs this sweep
-    # Jobs a budget or the idle-GPU guard could not judge, and why: each said once (the ledger remembers).
     not_judged: dict[str, str] = field(default_factory=dict)
-    price_problems: list[str] = field(default_factory=list)  # what the price lookups ran into
-    # Fleet guards whose alarm was over a CloudWatch cap, and which: their jobs were judged by this sweep instead.
+    price_problems: list[str] = field(default_factory=list)
+    # Fleet guards over a CloudWatch cap, and which: this sweep judged their jobs.
     fleet_alarms_over_cap: dict[str, str] = field(default_factory=dict)
 
 
@@ -120,11 +75,10 @@ class SweepIncomplete(GuardError):
 
 @dataclass
 class OrganizationSweepReport:
-    """A hub's sweep: each account's own report, and the accounts that were not (completely) swept."""
+    """A hub's sweep: each account's report, and the accounts not (completely) swept."""
 
     accounts: dict[str, SweepReport] = field(default_factory=dict)  # every account swept, in the order swept
-    # Accounts whose sweep failed, and why: AssumeRole refused, a list call throttled, or jobs not swept (their
-    # report is in `accounts` then, with the jobs in its `failed`).
+    # Jobs not swept: the account's report is in `accounts` too.
     failed: dict[str, str] = field(default_factory=dict)
     deferred: list[str] = field(default_factory=list)  # members not started for want of time: a later sweep's
 
@@ -134,7 +88,7 @@ class OrganizationSweepReport:
 
     @property
     def not_swept(self) -> list[str]:
-        """Accounts with no report at all: their sweep failed before it ended, or was never started."""
+        """Accounts with no report: failed before the end, or never started."""
         return [a for a in self.failed if a not in self.accounts] + self.deferred
 
     def as_dict(self) -> dict[str, object]:
@@ -159,8 +113,7 @@ class OrganizationSweepIncomplete(GuardError):
 
 
 def member_order(members: tuple[str, ...], now: datetime, sweep_minutes: int) -> list[str]:
-    """The members in the order this sweep takes them: the configured order, turned by one with every sweep, so
-    that a member a short sweep left out comes early in a later one."""
+    """The configured members, turned by one every sweep so that one left out comes early in a later one."""
     if not members:
         return []
     turn = int(now.timestamp() // (sweep_minutes * 60)) % len(members)
@@ -186,8 +139,7 @@ class Sweeper:
         self.jobs = jobs
         self.alarms = alarms
         self.metrics = metrics
-        # What this container already said once (the ledger keeps it across containers; this spares its writes).
-        # Its keys name jobs, not accounts: a hub keeps one set per member account (`said_in`).
+        # Spares the ledger's writes; keys name jobs, not accounts, so a hub keeps one set per member (`said_in`).
         self._said: set[str] = set() if said is None else said
         self._said_in: dict[str, set[str]] = {}
 
@@ -196,7 +148,7 @@ class Sweeper:
         return self.responder.config
 
     def said_in(self, account: str) -> set[str]:
-        """The memory of what was said once about the jobs of member `account` (a member's sweeper shares it)."""
+        """What was said once about member `account`'s jobs."""
         return self._said_in.setdefault(account, set())
 
     def sweep_organization(
@@ -208,8 +160,7 @@ class Sweeper:
         region: str | None,
         time_left: Callable[[], float] = lambda: math.inf,
     ) -> OrganizationSweepReport:
-        """The hub's own account (`account`, else the configured hub), then every configured member through its
-        role. Raises `OrganizationSweepIncomplete` after the last account when any was not completely swept."""
+        """The hub, then every member. Raises `OrganizationSweepIncomplete` at the end if any was not fully swept."""
         organization = self.config.organization
         if organization is None:
             raise ValueError("sweep_organization needs the configuration's organization section")
@@ -228,7 +179,7 @@ class Sweeper:
             except SweepIncomplete as incomplete:
                 report.accounts[swept] = incomplete.report
                 report.failed[swept] = str(incomplete)
-            except Exception as exc:  # noqa: BLE001 - one account's failure of any kind must leave the others swept; all raise below
+            except Exception as exc:  # noqa: BLE001 - one account's failure must leave the others swept; raised below
                 report.failed[swept] = str(exc) if isinstance(exc, GuardError) else f"{type(exc).__name__}: {exc}"
             if math.isfinite(started):
                 longest = max(longest, started - time_left())
@@ -237,7 +188,6 @@ class Sweeper:
         return report
 
     def sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
-        # Each job's mutes are read once for every step of this sweep (its events, alarms, stall, budget, GPUs).
         self.responder.mutes_memo = {}
         try:
             return self._sweep(now=now, account=account, region=region)
@@ -246,8 +196,7 @@ class Sweeper:
 
     def _sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
         report = SweepReport(account=account)
-        # Alarms before jobs: an alarm listed here belongs to a job that was running when the alarm
-        # was made, so a job that starts after this read cannot lose its brand-new alarm below.
+        # Alarms before jobs: a job that starts after this read keeps its brand-new alarm.
         alarm_names = self.alarms.job_alarm_names()
         running = self.jobs.running()
         report.running = len(running)
@@ -279,7 +228,7 @@ class Sweeper:
 
     @staticmethod
     def _guarded(report: SweepReport, job: str, step: Callable[[], _T]) -> _T | None:
-        """One job's step; its failure (a throttled call, a bad record) must not keep the others unswept."""
+        """One job's step; its failure must not keep the others unswept."""
         try:
             return step()
         except TransitionBusy:
@@ -295,11 +244,7 @@ class Sweeper:
         return receipt
 
     def _firing(self, report: SweepReport, running: dict[str, TrainingJob], now: datetime) -> list[AlarmObservation]:
-        """Per-job alarms and stopping fleet guards' contributors in ALARM now, for jobs still running,
-        once per (alarm, job) (an instance-metric guard has a contributor per host). A notify-only guard
-        is not re-read: its event said all there was to say, and nothing of it waits on a grace period.
-        A fleet guard whose alarm is over one of CloudWatch's caps (`metric_guards.over_cap`), stopping or not,
-        is judged here job by job from GetMetricData: past a cap a breaching job may get no event at all."""
+        """Alarms in ALARM now for running jobs, once per (alarm, job); fleet guards over a cap judged here."""
         firing = (
             (self._guarded(report, "per-job alarms", self.alarms.firing_job_alarms) or [])
             if (self.config.per_job_alarms)
@@ -327,8 +272,7 @@ class Sweeper:
     def _judge_fleet_guard(
         self, guard: MetricGuard, watched: list[tuple[str, str]], why: str, now: datetime
     ) -> list[AlarmObservation]:
-        """The guard's alarm, evaluated by the sweeper for every series it watches: one GetMetricData read per
-        500 series; each job with a series breaching `datapoints` of the last `periods` minutes, as a contributor."""
+        """The guard's alarm evaluated from GetMetricData: each job breaching `datapoints` of `periods` minutes."""
         if not watched:
             return []
         points = self.metrics.series_values(
@@ -383,8 +327,7 @@ class Sweeper:
         described = self.jobs.describe(name)
         if described is None:
             return None
-        # DescribeTrainingJob carries no tags. Read once here for every step of the sweep (the responder would
-        # read them anyway for a finding or per-job guard tags; a budget tag or an exemption may decide later).
+        # DescribeTrainingJob carries no tags; read once here for every later step.
         job = self._with_tags(described) if described.running else described
         return job, self.responder.handle(self._event(job, now, account, region), now=now)
 
@@ -399,8 +342,7 @@ class Sweeper:
         region: str | None,
         spend: Spend | None = None,
     ) -> Receipt:
-        """Each decision through the responder, exactly once (busy or failing: see `_guarded`); what its price
-        lookups ran into goes into the sweep's report."""
+        """Each decision through the responder, exactly once."""
         event = self._event(job, now, account, region)
         receipt = Receipt(job=job.name, event_id=event.event_id)
         try:
@@ -411,7 +353,7 @@ class Sweeper:
         return receipt
 
     def _say_once(self, report: SweepReport, job: str, key: str, why: str, now: datetime) -> None:
-        """Report why a job was not judged, the first time only (never acted on, never announced)."""
+        """Report why a job was not judged, the first time only."""
         if key in self._said:
             return
         if self.responder.first_time(key, now):
@@ -440,7 +382,7 @@ class Sweeper:
         spend = self.responder.spend(event, job, priced, now)
         report.price_problems += priced.price_problems
         if spend.so_far_usd is None:
-            # Unknown is neither $0 nor over budget: nothing is decided until the spend can be priced.
+            # Unknown is neither $0 nor over budget.
             why = "; ".join(spend.notes) or "its spend so far is unknown"
             key = policy.transition_key(job.name, policy.BUDGET, name, "unpriced")
             self._say_once(report, job.name, key, f"{name} not judged: {why}", now)
@@ -593,7 +535,6 @@ class Sweeper:
             decisions = policy.decide_metric(job, finding, action, setting, self.config, now=now, mutes=mutes)
             step = partial(self._act_on, report, job, decisions, now=now, account=account, region=region)
             receipt = self._guarded(report, job.name, step)
-            # A stall folded into the guard's stop of the job was still found (and recorded) by this sweep.
             if receipt is not None and (receipt.notifications or receipt.folded):
                 stalled.append(job.name)
             if receipt is not None and receipt.stopped:
@@ -602,8 +543,7 @@ class Sweeper:
 
 
 def training_since(job: TrainingJob) -> datetime | None:
-    """When the job began its current training phase, or None when it is not training now (starting,
-    downloading, uploading publish no training metrics)."""
+    """When the job began its current training phase, or None when it is not training now."""
     if job.secondary_status != TRAINING:
         return None
     return job.training_phase_start or job.training_start_time
@@ -615,8 +555,7 @@ def series(jobs: list[TrainingJob]) -> list[tuple[str, str]]:
 
 
 def fleet_series(guard: MetricGuard, running: dict[str, TrainingJob]) -> list[tuple[str, str]]:
-    """The (series, job) pairs a fleet guard's query has for the running jobs it selects: a host of each job for an
-    instance metric, else the job itself when it declares the metric (its MetricDefinitions)."""
+    """The (series, job) pairs of a fleet guard's query: hosts for an instance metric, else jobs declaring it."""
     jobs = [j for j in running.values() if j.running and metric_guards.selects(guard, j.name, j.tags)]
     if guard.instance_metric:
         # A job whose instances are unknown still has its first host.
@@ -631,17 +570,15 @@ def hosts_of(job: TrainingJob) -> list[str]:
 
 
 def gpus_per_host(job: TrainingJob) -> int | str | None:
-    """The GPU count every host of the job has; None when it runs on no GPU type (never judged); why not, when
-    the count is unknown or differs between its instance groups. A heterogeneous cluster's hosts cannot be told
-    apart: its CloudWatch log streams "are not grouped by instance groups"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/train-heterogeneous-cluster-configure.html), so a host's
-    value is divided by one count only when every group has that count."""
+    """The GPU count of every host; None without GPUs; why not, when unknown or different between groups."""
     types = [group.instance_type for group in job.billed_instances]
     if not any(pricing.has_gpus(t) for t in types):
         return None
     unknown = [t for t in dict.fromkeys(types) if t and pricing.has_gpus(t) and pricing.gpu_count(t) is None]
     if unknown:
         return f"the GPU count of {', '.join(unknown)} is unknown, so its hosts' {GPU_METRIC} cannot be normalised"
+    # A heterogeneous cluster's hosts cannot be told apart: "not grouped by instance groups"
+    # (https://docs.aws.amazon.com/sagemaker/latest/dg/train-heterogeneous-cluster-configure.html).
     counts = {pricing.gpu_count(t) for t in types}
     if len(counts) > 1:
         listed = ", ".join(f"{t or '?'} ({pricing.gpu_count(t) or 0} GPUs)" for t in dict.fromkeys(types))
@@ -654,12 +591,10 @@ def gpus_per_host(job: TrainingJob) -> int | str | None:
 def idle_run(
     points: Iterable[tuple[datetime, float]], gpus: int, threshold_percent: float, *, not_before: datetime
 ) -> tuple[int, float | None]:
-    """The minutes in a row, ending at the latest minute with data, in which the job's GPUs were below the
-    threshold, and their average utilisation over that run (None for no run).
+    """(minutes in a row below the threshold up to the latest minute with data, their mean %, None for no run).
 
-    `points` are every host's one-minute averages of `GPUUtilization` (0 to 100 x `gpus`); each is divided by
-    `gpus` and a minute's value is the mean over the hosts that published in it. A minute without any datapoint
-    ends the run (nothing is known of it), and so does a minute before `not_before` (the first minutes ignored).
+    `points`: every host's one-minute `GPUUtilization` (0 to 100 x `gpus`). A minute without data, or before
+    `not_before`, ends the run.
     """
     by_minute: dict[datetime, list[float]] = {}
     for at, value in points:

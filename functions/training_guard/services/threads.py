@@ -1,33 +1,7 @@
 """One living thread per job and channel (Slack app mode): which message is the job's parent, made exactly once.
 
-The first notification about a job in a channel posts the job's card as a parent message; every later one replies
-in its thread and updates the parent in place. The thread's `ts` lives in the state table, one record per (job,
-channel), `thread#<job>#<channel>` (a member's job carries its account, `<account>/<job>`, as its ledger keys do).
-
-Creating the parent is exactly once, even when two notifications about a new job are delivered at once (two
-messages, two notifier invocations): the record is claimed with a conditional put *before* anything is posted,
-as the ledger claims a transition (adapters/ledger.py):
-
-1. Claim: written only when there is no record, or the claim in it outlived its lease (its holder died).
-   - granted: post the parent, then record its `ts` (conditional on still holding the claim), and the thread exists;
-     a failed post releases the claim, so the retry of this message (or another one) claims it again;
-   - the record holds a `ts` already: reply in that thread;
-   - another attempt holds an unexpired claim: it is posting the parent now. Wait for its `ts` (reading the record
-     every POLL_SECONDS) for as long as its lease and this invocation's time allow, at most PARENT_WAIT_SECONDS;
-     then reply in the thread. Still not posted: `ParentBusy`, a `TransitionBusy`, so the message goes back to its
-     queue and comes back after the queue's visibility timeout, by when the holder has posted or its lease ran out.
-2. The lease is the holder's invocation time left plus a clock margin (`leases.lease_for`, as for the ledger's
-   claims): a claim is taken over only once its holder can no longer be posting. Should a holder outlive its lease
-   anyway (clocks further apart than the margin) and another attempt post a second parent, the first `ts`
-   recorded wins; the loser's parent is reported as an orphan (`Thread.orphan_ts`) for the caller to log.
-
-Updating the parent in place: every card carries a version (the caller's: the notification's time in
-milliseconds); `advance_card` raises the record's version only for a newer card, and only the notification that
-raised it edits the parent, so a late delivery of an older notification never turns the card back. (Two updates
-within the same instant may still land in either order; the next notification sets the card right.)
-
-Pure: no I/O of its own. The record's store is a port (`ThreadStorePort`; adapters/threads.py is DynamoDB's), and
-posting the parent, the clock and the wait are the caller's.
+Pure: the record's store is a port (`ThreadStorePort`). The claim, the wait and the card's version:
+docs/design/chat-delivery.md.
 """
 
 from __future__ import annotations
@@ -42,14 +16,13 @@ from training_guard.domain.accounts import scoped
 from training_guard.domain.errors import TransitionBusy
 
 KEY_PREFIX = "thread#"
-# One attempt at a post, as the Slack sender times it (adapters/slack.py ATTEMPT_SECONDS: one second of pacing, the
-# 10 s HTTP timeout, a second of margin): a holder alive and not rate-limited has posted within it.
+# One post attempt as adapters/slack.py ATTEMPT_SECONDS times it: a live holder has posted within it.
 PARENT_WAIT_SECONDS = 12.0
-POLL_SECONDS = 0.25  # between two reads of the record while another attempt posts the parent
+POLL_SECONDS = 0.25
 
 
 def thread_key(job: str, channel: str, account: str | None = None) -> str:
-    """The record of one job's thread in one channel; `account` for a member's job (None: the guard's own)."""
+    """The record of one job's thread in one channel; `account`: a member's job."""
     return f"{KEY_PREFIX}{scoped(account, job) if account else job}#{channel}"
 
 
@@ -87,8 +60,7 @@ class ThreadStorePort(Protocol):
     def record_parent(
         self, key: str, *, holder: str, ts: str, card_version: int, now: datetime, ttl_seconds: int
     ) -> ThreadRecord:
-        """Record the posted parent if `holder` still holds the claim; the record as it stands after (ours, or the
-        one that took the claim over and posted first)."""
+        """Record the posted parent if `holder` still holds the claim; returns the record as it stands after."""
         ...
 
     def release(self, key: str, *, holder: str) -> None:
@@ -96,8 +68,7 @@ class ThreadStorePort(Protocol):
         ...
 
     def advance_card(self, key: str, version: int) -> bool:
-        """Raise the parent's card version to `version` if it is newer than the recorded one: True when the caller
-        should update the parent."""
+        """Raise the card version to `version` if newer: True when the caller should update the parent."""
         ...
 
 
@@ -106,7 +77,7 @@ class Thread:
     ts: str  # the parent's: reply with it as thread_ts, update it in place
     created: bool  # this call posted the parent (its card is current: no update needed)
     waited: bool = False  # another attempt was posting the parent; this call waited for it
-    orphan_ts: str | None = None  # a parent this call posted that lost to another (see the module's docstring)
+    orphan_ts: str | None = None  # a parent this call posted that lost to another
 
 
 class ParentBusy(TransitionBusy):
@@ -136,9 +107,7 @@ def open_thread(
     card_version: int,
     waiting: Waiting,
 ) -> Thread:
-    """The job's thread in the channel: the recorded parent, or one this call posts (exactly once per job and
-    channel), or the one another attempt is posting right now. `post_parent` posts the card and returns its ts; it
-    raises on failure (the claim is released and the error propagates)."""
+    """The job's thread in the channel, its parent posted once. Raises `ParentBusy`, or what `post_parent` raised."""
     existing = store.read(key)
     if existing is not None and existing.ts:
         return Thread(ts=existing.ts, created=False)
@@ -184,7 +153,7 @@ def _wait_for_parent(
         if record is not None and record.ts:
             return Thread(ts=record.ts, created=False, waited=True)
         if record is None:
-            # The holder's post failed and it let the claim go: this message is retried and claims it then.
+            # The holder's post failed and it released the claim: the retry claims it.
             break
         elapsed = waiting.monotonic() - started
         if elapsed + waiting.poll > budget:

@@ -1,11 +1,5 @@
 """GPUs per SageMaker training instance type, for the idle-GPU guard: a host's `GPUUtilization` runs from 0 to
-100 x the instance's GPU count, so one idle GPU of eight moves it by 12.5 %.
-
-A SageMaker `ml.<type>` runs on the EC2 instance type `<type>`; counts come from AWS's EC2 and AWS Batch
-documentation (URLs below). GPU training types for which no AWS page giving the count could be found are
-listed in UNCITED_GPU_TRAINING_TYPES: their count is unknown (None) rather than guessed, and a test keeps the
-two lists together equal to the GPU training types botocore's SageMaker model knows, so a new type shows up as
-a failing test.
+100 x the instance's GPU count, so one idle GPU of eight moves it by 12.5 %. Uncited types are unknown, not guessed.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Fallback hourly on-demand list prices of SageMaker *training* instances, used only when the Price List API
-cannot be reached or answers nothing usable.
+cannot be reached or answers nothing usable. Every entry is second-hand and cited (docs/design/pricing.md).
 
-Every entry is the on-demand price of one region's training usage type (`<PREFIX>-Train:<type>`, component
-"Training"), with the date it applied and where it was found: a public repository, a path and a commit
-(`repository`, `path`, `commit`), or, for one record the code search showed without naming its repository,
-the words "did not name its repository". This project has read none of these prices from AWS itself: each is
-**second-hand**, a public record of what AWS answered or billed, and is labelled so wherever it is shown
-("shipped price table (<date>, second-hand)"). Kinds of record: a `GetProducts` answer; an offer file (the
-Price List bulk API); an AWS bill line ("$4.131 per Training ml.p3.2xlarge hour in EU (Ireland)"), which
-states the on-demand rate it charged. `usage_type_quoted` says whether the record itself names the usage type;
-where it does not, the usage type is the region's prefix as AWS bills it, and the record names the component
-(Training), the instance type and the region. Prices are strings exactly as the record prints them and go
-through the same parser as the API's (`pricing.parse_usd`); a test parses every entry and checks its citation.
-Replace an entry with a first-hand reading (`first_hand=True`) by running the command in docs/cost.md.
-
-Asked for (issue 28) and not found with a citation, so absent on purpose and unknown when the API is
-unreachable: ml.p3.2xlarge in us-east-1 and us-west-2; ml.p4d.24xlarge in us-west-2 and eu-west-1;
-ml.g5.xlarge and ml.m5.xlarge in us-east-1 and us-west-2; ml.p5.48xlarge, ml.g5.12xlarge, ml.c5.xlarge and
-ml.trn1.32xlarge anywhere (for ml.g5.12xlarge only a Hosting rate was found, which is not the training price);
-every ml.g6 size in us-east-1, us-west-2 and eu-west-1. Records dismissed: price tables copied from the pricing
-page without component, region or date, and "approximate" prices in code: a record that does not say it is
-the training component's on-demand price in a named region is not one.
+Not found with a citation, so unknown (tests/unit/test_pricing.py reads this list): ml.p3.2xlarge in us-east-1 and
+us-west-2; ml.p4d.24xlarge in us-west-2 and eu-west-1; ml.g5.xlarge and ml.m5.xlarge in us-east-1 and us-west-2;
+ml.p5.48xlarge, ml.g5.12xlarge, ml.c5.xlarge and ml.trn1.32xlarge anywhere; every ml.g6 size in us-east-1, us-west-2
+and eu-west-1.
 """
 
 from __future__ import annotations
