@@ -937,8 +937,10 @@ def check_fleet_caps(cloudwatch: Any) -> list[Check]:
     for alarm in fleet:
         if alarm.get("EvaluationState") == metric_guards.PARTIAL_DATA:
             capped.append(f"{alarm['AlarmName']} evaluates partial data (over 500 series or 10,000 metrics)")
-        elif metric_guards.CAPPED_REASON_MARK in str(alarm.get("StateReason") or ""):
-            capped.append(f"{alarm['AlarmName']} has 100+ contributors in ALARM (CloudWatch lists 100)")
+        elif listed := metric_guards.CAPPED_REASON.search(str(alarm.get("StateReason") or "")):
+            capped.append(
+                f"{alarm['AlarmName']} has {listed.group(1)}+ contributors in ALARM (CloudWatch lists only part)"
+            )
     if not capped:
         return [Check("metric-guard-caps", OK, f"{_count(len(fleet), 'fleet alarm')} within CloudWatch's caps")]
     return [

@@ -185,3 +185,18 @@ def test_breaching_minutes_count_the_last_periods_up_to_the_newest_datapoint(
 ) -> None:
     guard = config().metric_guards[0]  # > 5 over the last 3 minutes
     assert breaching_minutes(minutes(*values), guard) == expected
+
+
+@pytest.mark.parametrize("reason", [HUNDRED_PLUS, "Threshold Crossed: 85+ time series evaluated to ALARM."])
+def test_any_n_plus_in_the_alarms_reason_means_the_list_is_cut(reason: str) -> None:
+    # The "+" says CloudWatch listed only part of the contributors, whatever the number before it.
+    guard = config().metric_guards[0]
+    cut = FleetAlarmState(name="loss", state="ALARM", reason=reason, evaluation_state=None)
+    assert over_cap(guard, listed=85, state=cut, series=90) is not None
+    whole = FleetAlarmState(
+        name="loss",
+        state="ALARM",
+        reason="Threshold Crossed: 85 time series evaluated to ALARM.",
+        evaluation_state=None,
+    )
+    assert over_cap(guard, listed=85, state=whole, series=90) is None

@@ -237,7 +237,8 @@ CONTRIBUTORS_IN_ALARM_MAX = 100
 PARTIAL_DATA_SERIES_MAX = 500
 PARTIAL_DATA_METRICS_MAX = 10_000
 PARTIAL_DATA = "PARTIAL_DATA"
-CAPPED_REASON_MARK = "100+ time series"
+# "N+ time series evaluated to ALARM": the "+" says the list is cut, whatever N (not only at 100).
+CAPPED_REASON = re.compile(r"\b(\d+)\+ time series")
 _BREACHES: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
@@ -262,8 +263,9 @@ def over_cap(guard: MetricGuard, *, listed: int | None, state: FleetAlarmState |
     `listed`: contributors listed (None: not read); `series`: running jobs or hosts selected, a lower bound."""
     if listed is not None and listed >= CONTRIBUTORS_IN_ALARM_MAX:
         return f"{listed} contributors in ALARM: CloudWatch lists at most {CONTRIBUTORS_IN_ALARM_MAX}"
-    if state is not None and CAPPED_REASON_MARK in state.reason:
-        return f"the alarm reports {CAPPED_REASON_MARK} in ALARM: CloudWatch lists at most {CONTRIBUTORS_IN_ALARM_MAX}"
+    capped = CAPPED_REASON.search(state.reason) if state is not None else None
+    if capped is not None:
+        return f"the alarm reports {capped.group(0)} in ALARM: CloudWatch lists only part of them"
     if state is not None and state.evaluation_state == PARTIAL_DATA:
         return (
             f"the alarm evaluates partial data ({PARTIAL_DATA}: over {PARTIAL_DATA_SERIES_MAX} series or "
