@@ -30,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 from infra import outputs
 from training_guard import contract
 from training_guard.domain import credentials, metric_guards
-from training_guard.services.chat import NOT_CONFIGURED, NotConfigured, check_url
+from training_guard.services.chat import NOT_CONFIGURED
 from training_guard_local.inputs import EXIT_FAILED, EXIT_OK, UsageError
 from training_guard_local.preflight import (
     FAIL,
@@ -527,11 +527,7 @@ def _secret_problem(webhook: str, secret_id: str, value: str | None) -> str:
         return "holds binary data, not a webhook URL"
     if value == contract.WEBHOOK_PLACEHOLDER:
         return "still holds the placeholder the stack put in it"
-    try:
-        check_url(webhook, secret_id, value)
-    except NotConfigured:
-        return "does not hold a webhook URL"
-    return ""
+    return credentials.webhook_url_problem(value) or ""  # the notifier's own rule (check_url uses it)
 
 
 def _last_changed(secrets: Any, secret_id: str) -> datetime | None:

@@ -33,7 +33,6 @@ from training_guard.domain.credentials import (
     WORDS,
     put_secret_command,
 )
-from training_guard.services.chat import NotConfigured, check_url
 
 Status = Literal["ok", "warn", "fail"]
 OK: Final = "ok"
@@ -331,10 +330,9 @@ def check_slack_secret(secrets: Any, region: str, secret: WebhookSecret) -> Chec
             f"{sid} still holds the placeholder: Slack messages wait in the chat dead-letter queue",
             f"put the webhook URL in it: {put}",
         )
-    try:
-        check_url(secret.webhook, sid, value)  # the notifier's own rule for a usable URL
-    except NotConfigured:
-        return Check(name, WARN, f"{sid} does not hold a webhook URL", f"put the webhook URL in it: {put}")
+    problem = PROBLEMS[WEBHOOK_URL](value)  # the notifier's own rule for a usable URL
+    if problem:
+        return Check(name, WARN, f"{sid} {problem}", f"put the webhook URL in it: {put}")
     return Check(name, OK, f"{sid} holds a webhook URL")
 
 

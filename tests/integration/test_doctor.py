@@ -144,7 +144,7 @@ def test_a_secret_value_is_never_shown(stack: Deployment) -> None:
     )
     report = examine(stack)
     assert failed(report) == ["slack-secret:default"]
-    assert "does not hold a webhook URL" in by_name(report)["slack-secret:default"].message
+    assert "is not an https:// URL" in by_name(report)["slack-secret:default"].message
     for text in (doctor.render(report), doctor.as_json(report)):
         assert "no-scheme" not in text
         assert "do-not-print-me" not in text

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import secrets
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,7 @@ from training_guard import contract
 from training_guard.domain import credentials
 from training_guard.services.chat import NotConfigured, check_url
 
+HOOK = "https://hooks.slack.com/services/" + "/".join(("T0TEST", "B0TEST", "not-a-real-token"))
 PLACEHOLDERS = [
     contract.WEBHOOK_PLACEHOLDER,
     contract.BOT_TOKEN_PLACEHOLDER,
@@ -46,10 +49,27 @@ def test_a_bot_token_starts_with_xoxb_and_has_a_body() -> None:
 
 
 def test_a_webhook_url_is_https_or_the_emulations_loopback_listener() -> None:
-    assert credentials.webhook_url_problem("https://hooks.slack.com/services/T0/B0/x") is None
+    assert credentials.webhook_url_problem(HOOK) is None
+    assert credentials.webhook_url_problem("https://hooks.slack.com/triggers/T0/1/a") is None  # a workflow's
     assert credentials.webhook_url_problem("http://127.0.0.1:8080/hook") is None
     for wrong in ("http://hooks.slack.com/services/T0/B0/x", "hooks.slack.com/services/x", "https://", "ftp://x/"):
         assert credentials.webhook_url_problem(wrong) == "is not an https:// URL"
+    assert "incoming webhook" in str(credentials.webhook_url_problem("https://hooks.slack.com/services/T0/B0"))
+
+
+def test_every_example_webhook_url_the_project_prints_is_refused() -> None:
+    # The README, the docs and the fix commands show elided URLs; one pasted as it is must not pass as real.
+    root = Path(__file__).resolve().parents[2]
+    texts = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    texts += sorted((root / "local").rglob("*.py")) + sorted((root / "functions").rglob("*.py"))
+    found = set()
+    for path in texts:
+        found |= set(re.findall(r"https://hooks\.slack\.com/[^\s'\"`)|]*", path.read_text(encoding="utf-8")))
+    examples = {url.rstrip(",:;") for url in found} - {"https://hooks.slack.com/"}
+    assert "https://hooks.slack.com/services/T.../B.../..." in examples
+    assert {
+        url: credentials.webhook_url_problem(url) for url in examples if credentials.webhook_url_problem(url) is None
+    } == {}
 
 
 def test_the_notifier_refuses_a_webhook_secret_holding_a_placeholder_with_the_fix() -> None:
@@ -57,9 +77,7 @@ def test_the_notifier_refuses_a_webhook_secret_holding_a_placeholder_with_the_fi
         with pytest.raises(NotConfigured) as caught:
             check_url("default", "TrainingGuard/slack/default", value)
         assert "put-secret-value --secret-id TrainingGuard/slack/default" in caught.value.remedy
-    assert check_url("default", "s", " https://hooks.slack.com/services/T0/B0/x\n") == (
-        "https://hooks.slack.com/services/T0/B0/x"
-    )
+    assert check_url("default", "s", f" {HOOK}\n") == HOOK
 
 
 def test_the_fix_names_the_secret_the_region_and_what_to_put() -> None:

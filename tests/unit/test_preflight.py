@@ -389,7 +389,7 @@ def test_a_secret_holding_something_else_warns_without_showing_it(stubbed) -> No
     secret_value(stub, OWN_SECRET, NOT_A_URL)
     check = preflight.check_slack_secret(sm, REGION, OWN_SECRET)
     assert check.status == WARN
-    assert check.message == "teams/vision/slack does not hold a webhook URL"
+    assert check.message == "teams/vision/slack is not an https:// URL"
     assert NOT_A_URL not in check.fix
 
 
@@ -646,3 +646,11 @@ def test_the_organization_example_plans_a_stack_set_created_by_a_delegated_admin
     plan = preflight.load_plan(str(ROOT / "configs" / "organization.json"), ROOT)
     assert isinstance(plan, Plan)
     assert plan.stack_set == preflight.StackSetPlan("111122223333", "DELEGATED_ADMIN")
+
+
+def test_a_webhook_secret_holding_the_docs_example_url_is_not_taken_for_a_url(stubbed) -> None:
+    sm, stub = stubbed("secretsmanager")
+    secret_value(stub, STACK_SECRET, "https://hooks.slack.com/services/T.../B.../...")
+    check = preflight.check_slack_secret(sm, REGION, STACK_SECRET)
+    assert check.status == WARN
+    assert check.message == "TrainingGuard/slack/default holds an example with parts left out, not a webhook URL"

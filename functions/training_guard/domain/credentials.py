@@ -26,6 +26,9 @@ BOT_TOKEN_PREFIX = "xoxb-"  # noqa: S105 - the prefix of a bot user's token (dom
 BOT_TOKEN_SHAPE = re.compile(r"xoxb-[A-Za-z0-9-]{10,}")
 _LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")  # the emulation's listener
 WEBHOOK_SHAPE = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]+)?/\S*")
+# An incoming webhook's path: /services/<team T...>/<B...>/<token>; the docs' "T.../B.../..." is no URL.
+SLACK_SERVICES = re.compile(r"https://hooks\.slack\.com/services/T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9_-]{8,}")
+ELIDED = ("...", "…", "<", ">")  # the marks of an example written in a doc or a fix command
 
 NOT_CONFIGURED_ERROR = "not_configured"  # the `error` of a Slack failure for want of a credential
 SIGNING_SECRET, BOT_TOKEN, WEBHOOK_URL = "signing_secret", "bot_token", "webhook_url"
@@ -59,8 +62,12 @@ def webhook_url_problem(value: str) -> str | None:
     """Why `value` cannot be a webhook URL; None when it can (https, or the emulation's loopback listener)."""
     problem = _common(value)
     url = value.strip()
+    if problem is None and any(mark in url for mark in ELIDED):
+        problem = "holds an example with parts left out, not a webhook URL"
     if problem is None and not (WEBHOOK_SHAPE.fullmatch(url) or url.startswith(_LOOPBACK_PREFIXES)):
         problem = "is not an https:// URL"
+    if problem is None and url.startswith("https://hooks.slack.com/services/") and not SLACK_SERVICES.fullmatch(url):
+        problem = "is not shaped like a Slack incoming webhook (https://hooks.slack.com/services/T.../B.../<token>)"
     return problem
 
 
