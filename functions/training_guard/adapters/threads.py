@@ -13,7 +13,7 @@ a job is re-decided for as long as it can run, so its thread must be found as lo
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -22,6 +22,9 @@ from training_guard.adapters.clients import error_code
 from training_guard.domain.errors import ActionFailed
 from training_guard.services.threads import ClaimOutcome, ParentClaim, ThreadRecord, lease_expiry
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 CLAIMED = "claimed"
@@ -29,7 +32,7 @@ POSTED = "posted"
 
 
 class DynamoThreads:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
         self._table = table
 
