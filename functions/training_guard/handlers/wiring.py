@@ -20,6 +20,8 @@ from training_guard.domain.leases import lease_for
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from mypy_boto3_pricing import PricingClient
+
     from training_guard.adapters.interactions import SigningSecret
     from training_guard.adapters.mutes import DynamoMutes
     from training_guard.adapters.price_list import PriceList
@@ -51,7 +53,7 @@ def parker() -> DeadLetterParker | None:
     return DeadLetterParker(client("sqs"), url) if url else None
 
 
-def pricing_client() -> Any:
+def pricing_client() -> PricingClient:
     """The Price List API client (us-east-1, short timeouts), made when a price is first asked of the API.
 
     A seam: moto has no Price List API (it answers 404), so the integration tests and the local emulation
