@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from infra.components import encryption, functions, job_events, metric_guards, monitoring
 from infra.nag import ACKNOWLEDGED
@@ -14,6 +14,10 @@ from tests.infra.conftest import Synth, cfn_lint, expected_rows, shipped_context
 from training_guard import contract
 from training_guard.adapters.price_list import PriceList
 from training_guard.config.model import GuardConfig
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_pricing import PricingClient
 
 
 def getatt(logical_id: str) -> dict[str, list[str]]:
@@ -372,7 +376,9 @@ def test_the_price_cache_is_read_and_written_within_the_ledgers_statement(synth:
             }
             return {"PriceList": [json.dumps(product)]}
 
-    PriceList(Pricing(), dynamodb=Table(), table="t", memory={}).hourly_price("us-east-1", "ml.m5.large", now=NOW)
+    PriceList(
+        cast("PricingClient", Pricing()), dynamodb=cast("DynamoDBClient", Table()), table="t", memory={}
+    ).hourly_price("us-east-1", "ml.m5.large", now=NOW)
     assert calls == ["dynamodb:GetItem", "dynamodb:PutItem"]
     table_id, _ = synth.one("AWS::DynamoDB::Table")
     [ledger] = [s for s in _role_statements(synth) if s.get("Sid") == "TransitionLedger"]

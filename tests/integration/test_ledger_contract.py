@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from botocore.exceptions import ClientError
@@ -21,6 +21,10 @@ from training_guard.adapters.ledger import DynamoLedger
 from training_guard.domain.errors import ActionFailed
 from training_guard.services.ports import Claim, LedgerPort, StopRecord, StopSpend
 from training_guard_local.emulator import TABLE, Emulation
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 
 pytestmark = pytest.mark.integration
 
@@ -274,7 +278,7 @@ def test_every_read_of_a_stop_record_is_strongly_consistent() -> None:
     # request can show it.
     with Emulation() as aws:
         client = Recording(aws.client("dynamodb"))
-        ledger = DynamoLedger(client, TABLE)
+        ledger = DynamoLedger(cast("DynamoDBClient", client), TABLE)
         ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
         assert ledger.claim_stop(record("LossNotDecreasing"), ttl_seconds=3600).previous == record("VanishingGradient")
         assert ledger.get_stop("mnist-1") == record("VanishingGradient")
@@ -328,7 +332,7 @@ class Failing:
 @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "AccessDeniedException"])
 def test_real_failures_are_raised_by_every_operation_naming_what_failed(code: str) -> None:
     # The action names what failed in the dead-letter reason and the sweeper's report.
-    ledger = DynamoLedger(Failing(code), TABLE)
+    ledger = DynamoLedger(cast("DynamoDBClient", Failing(code)), TABLE)
     for call, action in (
         (lambda: ledger.claim(KEY, now=NOW, lease_seconds=40), f"claim {KEY}"),
         (lambda: ledger.complete(KEY, now=NOW, ttl_seconds=60, outcome="x"), f"complete {KEY}"),
@@ -346,8 +350,11 @@ def test_real_failures_are_raised_by_every_operation_naming_what_failed(code: st
 
 
 def test_releasing_what_another_attempt_completed_is_not_an_error() -> None:
-    DynamoLedger(Failing("ConditionalCheckFailedException"), TABLE).release(KEY)
+    DynamoLedger(cast("DynamoDBClient", Failing("ConditionalCheckFailedException")), TABLE).release(KEY)
 
 
 def test_a_fold_refused_by_its_condition_is_an_announcement_not_an_error() -> None:
-    assert DynamoLedger(Failing("ConditionalCheckFailedException"), TABLE).fold("mnist-1", KEY) is False
+    assert (
+        DynamoLedger(cast("DynamoDBClient", Failing("ConditionalCheckFailedException")), TABLE).fold("mnist-1", KEY)
+        is False
+    )

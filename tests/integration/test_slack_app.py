@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 import pytest
@@ -48,6 +48,10 @@ from training_guard.services.threads import (
 )
 from training_guard_local.emulator import TABLE, Emulation
 from training_guard_local.slack_web_api import DEFAULT_CHANNEL, Fault, SlackWebApi
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 
 pytestmark = pytest.mark.integration
 
@@ -347,7 +351,7 @@ def test_the_thread_record_expires_with_the_ledgers_transitions(aws: Emulation) 
 def test_two_first_notifications_at_once_make_one_parent_and_both_reply_in_its_thread(
     slack: SlackWebApi, aws: Emulation, round_: int
 ) -> None:
-    store = DynamoThreads(Serialized(aws.client("dynamodb")), TABLE)
+    store = DynamoThreads(cast("DynamoDBClient", Serialized(aws.client("dynamodb"))), TABLE)
     job = unique("resnet")
     key = thread_key(job, DEFAULT_CHANNEL)
     start = threading.Barrier(2)

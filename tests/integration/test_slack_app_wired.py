@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -30,6 +30,10 @@ from training_guard.services.responder import Responder
 from training_guard.services.threads import Waiting, thread_key
 from training_guard_local.emulator import TABLE, Emulation
 from training_guard_local.slack_web_api import DEFAULT_CHANNEL, SlackWebApi
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +125,7 @@ def test_two_people_pressing_stop_now_at_once_make_one_stop_recorded_in_the_tabl
     job = running_job(name, timedelta(hours=1))
     jobs = FakeJobs({name: job})
     # Each DynamoDB call whole, as DynamoDB applies a conditional write atomically (moto does not lock).
-    ledger = DynamoLedger(Serialized(aws.client("dynamodb")), TABLE)
+    ledger = DynamoLedger(cast("DynamoDBClient", Serialized(aws.client("dynamodb"))), TABLE)
     guard = Responder(GuardConfig(), jobs, ledger, FakePublisher())
     together = threading.Barrier(2)
     describe = jobs.describe

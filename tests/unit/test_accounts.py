@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
@@ -35,6 +35,9 @@ from training_guard.handlers import alarm_events, job_events
 from training_guard.services.ports import Claim, StopRecord
 from training_guard.services.responder import Responder
 from training_guard.services.sweeper import Sweeper
+
+if TYPE_CHECKING:
+    from mypy_boto3_sts import STSClient
 
 HUB = "111122223333"
 MEMBER_A = "444455556666"
@@ -120,7 +123,9 @@ class FakeSession:
 
 
 def sessions(clock: list[float], sts: FakeSts) -> MemberSessions:
-    return MemberSessions(ORG, sts=sts, partition="aws", now=lambda: clock[0], session_factory=FakeSession)
+    return MemberSessions(
+        ORG, sts=cast("STSClient", sts), partition="aws", now=lambda: clock[0], session_factory=FakeSession
+    )
 
 
 def test_the_hub_assumes_the_configured_role_of_the_events_account_in_the_configured_region() -> None:

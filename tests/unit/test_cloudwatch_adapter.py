@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
@@ -12,11 +13,18 @@ from training_guard import contract
 from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
 from training_guard.domain.errors import ActionFailed
 
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+
+
 AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 
 
-def cloudwatch() -> object:
-    return boto3.client("cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+def cloudwatch() -> CloudWatchClient:
+    made: CloudWatchClient = boto3.client(
+        "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    return made
 
 
 def stubbed() -> tuple[CloudWatchAlarms, Stubber]:

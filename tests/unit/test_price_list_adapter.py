@@ -9,7 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
@@ -20,6 +20,10 @@ from tests.helpers import EVENTS_DIR
 from training_guard.adapters import price_list
 from training_guard.adapters.price_list import PriceList, pricing_client
 from training_guard.domain.pricing import PriceQuote, get_products_filters
+
+if TYPE_CHECKING:
+    from mypy_boto3_pricing import PricingClient
+
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 EPOCH = int(NOW.timestamp())
@@ -189,7 +193,7 @@ def test_an_unreachable_api_and_a_type_the_table_lacks_is_unknown_not_invented()
         def get_products(self, **_: Any) -> dict[str, Any]:
             raise EndpointConnectionError(endpoint_url="https://api.pricing.us-east-1.amazonaws.com/")
 
-    adapter = PriceList(Unreachable(), memory={})
+    adapter = PriceList(cast("PricingClient", Unreachable()), memory={})
     assert adapter.hourly_price("us-east-1", "ml.p5.48xlarge", now=NOW) is None
     assert adapter.problems[0].startswith("GetProducts ml.p5.48xlarge in us-east-1 failed: Could not connect")
 

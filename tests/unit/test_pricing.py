@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import botocore.session
 import pytest
@@ -32,6 +32,10 @@ from training_guard.domain.pricing import (
     parse_usd,
     table_quote,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_pricing import PricingClient
+
 
 PRICING_EVENTS = EVENTS_DIR / "pricing"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -296,7 +300,7 @@ def test_a_p3_2xlarge_job_in_eu_west_1_is_priced_from_the_table_when_the_api_is_
         def get_products(self, **_: Any) -> dict[str, Any]:
             raise EndpointConnectionError(endpoint_url="https://api.pricing.us-east-1.amazonaws.com/")
 
-    got = PriceList(Unreachable(), memory={}).hourly_price("eu-west-1", "ml.p3.2xlarge", now=NOW)
+    got = PriceList(cast("PricingClient", Unreachable()), memory={}).hourly_price("eu-west-1", "ml.p3.2xlarge", now=NOW)
     assert got is not None
     assert (got.source, got.usd_per_hour, got.as_of) == ("table", 4.131, "2023-12-31")
     describe = {

@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from botocore.exceptions import EndpointConnectionError
@@ -31,6 +31,9 @@ from training_guard.services.responder import (
     lease_for,
     tag_value,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 
 class World:
@@ -825,7 +828,7 @@ def test_the_sqs_adapter_names_a_connection_failure_as_an_action_that_failed() -
             raise EndpointConnectionError(endpoint_url="https://sqs.us-east-1.amazonaws.com/")
 
     world = stopped_by_the_guard()
-    world.guard.cards = CardUpdates(Unreachable(), "https://sqs.us-east-1.amazonaws.com/1/chat")
+    world.guard.cards = CardUpdates(cast("SQSClient", Unreachable()), "https://sqs.us-east-1.amazonaws.com/1/chat")
     receipt = world.see(THE_STOPPED_CHANGE)
     [problem] = receipt.card_problems
     assert problem.startswith(f"{STOPPED_KEY}: sqs:SendMessage of a card update to https://sqs.us-east-1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -17,6 +18,10 @@ from training_guard.domain.events import TrainingJob
 from training_guard.domain.metric_guards import AlarmObservation
 from training_guard.services.responder import Responder
 from training_guard.services.sweeper import Sweeper, SweepIncomplete, SweepReport
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+
 
 CONFIG = GuardConfig.from_dict(
     {
@@ -128,4 +133,4 @@ def test_a_runtime_without_the_contributors_operation_fails_like_an_aws_call() -
         pass
 
     with pytest.raises(ActionFailed, match="does not know DescribeAlarmContributors"):
-        CloudWatchAlarms(OldBotocore()).firing_contributors("training-guard-loss")
+        CloudWatchAlarms(cast("CloudWatchClient", OldBotocore())).firing_contributors("training-guard-loss")

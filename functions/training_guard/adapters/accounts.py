@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -21,6 +21,12 @@ from training_guard.domain.accounts import is_member, member_role_arn, scoped
 from training_guard.domain.errors import ActionFailed
 
 if TYPE_CHECKING:
+    from botocore.client import BaseClient
+    from botocore.config import Config
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sts import STSClient
+
     from training_guard.config.model import OrganizationConfig
     from training_guard.services.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
     from training_guard.services.responder import MemberAccessPort, Responder
@@ -49,8 +55,9 @@ class CredentialedClients:
     def __init__(self, **credentials: Any) -> None:
         self._credentials = credentials
 
-    def client(self, service: str, config: Any = None) -> Any:
-        return boto3.client(service, config=config, **self._credentials)
+    def client(self, service: str, config: Config | None = None) -> BaseClient:
+        made: BaseClient = boto3.client(service, config=config, **self._credentials)
+        return made
 
 
 class MemberSessions:
@@ -60,7 +67,7 @@ class MemberSessions:
         self,
         organization: OrganizationConfig,
         *,
-        sts: Any,
+        sts: STSClient,
         partition: str,
         now: Callable[[], float] = time.time,
         session_factory: Callable[..., Any] = CredentialedClients,
@@ -75,6 +82,10 @@ class MemberSessions:
     def role_arn(self, account: str) -> str:
         return member_role_arn(self.organization, account, self.partition)
 
+    @overload
+    def client(self, account: str, service: Literal["sagemaker"]) -> SageMakerClient: ...
+    @overload
+    def client(self, account: str, service: Literal["cloudwatch"]) -> CloudWatchClient: ...
     def client(self, account: str, service: str) -> Any:
         """A client of `service` acting in `account` (refused with NotAMember for anything not configured)."""
         held = self._session(account)
@@ -93,7 +104,7 @@ class MemberSessions:
         except (ClientError, BotoCoreError) as exc:  # refused, throttled, or STS out of reach
             raise ActionFailed(f"AssumeRole {arn}", exc) from exc
         credentials = answer["Credentials"]
-        expiration = credentials["Expiration"]
+        expiration: datetime | str = credentials["Expiration"]  # the stubs say datetime; a stubbed answer: str
         if isinstance(expiration, datetime):
             expires_at = (expiration if expiration.tzinfo else expiration.replace(tzinfo=UTC)).timestamp()
         else:  # botocore parses it; a stubbed answer may keep the ISO text

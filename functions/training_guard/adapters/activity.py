@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -15,6 +15,10 @@ from training_guard import contract
 from training_guard.domain import totals
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.totals import StopEntry
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 # Hourly sums, kept 455 days; one GetMetricData holds at most 500 metrics and 100,800 datapoints (a test pins the
 # report's longest window under it); StartTime inclusive, EndTime exclusive
@@ -45,7 +49,7 @@ PageCallback = Callable[[int, int], None]
 
 
 def scan_stops(
-    dynamodb: Any,
+    dynamodb: DynamoDBClient,
     table: str,
     *,
     since: datetime,
@@ -100,7 +104,9 @@ def metric_queries() -> list[dict[str, Any]]:
     ]
 
 
-def read_metrics(cloudwatch: Any, *, since: datetime, until: datetime) -> dict[str, list[tuple[datetime, float]]]:
+def read_metrics(
+    cloudwatch: CloudWatchClient, *, since: datetime, until: datetime
+) -> dict[str, list[tuple[datetime, float]]]:
     """Hourly sums of every guard metric the totals use, from the hour `since` falls in to the end of `until`'s."""
     queries = metric_queries()
     labels = {q["Id"]: q["Label"] for q in queries}

@@ -3,11 +3,50 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from typing import Any, Literal, Protocol, overload
+
+    from botocore.client import BaseClient
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_pricing import PricingClient
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_secretsmanager import SecretsManagerClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sts import STSClient
+
+    class ClientFactory(Protocol):
+        """`client(service)`: the service's client, typed by its mypy_boto3 stubs; functools.cache's extras."""
+
+        @overload
+        def __call__(self, service: Literal["cloudwatch"]) -> CloudWatchClient: ...
+        @overload
+        def __call__(self, service: Literal["dynamodb"]) -> DynamoDBClient: ...
+        @overload
+        def __call__(self, service: Literal["pricing"]) -> PricingClient: ...
+        @overload
+        def __call__(self, service: Literal["sagemaker"]) -> SageMakerClient: ...
+        @overload
+        def __call__(self, service: Literal["secretsmanager"]) -> SecretsManagerClient: ...
+        @overload
+        def __call__(self, service: Literal["sns"]) -> SNSClient: ...
+        @overload
+        def __call__(self, service: Literal["sqs"]) -> SQSClient: ...
+        @overload
+        def __call__(self, service: Literal["sts"]) -> STSClient: ...
+        @overload
+        def __call__(self, service: str) -> BaseClient: ...  # a service named at run time (the tests' hooks)
+        def cache_clear(self) -> None: ...
+        @property
+        def __wrapped__(self) -> Any: ...
+
 
 # Standard retry mode: exponential backoff with jitter on throttling and 5xx, bounded attempts,
 # short timeouts so a stuck call fails inside the function's time budget and is retried.
@@ -19,9 +58,13 @@ RETRY_CONFIG = Config(
 )
 
 
-@cache
-def client(service: str) -> Any:
-    return boto3.client(service, config=RETRY_CONFIG)
+def _new_client(service: str) -> BaseClient:
+    made: BaseClient = boto3.client(service, config=RETRY_CONFIG)
+    return made
+
+
+# One client per service and execution environment; the cast names what boto3.client returns for each service.
+client = cast("ClientFactory", cache(_new_client))
 
 
 def error_code(exc: ClientError) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -14,13 +14,18 @@ from training_guard.adapters.clients import error_code
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.metric_guards import AlarmObservation, FleetAlarmState, JobAlarmSpec, job_of_dimensions
 
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_cloudwatch.literals import ComparisonOperatorType, StatisticType
+    from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
+
 DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
 DESCRIBE_BATCH = 100  # DescribeAlarms takes at most 100 AlarmNames
 METRIC_DATA_BATCH = 500  # GetMetricData takes at most 500 queries
 
 
 class CloudWatchAlarms:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: CloudWatchClient) -> None:
         self._client = client
 
     def put_job_alarm(self, spec: JobAlarmSpec) -> None:
@@ -31,12 +36,12 @@ class CloudWatchAlarms:
                 Namespace=contract.SAGEMAKER_TRAINING_NAMESPACE,
                 MetricName=spec.metric,
                 Dimensions=[{"Name": contract.JOB_DIMENSION, "Value": spec.job}],
-                Statistic=spec.cloudwatch_statistic,
+                Statistic=cast("StatisticType", spec.cloudwatch_statistic),  # from a closed table of names
                 Period=60,
                 EvaluationPeriods=spec.periods,
                 DatapointsToAlarm=spec.datapoints,
                 Threshold=spec.threshold,
-                ComparisonOperator=spec.comparison_operator,
+                ComparisonOperator=cast("ComparisonOperatorType", spec.comparison_operator),  # a closed table too
                 TreatMissingData="notBreaching",  # a quiet job is the sweeper's stall check's concern
                 ActionsEnabled=True,
                 Tags=[{"Key": "training-guard:job", "Value": spec.job}],
@@ -144,7 +149,7 @@ class CloudWatchAlarms:
 class TrainingMetrics:
     """Reads of the training metrics SageMaker publishes (namespace /aws/sagemaker/TrainingJobs)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: CloudWatchClient) -> None:
         self._client = client
 
     def jobs_with_datapoints(
@@ -157,7 +162,7 @@ class TrainingMetrics:
         for start in range(0, len(queries), METRIC_DATA_BATCH):
             batch = queries[start : start + METRIC_DATA_BATCH]
             ids = {f"q{i}": job for i, (job, _) in enumerate(batch)}
-            request = [
+            request: list[MetricDataQueryTypeDef] = [
                 {
                     "Id": query_id,
                     "MetricStat": {
@@ -202,7 +207,7 @@ class TrainingMetrics:
         for start in range(0, len(values), METRIC_DATA_BATCH):
             batch = list(values[start : start + METRIC_DATA_BATCH])
             ids = {f"h{i}": value for i, value in enumerate(batch)}
-            request = [
+            request: list[MetricDataQueryTypeDef] = [
                 {
                     "Id": query_id,
                     "MetricStat": {
@@ -262,7 +267,7 @@ class MetricCharts:
     PNG bytes, 20 transactions per second (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html).
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: CloudWatchClient) -> None:
         self._client = client
 
     def png(self, widget: Mapping[str, Any]) -> bytes:

@@ -7,13 +7,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from training_guard import contract
 from training_guard.adapters.clients import error_code
 from training_guard.domain.errors import ActionFailed
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_secretsmanager import SecretsManagerClient
+    from mypy_boto3_sqs import SQSClient
 
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
@@ -28,7 +33,7 @@ RESPOND_TIMEOUT_SECONDS = 5
 class ReplayMarkers:
     """One state-table item per signed request: a second delivery of the same request finds it and is refused."""
 
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
         self._table = table
 
@@ -56,7 +61,7 @@ class ReplayMarkers:
 class ClickQueue:
     """The asynchronous path's queue: one message per acknowledged click."""
 
-    def __init__(self, client: Any, queue_url: str) -> None:
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = client
         self._url = queue_url
 
@@ -74,7 +79,7 @@ class SigningSecret:
 
     def __init__(
         self,
-        client: Any,
+        client: SecretsManagerClient,
         secret_id: str,
         *,
         max_age: float = SECRET_MAX_AGE_SECONDS,

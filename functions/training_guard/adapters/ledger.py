@@ -6,7 +6,7 @@ The items and their attributes: docs/design/exactly-once.md.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -15,6 +15,9 @@ from training_guard.adapters.clients import error_code
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import parse_time
 from training_guard.services.ports import Claim, StopClaim, StopRecord, StopSpend
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
@@ -25,7 +28,7 @@ def _stop_key(job: str) -> str:
 
 
 class DynamoLedger:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
         self._table = table
 

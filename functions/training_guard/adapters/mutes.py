@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -17,13 +17,16 @@ from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import parse_time
 from training_guard.domain.mutes import KEY_PREFIX, RECORD_TTL_SECONDS, Effect, Mute, Mutes, mutes_key
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 ATTRIBUTE_PREFIX = "m:"
 
 
 class DynamoMutes:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
         self._table = table
 

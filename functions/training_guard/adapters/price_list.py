@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -25,6 +25,10 @@ from training_guard.domain.pricing import (
     table_quote,
 )
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_pricing import PricingClient
+
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 PAGE_SIZE: Final = 100  # GetProducts MaxResults: 1 to 100 (API reference)
@@ -38,16 +42,17 @@ Memory = MutableMapping[str, tuple[float, PriceQuote | None]]
 _CONTAINER_MEMORY: Memory = {}
 
 
-def pricing_client() -> Any:
+def pricing_client() -> PricingClient:
     """A boto3 `pricing` client in PRICE_LIST_API_REGION, with few retries and short timeouts (a choice)."""
     import boto3
     from botocore.config import Config
 
-    return boto3.client(
+    made: PricingClient = boto3.client(  # boto3 returns Any: the stubs name what it returns for "pricing"
         "pricing",
         region_name=PRICE_LIST_API_REGION,
         config=Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=2, read_timeout=5),
     )
+    return made
 
 
 class PriceList:
@@ -59,10 +64,10 @@ class PriceList:
 
     def __init__(
         self,
-        pricing: Any | None = None,
+        pricing: PricingClient | None = None,
         *,
-        pricing_factory: Callable[[], Any] = pricing_client,
-        dynamodb: Any | None = None,
+        pricing_factory: Callable[[], PricingClient] = pricing_client,
+        dynamodb: DynamoDBClient | None = None,
         table: str | None = None,
         memory: Memory | None = None,
         ttl_seconds: int = PRICE_CACHE_TTL_SECONDS,
@@ -107,7 +112,7 @@ class PriceList:
         problems, self.problems = self.problems, []
         return problems
 
-    def _client(self) -> Any:
+    def _client(self) -> PricingClient:
         if self._pricing is None:
             self._pricing = self._pricing_factory()
         return self._pricing

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
 from training_guard.adapters.clients import error_code, error_message
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import EventError, TrainingJob, parse_job
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
 
 # SageMaker answers a training job that does not exist with ValidationException "Requested resource not found."
 # (DescribeTrainingJob: aws/aws-sdk#165, aws/amazon-sagemaker-examples#2360), not the ResourceNotFound its API model
@@ -25,7 +28,7 @@ def is_missing(exc: ClientError) -> bool:
 
 
 class SageMakerJobs:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: SageMakerClient) -> None:
         self._client = client
 
     def describe(self, name: str) -> TrainingJob | None:

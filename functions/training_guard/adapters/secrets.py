@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
@@ -10,11 +10,14 @@ from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterEr
 from training_guard.domain.errors import ActionFailed
 from training_guard.services.chat import check_url
 
+if TYPE_CHECKING:
+    from mypy_boto3_secretsmanager import SecretsManagerClient
+
 CACHE_SECONDS = 300
 
 
 class Secrets:
-    def __init__(self, client: Any, *, max_age: int = CACHE_SECONDS) -> None:
+    def __init__(self, client: SecretsManagerClient, *, max_age: int = CACHE_SECONDS) -> None:
         self._provider = SecretsProvider(boto3_client=client)
         self._max_age = max_age
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from training_guard.domain.errors import ActionFailed
 from training_guard.render.messages import Notification, q_developer_notification
+
+if TYPE_CHECKING:
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sns.type_defs import MessageAttributeValueTypeDef
 
 # A Publish is refused above the topic's maximum message size, body and attributes together: 256 KiB.
 # https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.html
@@ -67,7 +71,7 @@ def _shorten(value: Any, limit: int) -> Any:
     return value
 
 
-def message_attributes(notification: Notification) -> dict[str, dict[str, str]]:
+def message_attributes(notification: Notification) -> dict[str, MessageAttributeValueTypeDef]:
     """Attributes that subscription filter policies can select on (e.g. severity for SMS)."""
     return {
         "kind": {"DataType": "String", "StringValue": notification.kind.value},
@@ -77,7 +81,7 @@ def message_attributes(notification: Notification) -> dict[str, dict[str, str]]:
 
 
 class SnsPublisher:
-    def __init__(self, client: Any, topic_arn: str, *, members: Collection[str] = ()) -> None:
+    def __init__(self, client: SNSClient, topic_arn: str, *, members: Collection[str] = ()) -> None:
         """`members`: the organization's member accounts (their jobs get Q Developer threads of their own)."""
         self._client = client
         self._topic_arn = topic_arn

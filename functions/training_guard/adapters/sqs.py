@@ -4,7 +4,7 @@ to the notifier's queue."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -12,13 +12,15 @@ from training_guard import contract
 from training_guard.domain.errors import ActionFailed
 
 if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
     from training_guard.render.messages import Notification
 
 _ATTRIBUTE_MAX = 256
 
 
 class DeadLetterParker:
-    def __init__(self, client: Any, queue_url: str) -> None:
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = client
         self._queue_url = queue_url
 
@@ -37,7 +39,7 @@ class CardUpdates:
     """Slack app mode's card updates (ports.CardPort): the notification's document, marked card-only, sent to the chat
     queue the notifier reads, as the topic's SQS subscription would deliver it (raw message delivery)."""
 
-    def __init__(self, client: Any, queue_url: str) -> None:
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = client
         self._queue_url = queue_url
 

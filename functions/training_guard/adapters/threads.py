@@ -6,7 +6,7 @@ The item and its claim: docs/design/chat-delivery.md; it expires with the ledger
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -15,6 +15,9 @@ from training_guard.adapters.clients import error_code
 from training_guard.domain.errors import ActionFailed
 from training_guard.services.threads import ClaimOutcome, ParentClaim, ThreadRecord, lease_expiry
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 CLAIMED = "claimed"
@@ -22,7 +25,7 @@ POSTED = "posted"
 
 
 class DynamoThreads:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
         self._table = table
 

@@ -18,6 +18,8 @@ from training_guard.domain.leases import lease_for
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from mypy_boto3_pricing import PricingClient
+
     from training_guard.adapters.interactions import SigningSecret
     from training_guard.adapters.mutes import DynamoMutes
     from training_guard.adapters.price_list import PriceList
@@ -49,7 +51,7 @@ def parker() -> DeadLetterParker | None:
     return DeadLetterParker(client("sqs"), url) if url else None
 
 
-def pricing_client() -> Any:
+def pricing_client() -> PricingClient:
     """The Price List API client, made when a price is first asked of the API."""
     # A seam: moto has no Price List API, so the integration tests and the emulation replace this function.
     from training_guard.adapters.price_list import pricing_client as real
