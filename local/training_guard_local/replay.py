@@ -79,8 +79,13 @@ def load_events(paths: Sequence[Path]) -> list[Recorded]:
             if not data:
                 raise UsageError(f"{path}: an empty list; a file holds one event or a JSON array of events")
             events.extend(Recorded(f"{path}[{i}]", event) for i, event in enumerate(data))
-        else:
+        elif isinstance(data, Mapping):
             events.append(Recorded(str(path), data))
+        else:  # a file of one string or number holds no event (inside an array, one is reported and skipped)
+            raise UsageError(
+                f"{path}: holds {json_words.kind(data)}; a file holds one event (a JSON object) "
+                "or a JSON array of events"
+            )
     for recorded in events:
         check_wrapped(recorded)
     return events

@@ -291,3 +291,19 @@ def test_a_bare_detail_is_told_to_be_wrapped(
     assert out == ""
     assert err.startswith(f"training-guard {command}: {path}[0]: this looks like an event's detail: wrap it in an ")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("value", "kind"), [('"Failed"', "a string"), ("42", "a number"), ("true", "a boolean"), ("null", "null")])
+@pytest.mark.parametrize("command", ["simulate", "slack-preview"])
+def test_a_file_of_one_value_that_is_no_event_is_bad_input(
+    command: str, value: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "value.json"
+    path.write_text(value)
+    assert main([command, str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"training-guard {command}: {path}: holds {kind}; a file holds one event (a JSON object) or a JSON array "
+        "of events\n"
+    )
