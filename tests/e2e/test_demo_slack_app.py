@@ -99,7 +99,7 @@ def test_each_job_has_one_parent_updated_in_place_with_chat_update(run: Run) -> 
         # The stop, then the job's end: folded into the stop (no reply), shown on the card alone.
         stop = {"resnet": "🔴 Stopped by Training Guard: ", "bert": f"🔴 Stopped: Slack user {ALICE} pressed Stop now"}
         assert [e["text"] for e in parent.edits][-1].startswith(stop[key])
-        assert parent.text.startswith("⏹️ Stopped by Training Guard at ")
+        assert parent.text.startswith("⏹️ Stopped, ended ")
         assert " of training · " in parent.text
         assert "*What the guard did:* Stopped the job." in json.dumps(parent.blocks, ensure_ascii=False)
     assert "edited in place" in run.output

@@ -364,7 +364,7 @@ def test_a_card_only_update_edits_the_card_in_place_and_posts_nothing() -> None:
     assert (result.delivered, rig.bot.calls) == (["default"], ["update"])
     assert len(rig.bot.replies(CHANNEL, parent)) == 1  # no reply: the thread holds the stop, not its echo
     card = rig.bot.messages[(CHANNEL, parent)]
-    assert card["text"].startswith("⏹️ Stopped by Training Guard at 03:10 UTC, 40 min 00 s of training · train-1")
+    assert card["text"].startswith("⏹️ Stopped, ended 03:10 UTC after 40 min 00 s of training · train-1")
     assert "*What the guard did:* Stopped the job." in json.dumps(card["blocks"], ensure_ascii=False)
     assert rig.threads.items[thread_key("train-1", CHANNEL)].card_version == slack_messages.card_version(
         json.loads(card_only())
@@ -403,7 +403,7 @@ def test_a_card_only_update_goes_where_the_stop_went_whatever_its_own_severity()
     [parent] = rig.bot.parents(OPS)
     result = chat.deliver(card_only(), now=END)
     assert result.delivered == ["ops"]
-    assert rig.bot.messages[(OPS, parent)]["text"].startswith("⏹️ Stopped by Training Guard at")
+    assert rig.bot.messages[(OPS, parent)]["text"].startswith("⏹️ Stopped, ended ")
     assert rig.bot.parents(CHANNEL) == []
 
 
@@ -431,7 +431,7 @@ def test_a_card_only_update_that_fails_is_retried_and_then_made() -> None:
     assert (first.transient, first.retry) == (["default"], True)
     retry = chat.deliver(card_only(), now=END)
     assert retry.delivered == ["default"]
-    assert rig.bot.messages[(CHANNEL, parent)]["text"].startswith("⏹️ Stopped by Training Guard at")
+    assert rig.bot.messages[(CHANNEL, parent)]["text"].startswith("⏹️ Stopped, ended ")
     assert rig.bot.calls.count("reply") == 0
 
 

@@ -247,11 +247,11 @@ def card_state(doc: Mapping[str, Any]) -> str:
     if state is None:
         marker = SEVERITY_MARKERS.get(str(doc["severity"]), "🔵")
         return f"{marker} {doc['title']}"
-    if is_card_only(doc):
-        state = f"{state} by Training Guard"
+    # A card-only document is the end of a job the guard stopped: its Why line says who asked for the stop and when.
     trained = doc["job"].get("training_seconds")
     if kind == "job_stopped" and isinstance(trained, int | float):
-        return f"{state} at {clock(parse_time(doc.get('time')))}, {format_duration(trained)} of training"
+        # The job's end, not the stop's request: said as such, so the two times on the card never read as one.
+        return f"{state}, ended {clock(parse_time(doc.get('time')))} after {format_duration(trained)} of training"
     return state
 
 
