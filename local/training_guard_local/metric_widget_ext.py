@@ -211,7 +211,12 @@ def value_ticks(values: Sequence[float]) -> tuple[float, float, list[float]]:
     if high - low <= 0:
         high = low + 1.0
     step = _nice((high - low) / 4)
+    top = high
     low, high = math.floor(low / step) * step, math.ceil(high / step) * step
+    if high < top or math.isclose(
+        high, top
+    ):  # a value (a threshold, often) on the frame reads as the frame: one more step above it
+        high += step
     count = round((high - low) / step)
     return low, high, [low + step * n for n in range(count + 1)]
 

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from training_guard.config.model import GuardConfig
 from training_guard.render.charts import chart_for
 from training_guard_local import metric_widget_ext as ext
@@ -61,7 +63,7 @@ def count(rows: list[list[tuple[int, int, int]]], colour: tuple[int, int, int], 
 def test_the_chart_shows_values_times_the_labelled_threshold_its_bad_side_and_a_legend() -> None:
     width, height, rows = pixels(ext.render(widget(), datapoints(), NOW))
     low, high, ticks = ext.value_ticks([*LOSS, 5.0])
-    assert (low, high, ticks) == (0.0, 15.0, [0.0, 5.0, 10.0, 15.0])
+    assert (low, high, ticks) == (0.0, 20.0, [0.0, 5.0, 10.0, 15.0, 20.0])  # 15 on a tick: one step above it
     bottom = height - ext.BOTTOM_MARGIN
     threshold_y = next(y for y in range(height) if rows[y].count(ext.THRESHOLD_COLOUR) > width // 3)  # dashed
     # the bad side (> 5) is shaded, the good side is not
@@ -82,10 +84,10 @@ def test_no_datapoint_is_cut_at_the_edge_of_the_plot() -> None:
     colour = ext.LINE_COLOURS[0]
     plot = range(ext.TOP_MARGIN, height - ext.BOTTOM_MARGIN + 1)
     right = width - 16
-    # The last datapoint (at `now`, on the top tick) is a whole dot inside the plot: nothing of it at its edges.
+    # The last datapoint (at `now`, the highest value) is a whole dot inside the plot: nothing of it at its edges.
     assert all(rows[y][right] != colour for y in plot)
     assert all(rows[ext.TOP_MARGIN][x] != colour for x in range(ext.LEFT_MARGIN, right))
-    assert colour in rows[ext.TOP_MARGIN + ext.DOT_RADIUS + 2]  # ... and it is drawn, near the top
+    assert any(colour in row for row in rows[ext.TOP_MARGIN : height - ext.BOTTOM_MARGIN])  # ... and it is drawn
 
 
 def test_the_time_axis_has_round_times_and_at_most_six() -> None:
@@ -94,3 +96,10 @@ def test_the_time_axis_has_round_times_and_at_most_six() -> None:
     assert len(ext.time_ticks(NOW - timedelta(minutes=9, seconds=30), NOW)) <= 6
     ticks = ext.time_ticks(NOW - timedelta(minutes=4, seconds=30), NOW)
     assert [t.strftime("%H:%M") for t in ticks] == ["02:56", "02:57", "02:58", "02:59", "03:00"]  # none before start
+
+
+def test_a_threshold_at_the_top_of_the_values_is_drawn_below_the_frame_not_on_it() -> None:
+    # A guard "< 0.6" over values of 0.4-0.45: the axis ends a step above 0.6, so its line is not the plot's edge.
+    low, high, ticks = ext.value_ticks([0.42, 0.44, 0.43, 0.45, 0.6])
+    assert (low, len(ticks)) == (0.0, 5)
+    assert high == pytest.approx(0.8)
