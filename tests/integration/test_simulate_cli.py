@@ -293,7 +293,9 @@ def test_a_bare_detail_is_told_to_be_wrapped(
     assert err.count("\n") == 1
 
 
-@pytest.mark.parametrize(("value", "kind"), [('"Failed"', "a string"), ("42", "a number"), ("true", "a boolean"), ("null", "null")])
+@pytest.mark.parametrize(
+    ("value", "kind"), [('"Failed"', "a string"), ("42", "a number"), ("true", "a boolean"), ("null", "null")]
+)
 @pytest.mark.parametrize("command", ["simulate", "slack-preview"])
 def test_a_file_of_one_value_that_is_no_event_is_bad_input(
     command: str, value: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
