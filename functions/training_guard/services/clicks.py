@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -13,7 +15,6 @@ from urllib.parse import parse_qs
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
-from slack_sdk.signature import Clock, SignatureVerifier
 
 from training_guard import contract
 from training_guard.domain import credentials
@@ -23,7 +24,7 @@ from training_guard.render.slack_actions import CLICK_SCHEMA, Act, Click, NotACl
 
 logger = Logger()
 
-SIGNATURE_WINDOW_SECONDS = 300  # SignatureVerifier's: 5 minutes either side of now
+SIGNATURE_WINDOW_SECONDS = 300  # Slack's: a request more than 5 minutes from now is refused
 REPLAY_MARGIN_SECONDS = 60  # a replay marker outlives the window by this much
 ACT, REFUSE = "act", "refuse"
 NOT_ALLOWED = (
@@ -45,14 +46,17 @@ def response(status: int, body: str = "") -> dict[str, Any]:
     return {"statusCode": status, "headers": {"Content-Type": "text/plain"}, "body": body}
 
 
-class _At(Clock):
-    """SignatureVerifier's clock, set to the instant this request is judged at."""
-
-    def __init__(self, now: float) -> None:
-        self._now = now
-
-    def now(self) -> float:
-        return self._now
+def signature_valid(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
+    """Slack's `v0=` HMAC-SHA256 of `v0:<timestamp>:<body>` (https://docs.slack.dev/authentication/verifying-requests-
+    from-slack), compared in constant time. By hand: slack_sdk.signature cost the acknowledgement 0.57x a bare boto3
+    import at cold start, for these three lines."""
+    try:
+        body.decode("utf-8")  # Slack sends UTF-8: other bytes are no request of Slack's, whatever they are signed with
+    except UnicodeDecodeError:
+        return False
+    base = b"v0:" + timestamp.encode("ascii", "replace") + b":" + body
+    expected = "v0=" + hmac.new(secret.encode("utf-8"), base, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode("ascii"), signature.encode("utf-8", "replace"))
 
 
 class Interactions:
@@ -96,12 +100,7 @@ class Interactions:
         if problem is not None:  # a placeholder or published value signs nothing: anyone could have made the request
             secret_not_set(credentials.SIGNING_SECRET, problem)
             return response(503, "the signing secret is not set")
-        verifier = SignatureVerifier(secret, clock=_At(now))
-        try:
-            valid = verifier.is_valid(body=raw, timestamp=timestamp, signature=signature)
-        except UnicodeDecodeError:  # the verifier reads the body as UTF-8, as Slack sends it
-            valid = False
-        if not valid:
+        if not signature_valid(secret, timestamp or "", raw, signature):
             logger.warning("interaction refused: bad signature")
             return response(401, "bad signature")
         expires = signed_at + SIGNATURE_WINDOW_SECONDS + REPLAY_MARGIN_SECONDS
