@@ -74,6 +74,14 @@ MODULES: dict[str, Target] = {
             "tests/integration/test_metric_guards.py",  # the alarm path end to end on moto
         ),
     ),
+    "once": Target("src/training_guard/services/once.py", ("tests/unit/test_once.py",)),
+    "chat": Target(
+        "src/training_guard/services/chat.py",
+        (
+            "tests/unit/test_slack_messages.py",  # webhook delivery, once per (transition, webhook), parking
+            "tests/unit/test_slack_app_mode.py",  # app mode: threads, cards, charts
+        ),
+    ),
     "sweeper": Target(
         "src/training_guard/services/sweeper.py",
         (
