@@ -30,19 +30,20 @@ ELLIPSES = ("...", "…")
 
 @dataclass
 class Block:
-    line: int  # where it starts in the README, for the failure message
+    line: int  # where it starts in its file, for the failure message
     commands: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
+    source: str = "README.md"  # the file it is in: the README or a page of docs/
 
 
-def checked_blocks(text: str) -> list[Block]:
+def checked_blocks(text: str, source: str = "README.md") -> list[Block]:
     blocks: list[Block] = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if line.strip() != MARKER:
             continue
-        assert lines[i + 1].strip() == "```console", f"README line {i + 2}: a checked block is a ```console block"
-        block = Block(line=i + 2)
+        assert lines[i + 1].strip() == "```console", f"{source} line {i + 2}: a checked block is a ```console block"
+        block = Block(line=i + 2, source=source)
         pending = ""
         for body in lines[i + 2 :]:
             if body.strip() == "```":
@@ -115,12 +116,17 @@ def run(block: Block) -> list[str]:
 def check(block: Block, output: list[str]) -> None:
     first_missing = missing(block.shown, output)
     assert first_missing is None, (
-        f"README line {block.line}: this shown line is not in the output (in order):\n  {first_missing}\n"
+        f"{block.source} line {block.line}: this shown line is not in the output (in order):\n  {first_missing}\n"
         "output was:\n" + "\n".join(output[:200])
     )
 
 
-BLOCKS = checked_blocks(README.read_text(encoding="utf-8"))
+# The README's blocks and those of the pages it hands its reference to (docs/slack-app.md, ...).
+BLOCKS = checked_blocks(README.read_text(encoding="utf-8")) + [
+    block
+    for page in sorted((ROOT / "docs").glob("*.md"))
+    for block in checked_blocks(page.read_text(encoding="utf-8"), f"docs/{page.name}")
+]
 
 # A block that only runs the demo is checked by the e2e module that plays that scenario anyway (a demo costs seconds
 # of CPU): against what `cli.demo_of`, the function behind `training-guard demo`, printed there.
@@ -159,7 +165,7 @@ COMMAND_BLOCKS = [b for b in BLOCKS if demo_scenario(b) is None]
 
 
 @pytest.mark.parametrize(
-    "block", COMMAND_BLOCKS, ids=[f"README line {b.line}: {b.commands[-1][:60]}" for b in COMMAND_BLOCKS]
+    "block", COMMAND_BLOCKS, ids=[f"{b.source} line {b.line}: {b.commands[-1][:60]}" for b in COMMAND_BLOCKS]
 )
 def test_a_checked_readme_block_shows_what_its_commands_print(block: Block) -> None:
     check(block, run(block))
