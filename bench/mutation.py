@@ -80,6 +80,8 @@ MODULES: dict[str, Target] = {
         (
             "tests/unit/test_slack_messages.py",  # webhook delivery, once per (transition, webhook), parking
             "tests/unit/test_slack_app_mode.py",  # app mode: threads, cards, charts
+            "tests/unit/test_chat_delivery.py",  # each result list, ledger key, park and retry; routing; budget
+            "tests/unit/test_member_charts.py",  # a member's job: a graph link, no picture
         ),
     ),
     "sweeper": Target(
