@@ -39,7 +39,6 @@ from training_guard.render.charts import chart_for
 from training_guard.render.messages import make_test_notification
 from training_guard.services.chat import (
     DELIVERED,
-    AppMode,
     ChatDelivery,
     NotConfigured,
     account_of,
@@ -105,7 +104,9 @@ class Budget:
 @dataclass
 class Rig:
     config: GuardConfig = field(
-        default_factory=lambda: GuardConfig.from_dict({"slack": {"webhooks": {w: {} for w in WEBHOOKS}, "default": "a"}})
+        default_factory=lambda: GuardConfig.from_dict(
+            {"slack": {"webhooks": {w: {} for w in WEBHOOKS}, "default": "a"}}
+        )
     )
     sender: Sender = field(default_factory=Sender)
     urls: Urls = field(default_factory=Urls)
@@ -478,3 +479,31 @@ def test_a_card_not_updated_is_reported_with_slacks_error() -> None:
     later = chat.deliver(document(rule="Overfit", at=NOW + timedelta(minutes=1)), now=NOW)
     assert later.errors == ["channel 'default': the card was not updated: message_not_found"]
 
+
+def test_a_graph_retried_after_the_threads_record_expired_opens_the_thread_again() -> None:
+    rig = AppRig()
+    chat = rig.chat()
+    rig.bot.fail["upload_png"] = FakeBotError("upload_failed", permanent=False)
+    chat.deliver(metric_document(), now=NOW)
+    key = thread_key("train-1", CHANNEL)
+    del rig.threads.items[key]  # its TTL passed before the retry
+    # another delivery is posting the new parent: the graph waits for it
+    rig.threads.claim(key, holder="other", now=NOW, lease_seconds=60, ttl_seconds=60)
+    busy = chat.deliver(metric_document(), now=NOW)
+    assert (busy.busy, busy.delivered) == (["default"], [])
+    del rig.threads.items[key]
+    later = NOW + timedelta(minutes=1)
+    retry = chat.deliver(metric_document(), now=later)
+    assert retry.delivered == ["default"]
+    _, second = rig.bot.parents(CHANNEL)
+    [(_, thread, _, _)] = rig.bot.uploads
+    assert thread == second  # a new card, posted by this delivery, holds the graph
+    assert rig.threads.items[key].ts == second
+    assert rig.threads.expires[key] == int(later.timestamp()) + 86400
+
+
+def test_a_test_notification_from_a_member_account_reaches_every_channel() -> None:
+    rig = AppRig()
+    result = rig.chat(organization=True).deliver(a_test_notification(MEMBER), now=NOW)
+    assert (result.delivered, result.errors) == (["default", "ops"], [])
+    assert rig.threads.items == {}
