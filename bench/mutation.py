@@ -80,6 +80,8 @@ MODULES: dict[str, Target] = {
         (
             "tests/unit/test_slack_messages.py",  # webhook delivery, once per (transition, webhook), parking
             "tests/unit/test_slack_app_mode.py",  # app mode: threads, cards, charts
+            "tests/unit/test_chat_delivery.py",  # each result list, ledger key, park and retry; routing; budget
+            "tests/unit/test_member_charts.py",  # a member's job: a graph link, no picture
         ),
     ),
     "sweeper": Target(
@@ -243,6 +245,81 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             'self.account_scope: str | None = ""',
             "equivalent: every reader takes an empty scope as none (`self.account_scope or account`, mutes_key's "
             "`if account`)",
+        ),
+    ),
+    "chat": (
+        *(
+            Explained(
+                "ChatDelivery._buttons",
+                'if slack_messages.is_test(doc) or doc.get("kind") == slack_messages.DIGEST_KIND:',
+                added,
+                "equivalent: render() draws a digest with render_digest, which shows no buttons, and buttons() "
+                "offers none on a test notification (its job is not running); the clause only skips work",
+            )
+            for added in (
+                "is_test(doc) and doc.get(",
+                "doc.get(None) ==",
+                'doc.get("XXkindXX") ==',
+                'doc.get("KIND") ==',
+            )
+        ),
+        Explained(
+            "ChatDelivery._card_only",
+            "raise ParentBusy(key)",
+            "raise ParentBusy(None)",
+            "equivalent: _post_app catches ParentBusy and reads nothing of it (the message is sent back busy)",
+        ),
+        Explained(
+            "ChatDelivery._card_only",
+            "card_text, card_blocks = self._card(doc, member)",
+            "self._card(doc, None)",
+            "equivalent: a card-only document is a job's end, and a card of an ended job has no Stop now "
+            "(stop_button), the one element that names the member",
+        ),
+        Explained(
+            "ChatDelivery._chart_once",
+            "thread = self._thread(bot, message.doc, channel, message.member, now)",
+            "self._thread(bot, message.doc, channel, None, now)",
+            "equivalent: a graph is drawn only for the hub's own jobs (member is None, charts.py), so member is "
+            "always None here",
+        ),
+        Explained(
+            "ChatDelivery._failed",
+            'permanent = bool(getattr(exc, "permanent", False))',
+            'bool(getattr(exc, "permanent", None))',
+            "equivalent: bool(None) is False",
+        ),
+        *(
+            Explained(
+                "ChatDelivery._read",
+                "return _Message(text, blocks, transition, [], doc, member)",
+                added,
+                "equivalent: a card-only document read in webhook mode has no target, so nothing reads the "
+                "message's text, blocks, transition, document or member",
+            )
+            for added in (
+                "_Message(None, blocks, transition, [], doc, member)",
+                "_Message(text, None, transition, [], doc, member)",
+                "_Message(text, blocks, None, [], doc, member)",
+                "_Message(text, blocks, transition, [], None, member)",
+                "_Message(text, blocks, transition, [], doc, None)",
+                "_Message(text, blocks, transition, [], member)",
+                "_Message(text, blocks, transition, [], doc, )",
+            )
+        ),
+        *(
+            Explained(
+                "ChatDelivery._read",
+                "return _Message(text, blocks, transition, list(self.slack.targets), doc, member)",
+                added,
+                "equivalent: a test notification is posted as a message of its own (no thread, no card, so no "
+                "member is read) and has no graph, with or without its document",
+            )
+            for added in (
+                "list(self.slack.targets), None, member)",
+                "list(self.slack.targets), doc, None)",
+                "list(self.slack.targets), doc, )",
+            )
         ),
     ),
     "sweeper": (
