@@ -157,7 +157,32 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             for added in ('old.get("state", None)', 'old.get("state", ).')
         ),
     ),
+    "once": (
+        Explained(
+            "once.__init__",
+            "self._held: Held | None = None",
+            'self._held: Held | None = ""',
+            "read only in __exit__, which Python calls after __enter__ has set it: the initial value is never seen",
+        ),
+    ),
     "responder": (
+        *(
+            Explained(
+                "Responder._react",
+                'outcome="done", keep_if_unrecorded=True',
+                added,
+                "the block sets held.outcome (the outcome, or folded) before it ends, and an exception releases the "
+                "claim: the outcome once() starts with is never recorded",
+            )
+            for added in ("outcome=None,", 'outcome="XXdoneXX",', 'outcome="DONE",')
+        ),
+        Explained(
+            "Responder._held",
+            "lease_seconds=self.lease_seconds,",
+            "lease_seconds=None,",
+            "with `acquire` (the responder's busy-waiting claim, which passes its own lease) once() never claims "
+            "with this value",
+        ),
         *(
             Explained(
                 "Responder._stop",

@@ -89,3 +89,18 @@ def test_a_failure_to_complete_raises_unless_the_act_must_not_be_repeated() -> N
         pass
     assert isinstance(claim.unrecorded, ActionFailed)
     assert ledger.items["k"]["state"] == "in_progress"  # the lease is kept: a retry waits it out
+
+
+def test_a_block_that_names_no_outcome_completes_with_the_one_once_was_given() -> None:
+    ledger = FakeLedger()
+    with once(ledger, "k", now=NOW, lease_seconds=60, ttl_seconds=TTL, outcome="sent"):
+        pass
+    assert ledger.items["k"]["outcome"] == "sent"
+
+
+def test_by_default_a_failure_to_complete_is_raised() -> None:
+    with (
+        pytest.raises(ActionFailed),
+        once(Unrecordable(), "k", now=NOW, lease_seconds=60, ttl_seconds=TTL, outcome="x"),
+    ):
+        pass

@@ -488,6 +488,27 @@ def test_a_failed_alarm_creation_releases_its_claim_so_the_retry_creates_it() ->
     assert world.see(running).alarms_created == [job_alarm_name(job, "train:loss")]
 
 
+def test_a_failed_record_of_an_alarm_upkeep_is_raised_not_kept_as_unrecorded() -> None:
+    # Unlike a stop (its notification would be sent twice), an alarm's upkeep is safe to do again: the failure to
+    # record it goes to Lambda's retry.
+    class LedgerDown(FakeLedger):
+        def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
+            raise ActionFailed(f"complete {key}", RuntimeError("throttled"))
+
+    world = AlarmWorld()
+    world.guard.ledger = LedgerDown()
+    with pytest.raises(ActionFailed, match="complete a#"):
+        world.see(job_with_alarm_tag("InProgress", "Training"))
+
+
+def test_the_notification_of_the_guards_stop_shows_the_job_stopping() -> None:
+    # SageMaker accepted StopTrainingJob: the job is Stopping now, not the event's InProgress / Training.
+    world = World()
+    world.see(load_event("vanishing_gradient_issues_found"))
+    [note] = world.publisher.published
+    assert (note.job.status, note.job.secondary_status) == ("Stopping", "Stopping")
+
+
 def without_tags(event: dict[str, Any]) -> dict[str, Any]:
     del event["detail"]["Tags"]
     return event
