@@ -1,7 +1,7 @@
 """Slack app mode: the app's secrets, the interactivity endpoint (a function URL), the click queue and its worker.
 
 Slack POSTs a button click to the request URL, the interaction function: it verifies, refuses replays, hands the
-click to an encrypted queue and answers 200 at once (handlers/interactions.py says why a queue). The worker consumes
+click to an encrypted queue and answers 200 at once (docs/design/slack-clicks.md says why a queue). The worker consumes
 the queue: Stop now through the responder's one path to a stop, snoozes, mutes and exemptions into the state table,
 the thread told what was done through the bot.
 
@@ -60,7 +60,7 @@ FUNCTION_URL_REASON = (
     "The interactivity endpoint is a Lambda function URL with auth type NONE because Slack cannot sign requests "
     "with AWS credentials; every request is authenticated by its Slack signature (HMAC-SHA256 of the raw body with "
     "the app's signing secret, at most 5 minutes old, a replay refused) before anything is done, and only users in "
-    "slack.app.allowed_users may act (handlers/interactions.py)."
+    "slack.app.allowed_users may act (services/clicks.py)."
 )
 
 

@@ -123,7 +123,7 @@ class HubStack(TrainingGuardStack):
             "Sweeper": self.metric_guards.sweeper,
         }
         if self.slack_app is not None:
-            # Stop now on a member's job: the worker stops it through the member role (handlers/interactions.py).
+            # Stop now on a member's job: the worker stops it through the member role (services/clicks.py).
             functions[CLICK_WORKER] = self.slack_app.worker
         assert tuple(functions) == acting_functions(self.config), "the member's trust lists the same roles"
         return functions
