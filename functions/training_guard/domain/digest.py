@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from training_guard import contract
+from training_guard.domain.values import iso
 
 if TYPE_CHECKING:
     from training_guard.domain.totals import Totals
@@ -53,8 +54,8 @@ def document(result: Totals, week: Week, warnings: Sequence[str] = ()) -> dict[s
     totals = result.as_dict()
     return {
         "week": week.label,
-        "since": _iso(week.since),
-        "until": _iso(week.until),  # excluded: the next week's digest starts here
+        "since": iso(week.since),
+        "until": iso(week.until),  # excluded: the next week's digest starts here
         "stops": totals["stops"],
         "unconfirmed_stops": totals["unconfirmed_stops"],
         "would_stop": totals["would_stop"],
@@ -68,7 +69,3 @@ def document(result: Totals, week: Week, warnings: Sequence[str] = ()) -> dict[s
         "days": totals["days"],
         "warnings": list(warnings),
     }
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

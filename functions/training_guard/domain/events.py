@@ -15,6 +15,7 @@ from typing import Any
 from training_guard import contract
 from training_guard.config import json_words
 from training_guard.domain.text import ascii_int
+from training_guard.domain.values import mapping
 
 # Fixed vocabularies (the SageMaker API model). Unknown values are kept as they are: SageMaker
 # adds statuses over time and an unknown one must never crash the guard.
@@ -195,7 +196,7 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
         instance_groups=_instance_groups(resources.get("InstanceGroups")),
         selected_instance_type=_text(resources.get("SelectedInstanceType")) or None,
         selected_instance_count=_count(resources.get("SelectedInstanceCount")),
-        max_runtime_seconds=parse_seconds(_mapping(data.get("StoppingCondition")).get("MaxRuntimeInSeconds")),
+        max_runtime_seconds=parse_seconds(mapping(data.get("StoppingCondition")).get("MaxRuntimeInSeconds")),
         managed_spot=parse_flag(data.get("EnableManagedSpotTraining")),
         billable_seconds=parse_seconds(data.get("BillableTimeInSeconds")),
         training_time_seconds=parse_seconds(data.get("TrainingTimeInSeconds")),
@@ -204,7 +205,7 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
 
 def billed_groups(resources: Any) -> tuple[InstanceGroup, ...]:
     """`TrainingJob.billed_instances` of a raw `ResourceConfig` (an event detail's or DescribeTrainingJob's)."""
-    config = _mapping(resources)
+    config = mapping(resources)
     return TrainingJob(
         name="-",
         status="-",
@@ -238,9 +239,9 @@ def _instance_groups(value: Any) -> tuple[InstanceGroup, ...]:
         return ()
     return tuple(
         InstanceGroup(
-            _text(_mapping(g).get("InstanceType")) or None,
-            _count(_mapping(g).get("InstanceCount")),
-            _text(_mapping(g).get("InstanceGroupName")) or None,
+            _text(mapping(g).get("InstanceType")) or None,
+            _count(mapping(g).get("InstanceCount")),
+            _text(mapping(g).get("InstanceGroupName")) or None,
         )
         for g in value
     )
@@ -249,10 +250,6 @@ def _instance_groups(value: Any) -> tuple[InstanceGroup, ...]:
 def parse_flag(value: Any) -> bool:
     """A boolean as JSON carries it; the string "true" too (events are not always typed). Anything else False."""
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _training_phase_start(value: Any) -> datetime | None:

@@ -22,6 +22,7 @@ from training_guard.domain.events import (
 )
 from training_guard.domain.price_data.gpu_counts import GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
 from training_guard.domain.price_data.training_prices import TRAINING_PRICES, TablePrice
+from training_guard.domain.values import cents, mapping
 
 SECONDS_PER_HOUR: Final = 3600.0
 
@@ -120,7 +121,7 @@ def parse_price_list(items: Iterable[Any], *, region: str, instance_type: str) -
         if product is None or not _is_on_demand_training(product, region, instance_type):
             continue
         for usd in _hourly_usd(product):
-            sku = _text(_mapping(product.get("product")).get("sku"))
+            sku = _text(mapping(product.get("product")).get("sku"))
             prices.setdefault(usd, sku)
             if published_at := _text(product.get("publicationDate")):
                 published.append(published_at)
@@ -148,7 +149,7 @@ def _decode(item: Any) -> Mapping[str, Any] | None:
 
 
 def _is_on_demand_training(product: Mapping[str, Any], region: str, instance_type: str) -> bool:
-    attributes = _mapping(_mapping(product.get("product")).get("attributes"))
+    attributes = mapping(mapping(product.get("product")).get("attributes"))
     # The filters asked for these; an answer that says otherwise is not about this job's instances.
     for name, wanted in (("instanceName", instance_type), ("regionCode", region), ("component", TRAINING_COMPONENT)):
         value = attributes.get(name)
@@ -160,19 +161,15 @@ def _is_on_demand_training(product: Mapping[str, Any], region: str, instance_typ
 
 def _hourly_usd(product: Mapping[str, Any]) -> list[float]:
     found: list[float] = []
-    for offer in _mapping(_mapping(product.get("terms")).get(ON_DEMAND)).values():
-        for raw in _mapping(_mapping(offer).get("priceDimensions")).values():
-            dimension = _mapping(raw)
+    for offer in mapping(mapping(product.get("terms")).get(ON_DEMAND)).values():
+        for raw in mapping(mapping(offer).get("priceDimensions")).values():
+            dimension = mapping(raw)
             if str(dimension.get("unit", "")).strip().lower() != HOURLY_UNIT:
                 continue
-            usd = parse_usd(_mapping(dimension.get("pricePerUnit")).get("USD"))
+            usd = parse_usd(mapping(dimension.get("pricePerUnit")).get("USD"))
             if usd is not None:
                 found.append(usd)
     return found
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str | None:
@@ -218,8 +215,8 @@ class Spend:
     def as_dict(self) -> dict[str, Any]:
         """The JSON form carried by notifications, records and `simulate` (US dollars rounded to cents)."""
         return {
-            "so_far_usd": _cents(self.so_far_usd),
-            "avoided_usd": _cents(self.avoided_usd),
+            "so_far_usd": cents(self.so_far_usd),
+            "avoided_usd": cents(self.avoided_usd),
             "avoided_label": "up to" if self.avoided_applies else None,
             "price_source": self.price_source,
             "hourly_usd": None if self.hourly_usd is None else round(self.hourly_usd, 4),
@@ -232,10 +229,6 @@ class Spend:
             "notes": list(self.notes),
             "prices": [q.as_dict() for q in self.quotes],
         }
-
-
-def _cents(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
 
 
 def job_instance_types(job: TrainingJob) -> tuple[str, ...]:

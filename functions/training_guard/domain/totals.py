@@ -11,12 +11,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Final
 
 from training_guard import contract
 from training_guard.domain.events import parse_time
 from training_guard.domain.outcome import Outcome
+from training_guard.domain.values import cents, iso
 
 REPORT_SCHEMA: Final = "training-guard.report/1"
 STOP_KEY_PREFIX: Final = "stop#"  # adapters/ledger.py: the audit record of the guard's stop of a job
@@ -31,7 +31,6 @@ METRICS: Final = OUTCOME_METRICS
 
 _TRAILING_NUMBERS = re.compile(r"(?:-\d+)+$")
 _SECTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CENT = Decimal("0.01")
 
 __all__ = [
     "METRICS",
@@ -112,7 +111,7 @@ class SpendSum:
         return SpendSum(self.usd + value, self.known + 1, self.unknown)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"usd": _cents(self.usd), "known": self.known, "unknown": self.unknown}
+        return {"usd": cents(self.usd), "known": self.known, "unknown": self.unknown}
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ class Day:
             "day": self.day.isoformat(),
             "stops": self.stops,
             "would_stop": self.would_stop,
-            "spend_avoided_usd": _cents(self.spend_avoided_usd),
+            "spend_avoided_usd": cents(self.spend_avoided_usd),
         }
 
 
@@ -173,8 +172,8 @@ class Totals:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "since": _iso(self.since),
-            "until": _iso(self.until),
+            "since": iso(self.since),
+            "until": iso(self.until),
             "stops": self.stops,
             "unconfirmed_stops": self.unconfirmed,
             "would_stop": self.would_stop,
@@ -184,7 +183,7 @@ class Totals:
             "prefixes": [g.as_dict() for g in self.prefixes],
             "outcomes": self.outcomes if self.metrics is not None else None,
             "metrics": (
-                {name: _cents(value) for name, value in self.metrics.items()} if self.metrics is not None else None
+                {name: cents(value) for name, value in self.metrics.items()} if self.metrics is not None else None
             ),
             "days": [d.as_dict() for d in self.days],
         }
@@ -311,12 +310,3 @@ def _strings(value: Any) -> tuple[str, ...]:
         return tuple(s for s in (_string(v) for v in value["L"]) if s)
     text = _string(value)
     return tuple(p.strip() for p in text.split(",") if p.strip()) if text else ()
-
-
-def _cents(value: float) -> float:
-    # Half a cent rounds up, as people round money (float's round() would take 200.755 down to 200.75).
-    return float(Decimal(repr(value)).quantize(_CENT, rounding=ROUND_HALF_UP))
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from training_guard.domain.job_names import ACCOUNT_ID, JOB_NAME, RULE_NAME_MAX
+from training_guard.domain.values import mapping
 
 ACTION_PREFIX = "training-guard:"
 VALUE_MAX_CHARS = 2000  # https://docs.slack.dev/reference/block-kit/block-elements/button-element
@@ -133,16 +134,16 @@ def decode(payload: Mapping[str, Any]) -> Click:
         raise NotAClick(f"action {action_id!r}: its value is not JSON") from None
     if not isinstance(value, dict):
         raise NotAClick(f"action {action_id!r}: its value is not an object")
-    user = _mapping(payload.get("user"))
+    user = mapping(payload.get("user"))
     user_id = str(user.get("id") or "")
     if not user_id:
         raise NotAClick("the payload names no user")
     job, rule, account = value.get("job"), value.get("rule"), value.get("account")
     seconds = value.get("for")
     _check(act, job=job, rule=rule, account=account, seconds=seconds)
-    container = _mapping(payload.get("container"))
-    message = _mapping(payload.get("message"))
-    channel = _mapping(payload.get("channel")).get("id") or container.get("channel_id")
+    container = mapping(payload.get("container"))
+    message = mapping(payload.get("message"))
+    channel = mapping(payload.get("channel")).get("id") or container.get("channel_id")
     return Click(
         act=act,
         job=str(job),
@@ -151,7 +152,7 @@ def decode(payload: Mapping[str, Any]) -> Click:
         account=account,
         seconds=seconds,
         user_name=_text(user.get("username") or user.get("name")),
-        team=_text(_mapping(payload.get("team")).get("id") or user.get("team_id")),
+        team=_text(mapping(payload.get("team")).get("id") or user.get("team_id")),
         channel=_text(channel),
         message_ts=_text(container.get("message_ts") or message.get("ts")),
         thread_ts=_text(message.get("thread_ts")),
@@ -174,10 +175,6 @@ def _check(act: Act, *, job: Any, rule: Any, account: Any, seconds: Any) -> None
         act not in (Act.SNOOZE, Act.EXEMPT) or isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0
     ):
         raise NotAClick(f"{act.value}: a duration {seconds!r} where none belongs")
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str | None:

@@ -20,6 +20,7 @@ from training_guard import contract
 from training_guard.domain import credentials
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.text import ascii_int
+from training_guard.domain.values import mapping
 from training_guard.render.slack_actions import CLICK_SCHEMA, Act, Click, NotAClick, decode
 
 logger = Logger()
@@ -78,14 +79,14 @@ class Interactions:
         self._clock = clock
 
     def acknowledge(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        method = str(_mapping(_mapping(event.get("requestContext")).get("http")).get("method") or "POST")
+        method = str(mapping(mapping(event.get("requestContext")).get("http")).get("method") or "POST")
         if method.upper() != "POST":
             return response(405, "POST only")
         try:
             raw = raw_body(event)
         except ValueError:
             return response(400, "the body is not base64")
-        headers = {str(k).lower(): str(v) for k, v in _mapping(event.get("headers")).items()}
+        headers = {str(k).lower(): str(v) for k, v in mapping(event.get("headers")).items()}
         timestamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
         now = self._clock()
         signed_at = ascii_int(timestamp) if timestamp else None  # Unix seconds, in ASCII digits as Slack sends them
@@ -151,10 +152,6 @@ def _payload(raw: bytes) -> Mapping[str, Any]:
     if not isinstance(parsed, dict):
         raise ValueError("the payload is not an object")
     return parsed
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 # --- the asynchronous path ----------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from training_guard.domain.mutes import Mutes
 from training_guard.domain.outcome import Outcome
 from training_guard.domain.policy import NO_MUTES, Decision, GuardStop, Plan
 from training_guard.domain.pricing import Spend
+from training_guard.domain.values import cents
 from training_guard.render import messages
 from training_guard.services.once import Held, once
 from training_guard.services.ports import (
@@ -550,8 +551,8 @@ class Responder:
         # Only now the price: StopTrainingJob never waits for it.
         spend = self._spend(event, job, receipt, now)
         stop_spend = StopSpend(
-            avoided_usd=_cents(spend.avoided_usd),
-            so_far_usd=_cents(spend.so_far_usd),
+            avoided_usd=cents(spend.avoided_usd),
+            so_far_usd=cents(spend.so_far_usd),
             price_source=spend.price_source,
             instance_types=pricing.job_instance_types(job),
         )
@@ -616,10 +617,6 @@ def attribution_tags(record: StopRecord, spend: StopSpend | None = None) -> dict
 
 def _rule_of(decision: Decision) -> str:
     return decision.finding.name if decision.finding else "?"
-
-
-def _cents(amount: float | None) -> float | None:
-    return None if amount is None else round(amount, 2)
 
 
 def tag_value(text: str) -> str:
