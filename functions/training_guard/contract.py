@@ -152,3 +152,9 @@ NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"
 CARD_ONLY: Final = "card_only"
 # messages.Notice.DIGEST and the Slack notifier's renderer (which does not import messages) share this spelling.
 DIGEST_KIND: Final = "digest"
+
+
+def self_alarm_prefix(stack_name: str) -> str:
+    """The name every self-monitoring alarm starts with (the topic lets them publish; doctor finds them by it). Not
+    "training-guard-...": that prefix routes an alarm to the metric-guard handler."""
+    return f"{stack_name}-self-"

@@ -14,8 +14,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.components.monitoring import self_alarm_prefix
 from infra.components.queues import DeadLetterQueue
+from training_guard.contract import self_alarm_prefix
 
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 PUBLISH_ACTION = "sns:Publish"

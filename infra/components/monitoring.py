@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra.components import names
 from training_guard import contract
+from training_guard.contract import self_alarm_prefix
 
 PERIOD = Duration.minutes(5)
 # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME (set by GuardFunction).
@@ -48,13 +49,6 @@ SPEND_AVOIDED_PER_RULE_QUERY = (
 )
 DAY = Duration.days(1)
 SECRET_NOT_SET_ALARM = "SlackSecretNotSet"  # noqa: S105 - an alarm name
-
-
-def self_alarm_prefix(stack_name: str) -> str:
-    """Every self-monitoring alarm is named with it; the topic lets alarms with this prefix publish.
-
-    Not "training-guard-...": that prefix routes an alarm to the metric-guard handler."""
-    return f"{stack_name}-self-"
 
 
 def guard_metric(name: str) -> cloudwatch.Metric:

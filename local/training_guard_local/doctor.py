@@ -29,6 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 
 from infra import outputs
 from training_guard import contract
+from training_guard.contract import self_alarm_prefix
 from training_guard.domain import credentials, metric_guards
 from training_guard.services.chat import NOT_CONFIGURED
 from training_guard_local.inputs import EXIT_FAILED, EXIT_OK, UsageError
@@ -102,11 +103,6 @@ SLACK_OUTPUTS: Final = (
 
 SYMBOLS: Final = {OK: "✓", FAIL: "✗", WARN: "!"}
 ASCII_SYMBOLS: Final = {OK: "ok", FAIL: "x", WARN: "!"}
-
-
-def self_alarm_prefix(stack: str) -> str:
-    """infra.components.monitoring.self_alarm_prefix (a test pins the two together)."""
-    return f"{stack}-self-"
 
 
 # --- the deployed stack, as its outputs describe it -------------------------------------------------------

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from infra.components import encryption, functions, job_events, metric_guards, monitoring
+from infra.components import encryption, functions, job_events, metric_guards
 from infra.nag import ACKNOWLEDGED
 from tests.helpers import NOW
 from tests.infra.conftest import Synth, cfn_lint, expected_rows, shipped_context, statement_rows, unordered
@@ -316,7 +316,7 @@ def test_the_topic_lets_the_guards_own_alarms_publish_and_nothing_else_of_cloudw
     assert (
         len(publishers) == 17
     )  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap
-    assert all(name.startswith(monitoring.self_alarm_prefix(synth.stack.stack_name)) for name in publishers)
+    assert all(name.startswith(contract.self_alarm_prefix(synth.stack.stack_name)) for name in publishers)
 
 
 def test_stack_is_environment_agnostic_and_has_no_asset_parameters(synth: Synth) -> None:

@@ -11,7 +11,7 @@ from aws_cdk import App, Stack
 from infra.app import STACK_NAME
 from infra.components.chat import webhook_secret_name
 from infra.components.functions import POWERTOOLS_LAYER_PARAMETER
-from infra.components.monitoring import REACTION_METRICS, SERVICE_DIMENSION, self_alarm_prefix
+from infra.components.monitoring import REACTION_METRICS, SERVICE_DIMENSION
 from training_guard.adapters.secrets import CACHE_SECONDS
 from training_guard.domain import totals
 from training_guard_local import doctor, preflight
@@ -41,7 +41,6 @@ def test_the_plan_is_what_the_cdk_app_reads(tmp_path: Path) -> None:
 
 def test_names_shared_with_the_stack_are_the_stacks() -> None:
     assert doctor.DEFAULT_STACK == STACK_NAME
-    assert doctor.self_alarm_prefix("X") == self_alarm_prefix("X")
     assert doctor.SECRET_CACHE_SECONDS == CACHE_SECONDS
 
 

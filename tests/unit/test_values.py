@@ -22,6 +22,7 @@ def test_no_amount_stays_no_amount() -> None:
 
 def test_only_an_object_is_an_object() -> None:
     assert mapping({"a": 1}) == {"a": 1}
+    not_one: object
     for not_one in (None, [], "text", 3):
         assert mapping(not_one) == {}
 
