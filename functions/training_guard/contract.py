@@ -118,6 +118,8 @@ class Metric(StrEnum):
 # webhook's parked message): one self-alarm watches it.
 SECRET_NOT_SET_METRIC: Final = "SecretNotSet"  # noqa: S105 - a metric name
 SERVICE_DIMENSION: Final = "service"  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
+SERVICE_NAME: Final = "training-guard"  # POWERTOOLS_SERVICE_NAME of every function: the `service` dimension's value
+OUTCOME_METRIC_PREFIX: Final = "Outcome_"  # + an outcome ("stopped", "would_stop", ...): one metric per outcome
 SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
 # Instance metrics carry the dimension Host = "<job>/algo-<n>"; algorithm metrics TrainingJobName.
 INSTANCE_METRICS: Final = frozenset(

@@ -93,7 +93,7 @@ class GuardFunction(Construct):
             )
         )
         env = {
-            "POWERTOOLS_SERVICE_NAME": "training-guard",
+            "POWERTOOLS_SERVICE_NAME": contract.SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": contract.GUARD_METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": "INFO",
             contract.ENV_CONFIG_FILE: CONFIG_PATH,

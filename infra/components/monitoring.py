@@ -18,8 +18,10 @@ from training_guard.contract import self_alarm_prefix
 
 PERIOD = Duration.minutes(5)
 # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME (set by GuardFunction).
-SERVICE_DIMENSION = {contract.SERVICE_DIMENSION: "training-guard"}
-REACTION_METRICS = ("Outcome_stopped", "Outcome_would_stop", "Outcome_deferred", "Outcome_notified")
+SERVICE_DIMENSION = {contract.SERVICE_DIMENSION: contract.SERVICE_NAME}
+REACTION_METRICS = tuple(
+    f"{contract.OUTCOME_METRIC_PREFIX}{outcome}" for outcome in ("stopped", "would_stop", "deferred", "notified")
+)
 DELIVERY_METRICS = (
     contract.Metric.NOTIFICATIONS_PUBLISHED,
     contract.Metric.NOTIFICATIONS_FOLDED,  # recorded, folded into a stop the guard made (one job, one story)

@@ -88,7 +88,7 @@ def count_outcomes(receipt: Receipt) -> None:
             name=contract.Metric.UNRECORDED_TRANSITIONS, unit=MetricUnit.Count, value=len(receipt.unrecorded)
         )
     for outcome in receipt.outcomes:
-        metrics.add_metric(name=f"Outcome_{outcome}", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=f"{contract.OUTCOME_METRIC_PREFIX}{outcome}", unit=MetricUnit.Count, value=1)
     if receipt.notifications:
         metrics.add_metric(
             name=contract.Metric.NOTIFICATIONS_PUBLISHED, unit=MetricUnit.Count, value=len(receipt.notifications)

@@ -22,8 +22,8 @@ REPORT_SCHEMA: Final = "training-guard.report/1"
 STOP_KEY_PREFIX: Final = "stop#"  # adapters/ledger.py: the audit record of the guard's stop of a job
 # The guard's metrics carry the dimension service = POWERTOOLS_SERVICE_NAME (infra/components/functions.py);
 # infra/components/monitoring.py graphs them with the same dimension (a test pins the two together).
-SERVICE_DIMENSION: Final = {"service": "training-guard"}
-OUTCOME_METRIC_PREFIX: Final = "Outcome_"
+SERVICE_DIMENSION: Final = {contract.SERVICE_DIMENSION: contract.SERVICE_NAME}
+OUTCOME_METRIC_PREFIX: Final = contract.OUTCOME_METRIC_PREFIX
 OUTCOME_METRICS: Final = tuple(f"{OUTCOME_METRIC_PREFIX}{o.value}" for o in Outcome)
 WOULD_STOP_METRIC: Final = f"{OUTCOME_METRIC_PREFIX}{Outcome.WOULD_STOP.value}"
 # Not `SpendAvoidedUSD` (one series per rule, no fixed-dimension query sums it): the stop records carry it.
