@@ -34,6 +34,7 @@ from training_guard.adapters import activity
 from training_guard.domain import totals
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.totals import StopEntry
+from training_guard.render.digest import count, spend_cell, spend_text
 from training_guard_local import doctor
 from training_guard_local.inputs import UsageError
 
@@ -274,9 +275,9 @@ def render_text(document: Mapping[str, Any]) -> str:
         "",
     ]
     unconfirmed = document["unconfirmed_stops"]
-    stopped = _count(document["stops"], "job")
+    stopped = count(document["stops"], "job")
     if unconfirmed:
-        stopped += f"  ({_count(unconfirmed, 'stop attempt')} never confirmed by SageMaker, left out)"
+        stopped += f"  ({count(unconfirmed, 'stop attempt')} never confirmed by SageMaker, left out)"
     would = document["would_stop"]
     outcomes = document["outcomes"]
     counted = document.get("stops_counted_by_metrics")
@@ -289,8 +290,8 @@ def render_text(document: Mapping[str, Any]) -> str:
         ),
         f"  {'would have stopped':<20}"
         + (f"{would}  (not stopped: dry run, or the job's tags)" if would is not None else "unknown (see below)"),
-        f"  {'spend avoided':<20}{_spend(document['spend_avoided'], 'up to ', ' at list price')}",
-        f"  {'spend at the stop':<20}{_spend(document['spend_so_far'], '', '')}",
+        f"  {'spend avoided':<20}{spend_text(document['spend_avoided'], 'up to ', ' at list price')}",
+        f"  {'spend at the stop':<20}{spend_text(document['spend_so_far'], '', '')}",
     ]
     if outcomes:
         others = [f"{k.replace('_', ' ')} {v}" for k, v in outcomes.items() if k not in ("stopped", "would_stop") and v]
@@ -304,7 +305,7 @@ def render_text(document: Mapping[str, Any]) -> str:
             lines.append("  (no stops)")
         for group in groups[:TOP]:
             name = f"{group['name']} ({group['kind']})" if group.get("kind") else group["name"]
-            lines.append(f"  {_clip(name, 42):<42}{group['stops']:>6}   {_spend_cell(group['spend_avoided'])}")
+            lines.append(f"  {_clip(name, 42):<42}{group['stops']:>6}   {spend_cell(group['spend_avoided'])}")
         if len(groups) > TOP:
             lines.append(f"  ... {len(groups) - TOP} more (--json or --html lists them all)")
     per_day = [d["stops"] for d in document["days"]]
@@ -404,31 +405,6 @@ def _span(days: float) -> str:
     if days < 2:
         return f"{round(days * 24)} hours"
     return f"{days:.0f} days" if math.isclose(days, round(days), abs_tol=0.01) else f"{days:.1f} days"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def usd(amount: float) -> str:
-    return f"${amount:,.2f}"
-
-
-def _spend(spend: Mapping[str, Any], before: str, after: str) -> str:
-    known, unknown = spend["known"], spend["unknown"]
-    if known == 0 and unknown == 0:
-        return "-"
-    if known == 0:
-        return f"unknown ({_count(unknown, 'stop')} without a price)"
-    text = f"{before}{usd(spend['usd'])}{after}"
-    return text + (f", {unknown} of {known + unknown} unknown" if unknown else "")
-
-
-def _spend_cell(spend: Mapping[str, Any]) -> str:
-    known, unknown = spend["known"], spend["unknown"]
-    if not known:
-        return "unknown" if unknown else "-"
-    return usd(spend["usd"]) + (f" (+{unknown} unknown)" if unknown else "")
 
 
 def _sparkline(values: Sequence[int]) -> str:
