@@ -52,7 +52,7 @@ from moto import mock_aws
 from training_guard import contract
 from training_guard.adapters import clock
 from training_guard.config.model import GuardConfig
-from training_guard_local import accounts_ext, cloudwatch_ext, moto_speed, sagemaker_ext
+from training_guard_local import accounts_ext, cloudwatch_ext, logs_ext, moto_speed, sagemaker_ext
 from training_guard_local.kept_clients import KEPT
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -65,6 +65,7 @@ EVENTS_DEAD_LETTERS = "training-guard-events-dead-letters"
 CHAT_DEAD_LETTERS = "training-guard-chat-dead-letters"
 CHAT_MAX_RECEIVES = 5  # as the stack's redrive policy
 FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-events"
+LOG_EVENTS_FUNCTION = "training-guard-log-events"
 T = TypeVar("T")
 MOTO_ACCOUNT_ENV = "MOTO_ACCOUNT_ID"  # the account moto serves requests in (its multi-account docs)
 # Every service the functions make a client for (training_guard.adapters.clients.client), kept per region.
@@ -283,6 +284,8 @@ class Emulation:
         self.by_credentials = by_credentials
         self._extensions = contextlib.ExitStack()
         self._entered = False
+        # (account, region) -> the training log group's streams written -> the event IDs read back from each
+        self._log_streams: dict[tuple[str, str], dict[str, set[str]]] = {}
 
     # the current site's resources, by their historical names
     @property
@@ -488,6 +491,7 @@ class Emulation:
         self._function_clients.clear()
         # moto's accounts are gone with its mock: entered again, every site's resources are made again
         self._sites.clear()
+        self._log_streams.clear()
         _reset_handler_caches()
 
     # --- resources ---------------------------------------------------------------------------
@@ -709,6 +713,45 @@ class Emulation:
         ]
         with self.in_account(account):
             self._put_metric_data(data)
+
+    def put_log_events(self, stream: str, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """A job writes `events` ({"timestamp", "message"}, in order) to its stream of the training log group (made the
+        first time, as SageMaker's first job makes it); returns them as CloudWatch Logs stored them, with their IDs."""
+        logs = self.client("logs")
+        group = contract.TRAINING_LOG_GROUP
+        streams = self._log_streams.setdefault((self.account, self.region), {})
+        if not streams and not logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
+            logs.create_log_group(logGroupName=group)
+        if stream not in streams:
+            logs.create_log_stream(logGroupName=group, logStreamName=stream)
+            streams[stream] = set()
+        if not events:
+            return []
+        logs.put_log_events(
+            logGroupName=group,
+            logStreamName=stream,
+            logEvents=[{"timestamp": int(e["timestamp"]), "message": str(e["message"])} for e in events],
+        )
+        seen = streams[stream]
+        stored: list[dict[str, Any]] = []
+        pages = logs.get_paginator("filter_log_events").paginate(
+            logGroupName=group, logStreamNames=[stream], startTime=int(events[0]["timestamp"])
+        )
+        for page in pages:
+            for found in page["events"]:
+                if found["eventId"] not in seen:
+                    seen.add(found["eventId"])
+                    # AWS's event IDs are 56 digits (moto counts from 0): ordered as text as they are as numbers
+                    event_id = str(found["eventId"]).zfill(56)
+                    stored.append({"id": event_id, "timestamp": found["timestamp"], "message": found["message"]})
+        return stored
+
+    def deliver_logs(
+        self, event: Any, *, at: datetime | None = None, handler: Callable[..., Any] | None = None
+    ) -> dict[str, Any]:
+        """Run the log-rules function (`handler`; None: the real one) on a CloudWatch Logs subscription delivery."""
+        function = handler or _handler_module(logs_ext.LOG_EVENTS_HANDLER.rsplit(".", 2)[1]).handler
+        return self.invoke(function, event, self.context(LOG_EVENTS_FUNCTION), at=at)
 
     def alarm_names(self) -> list[str]:
         alarms = self.client("cloudwatch").describe_alarms(AlarmNamePrefix=contract.ALARM_NAME_PREFIX)
