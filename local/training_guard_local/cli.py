@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -215,12 +216,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay recorded EventBridge events through the real job-events handler on an emulated AWS",
         description=(
             "Replays recorded 'SageMaker Training Job State Change' events (and the guard's CloudWatch alarm "
-            "events), in order and duplicates included, through the real handlers against an embedded AWS "
-            "emulation, each at its own time and in its own account and region. Prints one JSON object per "
-            "event: job, stopped, notifications, error, warnings, outcomes, and more."
+            "events, and CloudWatch Logs subscription deliveries), in order and duplicates included, through the "
+            "real handlers against an embedded AWS emulation, each at its own time and in its own account and "
+            "region. Prints one JSON object per event: job, stopped, notifications, error, warnings, outcomes, "
+            "log_rules, and more. --log FILE plays a saved training log as the subscription would deliver it."
         ),
     )
-    _replay_arguments(simulate)
+    simulate.add_argument(
+        "--log",
+        type=Path,
+        metavar="LOGFILE",
+        help="a training log (plain text, or as aws logs get-log-events / filter-log-events print it), delivered to "
+        "the log-rules function as the subscription would, after the EVENT.json files",
+    )
+    simulate.add_argument("--job", help="the training job whose log --log is (its stream: <job>/algo-<host>-<epoch>)")
+    simulate.add_argument("--host", type=int, default=1, help="the host that wrote the --log (algo-<host>; default 1)")
+    simulate.add_argument(
+        "--write-deliveries",
+        type=Path,
+        metavar="FILE",
+        help="also write the deliveries built from --log here: a JSON array of Lambda events {awslogs: {data}}",
+    )
+    _replay_arguments(simulate, optional_events=True)
     simulate.set_defaults(run=_simulate)
 
     preview = commands.add_parser(
@@ -357,7 +374,7 @@ def _drop_stdout() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _replay_arguments(parser: argparse.ArgumentParser) -> None:
+def _replay_arguments(parser: argparse.ArgumentParser, *, optional_events: bool = False) -> None:
     parser.add_argument(
         "--config",
         type=Path,
@@ -373,7 +390,13 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--account", help="replay every event in this AWS account (default: each event's own `account`)"
     )
     parser.add_argument("--region", help="replay every event in this region (default: each event's own `region`)")
-    parser.add_argument("events", nargs="+", type=Path, metavar="EVENT.json", help="one event or a JSON array")
+    parser.add_argument(
+        "events",
+        nargs="*" if optional_events else "+",
+        type=Path,
+        metavar="EVENT.json",
+        help="one event (or subscription delivery) or a JSON array of them",
+    )
 
 
 def load_config(path: Path | None) -> GuardConfig:
@@ -406,12 +429,32 @@ def _note(command: str) -> Any:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from training_guard_local import replay
+    from training_guard_local import emulator, replay
     from training_guard_local.emulator import Emulation
+    from training_guard_local.inputs import check_writable
 
     options = _replay_options(args)
+    if not args.events and args.log is None:
+        raise UsageError("give EVENT.json files, a training log with --log LOGFILE, or both")
+    if args.log is None and (args.job is not None or args.write_deliveries is not None):
+        raise UsageError("--job and --write-deliveries go with --log LOGFILE")
+    if args.write_deliveries is not None:
+        check_writable(args.write_deliveries, "deliveries")
     config = deployed_config(args.config)
     events = replay.load_events(args.events)
+    if args.log is not None:
+        deliveries = replay.load_log(
+            args.log,
+            job=args.job,
+            host=args.host,
+            filter_pattern=_log_filter_pattern(config),
+            owner=options["account"] or emulator.ACCOUNT,
+            end=options["now"] or datetime.now(UTC).replace(microsecond=0),
+            note=_note("simulate"),
+        )
+        if args.write_deliveries is not None:
+            _write_json(args.write_deliveries, [d.event for d in deliveries])
+        events += deliveries
     progress = replay.Progress(len(events))
     with Emulation(config, handler_logs=False) as aws:
         player = replay.Replay(aws, note=_note("simulate"), **options)
@@ -422,6 +465,19 @@ def _simulate(args: argparse.Namespace) -> int:
             progress.close()
     sys.stdout.flush()  # inside main's try: a closed pipe is reported there, not at exit
     return EXIT_OK
+
+
+def _log_filter_pattern(config: GuardConfig) -> str:
+    """The subscription's filter pattern the configuration deploys (log_rules.filter_pattern; "": every line)."""
+    log_rules = getattr(config, "log_rules", None)
+    return str(getattr(log_rules, "filter_pattern", None) or "")
+
+
+def _write_json(path: Path, value: Any) -> None:
+    try:
+        path.write_text(json.dumps(value, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _slack_preview(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from training_guard import contract
 from training_guard.config import json_words
 from training_guard.domain.events import parse_time
+from training_guard_local import logs_ext
 from training_guard_local.inputs import UsageError, read_json
 
 # The SageMaker API model's values (docs: domain §2); others are kept by the guard but may be typos.
@@ -59,7 +60,11 @@ LINE_KEYS = (
     # what each line held before replays had accounts and times, in the same order; then what they added
     "job", "stopped", "notifications", "error", "outcomes", "titles", "duplicates", "ignored", "described",
     "job_status", "folded", "warnings", "event", "account", "region", "time", "spend",
+    # a subscription delivery's: how many log events it held, and what the log rules saw in them
+    "log_events", "log_rules",
 )  # fmt: skip
+# What a line says of each firing of a log rule (the handler's receipt's, as domain/log_rules.Firing names them)
+FIRING_KEYS = ("rule", "metric", "value", "line", "action", "reader", "detail", "event_id")
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,63 @@ def load_events(paths: Sequence[Path]) -> list[Recorded]:
             )
     for recorded in events:
         check_wrapped(recorded)
+        if logs_ext.is_delivery(recorded.event):
+            try:
+                logs_ext.decode(recorded.event)
+            except logs_ext.DeliveryError as exc:
+                raise UsageError(f"{recorded.where}: not a CloudWatch Logs subscription delivery: {exc}") from None
     return events
+
+
+# A training job's name (SageMaker's CreateTrainingJob pattern; domain.md §11)
+JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+def load_log(
+    path: Path,
+    *,
+    job: str | None,
+    host: int,
+    filter_pattern: str,
+    owner: str,
+    end: datetime,
+    note: Callable[[str], None] = lambda _: None,
+) -> list[Recorded]:
+    """The subscription deliveries CloudWatch Logs would send for a saved log: its lines (plain text, timed a second
+    apart up to `end`; or as `aws logs get-log-events` / `filter-log-events` print them, with their times and IDs)
+    written to the job's stream (`job`, else each event's `logStreamName`), those matching `filter_pattern` delivered
+    one PutLogEvents call at a time."""
+    if job is not None and not JOB_NAME_PATTERN.match(job):
+        raise UsageError(f"--job {job!r}: not a training job name (letters, digits and hyphens, at most 63)")
+    if host < 1:
+        raise UsageError(f"--host {host}: a host is numbered from 1 (algo-1)")
+    try:
+        logs_ext.matcher(filter_pattern)
+    except logs_ext.FilterPatternError as exc:
+        raise UsageError(f"log_rules.filter_pattern: {exc}") from None
+    text = logs_ext.read_log(path)
+    lines = text.splitlines()
+    end_ms = int(end.timestamp() * 1000)
+    events = logs_ext.read_events(text, start_ms=end_ms - (len(lines) - 1) * 1000)
+    if not events:
+        raise UsageError(f"{path}: no log line in it")
+    streams: dict[str, list[dict[str, Any]]] = {}
+    named = logs_ext.stream_name(job, epoch=events[0]["timestamp"] // 1000, host=host) if job else None
+    for event in events:
+        stream = named or event.get("logStreamName")
+        if not stream:
+            raise UsageError(f"--log {path}: the log names no stream: give the job's name with --job NAME")
+        streams.setdefault(stream, []).append(event)
+    recorded: list[Recorded] = []
+    for stream, stream_events in streams.items():
+        deliveries = logs_ext.deliveries(stream_events, filter_pattern=filter_pattern, log_stream=stream, owner=owner)
+        matched = sum(len(logs_ext.decode(d)["logEvents"]) for d in deliveries)
+        note(
+            f"{path}: {len(stream_events):,} log events to {stream}, {matched:,} matching the filter pattern "
+            f"{filter_pattern!r}: {len(deliveries)} deliver{'y' if len(deliveries) == 1 else 'ies'}"
+        )
+        recorded += [Recorded(f"{path}[delivery {i}]", d) for i, d in enumerate(deliveries, start=1)]
+    return recorded
 
 
 # What a job's or an alarm's `detail` (or one rule status) holds at its top level, and the envelope it belongs in.
@@ -280,6 +341,8 @@ class Replay:
                 progress.step(done)
 
     def play(self, recorded: Recorded) -> dict[str, Any]:
+        if logs_ext.is_delivery(recorded.event):
+            return self._play_delivery(recorded)
         event = recorded.event
         warnings: list[str] = []
         account, region = self._where(recorded, warnings)
@@ -334,6 +397,76 @@ class Replay:
         line["job_status"] = self.aws.job_status(line["job"])
         return line
 
+    def _play_delivery(self, recorded: Recorded) -> dict[str, Any]:
+        """A subscription delivery to the log-rules function: in its owner's account (a delivery names no region: the
+        emulation's, or --region), at its last log event's time (or --now)."""
+        doc = logs_ext.decode(recorded.event)
+        warnings: list[str] = []
+        account = self.account or doc["owner"]
+        if not ACCOUNT_PATTERN.match(account):
+            warnings.append(f"owner {account!r} does not look like an AWS account")
+        region = self.region or self.aws.default_region
+        times = [int(e["timestamp"]) for e in doc["logEvents"]]
+        at = self.now or (datetime.fromtimestamp(max(times) / 1000, UTC) if times else self._last_time)
+        if at is None:
+            at = datetime.now(UTC).replace(microsecond=0)
+            warnings.append("no log event: replayed at the current time")
+        self._last_time = at
+        job = logs_ext.job_of(doc["logStream"])
+        line: dict[str, Any] = dict.fromkeys(LINE_KEYS)
+        line.update(
+            event=recorded.where,
+            job=job,
+            account=account,
+            region=region,
+            time=at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            stopped=False,
+            notifications=[],
+            warnings=warnings,
+            outcomes=[],
+            titles=[],
+            duplicates=0,
+            folded=[],
+            described=False,
+            log_events=len(doc["logEvents"]),
+            log_rules=[],
+        )
+        if job is None:
+            warnings.append(f"logStream {doc['logStream']!r} is not a training job's (<job>/algo-<n>-<epoch>)")
+        self.aws.use(account, region)
+        if job is not None and self.aws.job_status(job) is None and doc["messageType"] == logs_ext.DATA_MESSAGE:
+            started = datetime.fromtimestamp(min(times) / 1000, UTC) if times else at
+            self.aws.put_job(emulated_job(job, account, region, started))
+            warnings.append(
+                f"job {job} not seen before in this replay: emulated InProgress since its first log line, with no "
+                "MetricDefinitions and no tags (give its state-change event first to set them)"
+            )
+        try:
+            receipt = self.aws.deliver_logs(logs_ext.encode({**doc, "owner": account}), at=at)
+        except Exception as exc:  # noqa: BLE001 - one bad delivery must not end the replay; it is reported
+            line["error"] = f"{type(exc).__name__}: {exc}"
+            line["job_status"] = self.aws.job_status(job) if job else None
+            return line
+        notes = self.aws.notifications()
+        if self.after_each is not None:
+            self.after_each(at)
+        line.update(
+            job=receipt.get("job") or job,
+            stopped=bool(receipt.get("stopped")),
+            notifications=list(receipt.get("notifications") or []),
+            outcomes=list(receipt.get("outcomes") or []),
+            titles=[n.get("title") for n in notes],
+            duplicates=int(receipt.get("duplicates") or 0),
+            ignored=receipt.get("ignored"),
+            error=receipt.get("rejected"),
+            described=bool(receipt.get("described")),
+            log_rules=[firing_of(f) for f in receipt.get("firings") or [] if isinstance(f, Mapping)],
+        )
+        if line["stopped"] or line["notifications"]:
+            line["spend"] = spend_of(receipt.get("spend"))
+        line["job_status"] = self.aws.job_status(line["job"]) if line["job"] else None
+        return line
+
     def _where(self, recorded: Recorded, warnings: list[str]) -> tuple[str, str]:
         event = recorded.event if isinstance(recorded.event, Mapping) else {}
         out: list[str] = []
@@ -370,6 +503,26 @@ class Replay:
             at = fallback
         self._last_time = at
         return at
+
+
+def emulated_job(job: str, account: str, region: str, started: datetime) -> dict[str, Any]:
+    """The state-change detail of a job known only from its log: InProgress since `started`, nothing declared."""
+    ms = int(started.timestamp() * 1000)
+    return {
+        "TrainingJobName": job,
+        "TrainingJobArn": f"arn:aws:sagemaker:{region}:{account}:training-job/{job}",
+        "TrainingJobStatus": "InProgress",
+        "SecondaryStatus": "Training",
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "MetricDefinitions": []},
+        "CreationTime": ms,
+        "TrainingStartTime": ms,
+        "LastModifiedTime": ms,
+    }
+
+
+def firing_of(firing: Mapping[str, Any]) -> dict[str, Any]:
+    """A log rule's firing as a line shows it (FIRING_KEYS, null where the receipt does not say)."""
+    return {key: firing.get(key) for key in FIRING_KEYS}
 
 
 def spend_of(document: Any) -> dict[str, Any]:
