@@ -10,8 +10,10 @@
 4. answers the functions' Price List API calls with the scenario's recorded GetProducts answers
    (botocore's Stubber through the real adapter: request, pages, parsing, the state table's cache);
    a type without a recording is priced from the shipped table, else unknown. Nothing reaches AWS;
-5. plays the scenario's timeline (SageMaker events, duplicates included; alarms; instance metrics;
-   the sweeper: budgets, idle GPUs) with progress, then prints a summary with each job's spend and
+5. reads the template's subscription to the training log group (its filter pattern and function): a job's log lines
+   are written to the emulated group and delivered to that function as CloudWatch Logs sends them (demo_logs.py);
+6. plays the scenario's timeline (SageMaker events, duplicates included; alarms; instance metrics;
+   log lines; the sweeper: budgets, idle GPUs) with progress, then prints a summary with each job's spend and
    checks the scenario's expectations.
 
 With an `organization` in the configuration the demo is a hub and its member accounts (docs/organization.md), all on
@@ -43,8 +45,9 @@ from typing import Any, TextIO
 from training_guard import contract
 from training_guard.domain.metric_guards import fleet_alarm_name, insights_query
 from training_guard.domain.pricing import SOURCE_API, table_quote, usd
-from training_guard_local import accounts_ext, alarm_events, metric_widget_ext, sagemaker_ext, template_cache
+from training_guard_local import accounts_ext, alarm_events, logs_ext, metric_widget_ext, sagemaker_ext, template_cache
 from training_guard_local.cdk_run import quiet_node_banner
+from training_guard_local.demo_logs import DemoLogs
 from training_guard_local.demo_slack_app import AppSlack, NoButton
 from training_guard_local.emulator import ACCOUNT, REGION, Emulation, replay_clock
 from training_guard_local.scenario import HUB_CREDENTIALS, ClickStep, Job, Scenario, Step
@@ -262,6 +265,7 @@ class Demo:
         self._handlers: dict[str, Callable[..., Any]] = {}
         self._log_sink = LogLines(self.say)
         self._stops_said = 0  # the StopTrainingJob calls (sagemaker_ext.stop_calls) the demo has printed
+        self.logs = DemoLogs(self, None)  # the jobs' training logs, and the template's subscription to them
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -322,6 +326,9 @@ class Demo:
                     self.say(f"      hub {hub}: its default bus and bus {self.organization.bus_name}")
                 for rule, pattern, handler, bus in found:
                     self._install(rule, pattern, handler, bus)
+                if any(step.log_lines for step in self.scenario.steps):
+                    self.logs = DemoLogs(self, logs_ext.subscription_from(template))
+                    self.say(self.logs.describe())
                 if member is not None:
                     self._say_stack_set(template)
                     self._install_members(member)
@@ -488,43 +495,42 @@ class Demo:
     def _play_at(self, step: Step, at: datetime) -> None:
         if step.note:
             self.say(f"\n{self._stamp(step)} {step.note}")
-        if step.status:
-            assert step.job is not None
-            self._job_event(self.scenario.jobs[step.job], step, at)
-        elif step.alarm:
-            assert step.job is not None
-            self._alarm(self.scenario.jobs[step.job], step, at)
-        elif step.sagemaker == "finish_stopping":
-            assert step.job is not None
-            job = self.scenario.jobs[step.job]
-            if self.aws.finish_stopping(job.name, account=self.account_of(job)):
-                self.say(f"{self._stamp(step)} {self._who(job)}: SageMaker finished stopping the job")
-                state = self.jobs.setdefault(job.key, JobState())
-                state.status, state.secondary = "Stopped", "Stopped"
-                self._send(self._state_event(job, state, at), job, deliveries=1)
-        elif step.publish:
-            assert step.job is not None
-            job = self.scenario.jobs[step.job]
-            for metric, values in step.publish.items():
-                self.aws.put_metric(job.name, metric, values, at=at, account=self.account_of(job))
-            shown = "; ".join(f"{m} = {', '.join(f'{v:g}' for v in vs)}" for m, vs in step.publish.items())
-            self.say(f"{self._stamp(step)} {self._who(job)}: SageMaker publishes {shown}")
-        elif step.host_metrics:
-            assert step.job is not None
-            self._host_metrics(self.scenario.jobs[step.job], step, at)
-        elif step.click is not None:
-            assert step.job is not None
-            self._click(self.scenario.jobs[step.job], step.click, step, at)
-        elif step.sweep:
+        if step.sweep:
             self.say(f"{self._stamp(step)} sweeper: scheduled run")
             if self.organization is None:
                 self._swept(self.aws.sweep(), None)
             else:
                 self._sweep_organization()
             self._say_stops("the sweeper's")
+        elif step.job is not None:
+            self._play_job(self.scenario.jobs[step.job], step, at)
         self._drain()
         self._say_stops()  # any other stop the step led to: every StopTrainingJob the guard makes is shown
         self.aws.pump_chat(rounds=2)
+
+    def _play_job(self, job: Job, step: Step, at: datetime) -> None:
+        """A step of one job: its event, an alarm, SageMaker's end of a stop, metrics, a click, log lines."""
+        if step.status:
+            self._job_event(job, step, at)
+        elif step.alarm:
+            self._alarm(job, step, at)
+        elif step.sagemaker == "finish_stopping":
+            if self.aws.finish_stopping(job.name, account=self.account_of(job)):
+                self.say(f"{self._stamp(step)} {self._who(job)}: SageMaker finished stopping the job")
+                state = self.jobs.setdefault(job.key, JobState())
+                state.status, state.secondary = "Stopped", "Stopped"
+                self._send(self._state_event(job, state, at), job, deliveries=1)
+        elif step.publish:
+            for metric, values in step.publish.items():
+                self.aws.put_metric(job.name, metric, values, at=at, account=self.account_of(job))
+            shown = "; ".join(f"{m} = {', '.join(f'{v:g}' for v in vs)}" for m, vs in step.publish.items())
+            self.say(f"{self._stamp(step)} {self._who(job)}: SageMaker publishes {shown}")
+        elif step.host_metrics:
+            self._host_metrics(job, step, at)
+        elif step.click is not None:
+            self._click(job, step.click, step, at)
+        elif step.log_lines:
+            self.logs.play(job, step, at)
 
     def _new_stops(self) -> list[sagemaker_ext.StopCall]:
         """The StopTrainingJob calls made since the demo last printed them (now printed)."""
@@ -644,7 +650,11 @@ class Demo:
             "SecondaryStatus": state.secondary,
             "AlgorithmSpecification": {
                 "TrainingInputMode": "File",
-                "MetricDefinitions": [{"Name": m, "Regex": f"{m.split(':')[-1]}=(.*?);"} for m in job.metrics],
+                "MetricDefinitions": (
+                    [{"Name": m, "Regex": f"{m.split(':')[-1]}=(.*?);"} for m in job.metrics]
+                    if job.metric_definitions is None
+                    else [{"Name": name, "Regex": regex} for name, regex in job.metric_definitions]
+                ),
             },
             "ResourceConfig": {
                 "InstanceType": job.instance_type,

@@ -11,8 +11,11 @@ name the field (docs/scenarios.md is the user's guide).
   "jobs": {
     "mnist": {"name": "pytorch-mnist-lr01", "instance_type": "ml.p3.2xlarge", "instance_count": 1,
               "metrics": ["train:loss"], "tags": {"team": "vision"}, "profiler_rules": [],
-              "account": "444455556666"}          optional: the account the job runs in (an organization's
-  },                                              member or an outsider; default: the guard's own)
+              "account": "444455556666",          optional: the account the job runs in (an organization's
+                                                  member or an outsider; default: the guard's own)
+              "log": "train.log",                 optional: the training log the job writes (a file)
+              "metric_definitions": [{"Name": "train:loss", "Regex": "Loss: ([0-9.]+)"}]}
+  },                                              optional: its MetricDefinitions (default: one per metric)
   "steps": [
     {"minute": 0, "job": "mnist", "status": "InProgress", "secondary": "Training",
      "rules": {"VanishingGradient": "IssuesFound"}, "details": {"VanishingGradient": "..."},
@@ -25,6 +28,8 @@ name the field (docs/scenarios.md is the user's guide).
     {"minute": 9, "sweep": true},                                                 the sweeper runs
     {"minute": 9, "job": "bert", "click": {"button": "stop", "user": "U0ALICE"}}  a person presses one of the
                                                  guard's buttons in Slack (slack.mode app): a signed request
+    {"minute": 9, "job": "mnist", "log_lines": 40}   the job writes the next 40 lines of its log (to
+                                                 /aws/sagemaker/TrainingJobs; the guard's subscription delivers them)
   ],
   "expect": {
     "mnist": {"stopped_by_guard": true, "final_status": "Stopped", "notifications": ["rule_error", ...],
@@ -41,8 +46,8 @@ A configuration with an `organization` makes the demo a hub (moto's default acco
 with its member accounts; a job's `account` says where it runs (docs/scenarios.md, "Many accounts").
 Rule statuses are cumulative: each event carries every rule's latest status, as SageMaker's do.
 A job that has ended (Completed, Failed, Stopped) takes no later status step: those are final in SageMaker.
-A `price_list` path is read when the scenario is loaded, relative to the scenario's folder, else to the
-shipped scenarios' folder (so a copy of a shipped scenario keeps its recordings).
+A `price_list` path, and a job's `log`, is read when the scenario is loaded, relative to the scenario's folder, else
+to the shipped scenarios' folder (so a copy of a shipped scenario keeps its recordings).
 Shipped scenarios (in `scenarios/`) can be named instead of given as a path: `--scenario dry_run`.
 """
 
@@ -57,7 +62,7 @@ from typing import Any
 from training_guard.config.model import ConfigError, GuardConfig
 from training_guard.domain.policy import Kind
 from training_guard.domain.pricing import gpu_count
-from training_guard_local.inputs import UsageError, read_json
+from training_guard_local.inputs import UsageError, read_json, read_text
 
 JOB_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
 ENDED = ("Completed", "Failed", "Stopped")  # final in SageMaker: a job that has ended never runs again
@@ -107,6 +112,10 @@ class Job:
     tags: Mapping[str, str] = field(default_factory=dict)
     profiler_rules: tuple[str, ...] = ()
     account: str | None = None  # where the job runs (None: the guard's own account)
+    log: Path | None = None  # the training log the job writes, read when the scenario is loaded
+    log_lines: tuple[str, ...] = ()  # its lines, as numbered in the file
+    # its MetricDefinitions as (Name, Regex); None: one per metric, as the demo writes them
+    metric_definitions: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,7 @@ class Step:
     # instance metric -> host (algo-<n>) -> one datapoint a minute, the last at this step's minute
     host_metrics: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=dict)
     click: ClickStep | None = None
+    log_lines: int = 0  # the job writes this many more lines of its log
     note: str | None = None
 
 
@@ -221,7 +231,7 @@ def parse(
             config = GuardConfig.from_dict(data["config"], source="config")
         except ConfigError as exc:
             problems += [f"config.{p}" for p in exc.problems]
-    jobs = _jobs(data.get("jobs"), problems)
+    jobs = _jobs(data.get("jobs"), problems, folder or Path("."))
     blame = f"--config {config_source}" if config_override is not None else "the scenario's config"
     _accounts(jobs, config, problems, blame=blame)
     steps = _steps(data.get("steps"), jobs, config, problems, blame=blame)
@@ -238,7 +248,13 @@ def _unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str, proble
             problems.append(f"{where}{key}: unknown field; known here: {', '.join(known)}")
 
 
-def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
+_JOB_FIELDS = (
+    "name", "instance_type", "instance_count", "metrics", "tags", "profiler_rules", "account", "log",
+    "metric_definitions",
+)  # fmt: skip
+
+
+def _jobs(raw: Any, problems: list[str], folder: Path) -> dict[str, Job]:
     if not isinstance(raw, Mapping) or not raw:
         problems.append("jobs: must be an object of job key -> job")
         return {}
@@ -253,7 +269,7 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
             continue
         _unknown(
             spec,
-            ("name", "instance_type", "instance_count", "metrics", "tags", "profiler_rules", "account"),
+            _JOB_FIELDS,
             f"{where}.",
             problems,
         )
@@ -275,6 +291,7 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
         if account is not None and not (isinstance(account, str) and _ACCOUNT.match(account)):
             problems.append(f"{where}.account: an account ID is 12 digits, got {account!r}")
             account = None
+        log, lines = _log(spec.get("log"), folder, f"{where}.log", problems)
         jobs[key] = Job(
             key=key,
             name=spec["name"],
@@ -284,8 +301,47 @@ def _jobs(raw: Any, problems: list[str]) -> dict[str, Job]:
             tags=dict(tags),
             profiler_rules=profiler_rules,
             account=account,
+            log=log,
+            log_lines=lines,
+            metric_definitions=_definitions(spec.get("metric_definitions"), f"{where}.metric_definitions", problems),
         )
     return jobs
+
+
+def _log(raw: Any, folder: Path, where: str, problems: list[str]) -> tuple[Path | None, tuple[str, ...]]:
+    """The job's training log, read now: its lines (the empty ones too, so that a line's number is the file's)."""
+    if raw is None:
+        return None, ()
+    if not isinstance(raw, str) or not raw:
+        problems.append(f"{where}: must be the path of a training log (text, one line per log event)")
+        return None, ()
+    path = next((p for p in (folder / raw, SCENARIOS_DIR / raw) if p.is_file()), folder / raw)
+    try:
+        text = read_text(path, "training log")
+    except UsageError as exc:
+        problems.append(f"{where}: {exc}")
+        return None, ()
+    lines = tuple(text.splitlines())
+    if not any(line.strip() for line in lines):
+        problems.append(f"{where}: {path} holds no log line")
+    return path, lines
+
+
+def _definitions(raw: Any, where: str, problems: list[str]) -> tuple[tuple[str, str], ...] | None:
+    """MetricDefinitions as CreateTrainingJob takes them: [{"Name", "Regex"}], each regex valid."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(
+        isinstance(d, Mapping) and isinstance(d.get("Name"), str) and isinstance(d.get("Regex"), str) for d in raw
+    ):
+        problems.append(f'{where}: must be a list of {{"Name": ..., "Regex": ...}}')
+        return None
+    for i, definition in enumerate(raw):
+        try:
+            re.compile(definition["Regex"])
+        except re.error as exc:
+            problems.append(f"{where}[{i}].Regex: not a regular expression ({exc})")
+    return tuple((d["Name"], d["Regex"]) for d in raw)
 
 
 def _accounts(jobs: Mapping[str, Job], config: GuardConfig, problems: list[str], *, blame: str) -> None:
@@ -338,10 +394,10 @@ def _one_of(value: Any, allowed: tuple[str, ...], where: str, problems: list[str
 
 _STEP_FIELDS = (
     "minute", "job", "status", "secondary", "rules", "details", "failure_reason", "deliveries",
-    "alarm", "reason", "sagemaker", "sweep", "publish", "host_metrics", "click", "note",
+    "alarm", "reason", "sagemaker", "sweep", "publish", "host_metrics", "click", "log_lines", "note",
 )  # fmt: skip
-_STEP_KINDS = ("status", "alarm", "sagemaker", "sweep", "publish", "host_metrics", "click")
-_JOB_STEPS = ("status", "alarm", "sagemaker", "publish", "host_metrics", "click")
+_STEP_KINDS = ("status", "alarm", "sagemaker", "sweep", "publish", "host_metrics", "click", "log_lines")
+_JOB_STEPS = ("status", "alarm", "sagemaker", "publish", "host_metrics", "click", "log_lines")
 
 
 def _steps(
@@ -448,8 +504,19 @@ def _step(
         publish={k: [float(x) for x in v] for k, v in publish.items()},
         host_metrics=host_metrics,
         click=_click(spec.get("click"), config, f"{where}.click", problems, blame=blame),
+        log_lines=_log_lines(spec.get("log_lines", 0), jobs.get(job) if job else None, where, problems),
         note=_text(spec, "note", where, problems),
     )
+
+
+def _log_lines(raw: Any, job: Job | None, where: str, problems: list[str]) -> int:
+    """How many more lines of its log the job writes: a whole number, of a job that has a log."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        problems.append(f"{where}.log_lines: must be a whole number of lines from 1, got {raw!r}")
+        return 0
+    if raw and job is not None and not job.log_lines:
+        problems.append(f"{where}.log_lines: job {job.key!r} has no log (jobs.{job.key}.log)")
+    return raw
 
 
 def _click(raw: Any, config: GuardConfig, where: str, problems: list[str], *, blame: str) -> ClickStep | None:

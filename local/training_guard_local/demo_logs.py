@@ -1,0 +1,154 @@
+"""The demo's training logs: a job writes its lines to the emulated group, the template's subscription delivers them.
+
+Each `log_lines` step writes the job's next lines (one PutLogEvents call, timed evenly since its previous write) to
+moto's `/aws/sagemaker/TrainingJobs`, stream `<job>/algo-1-<training start>`; the lines matching the subscription's
+filter pattern go, as CloudWatch Logs' base64 + gzip delivery, to the handler the template subscribes (logs_ext.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from training_guard import contract
+from training_guard_local import logs_ext
+from training_guard_local.emulator import LOG_EVENTS_FUNCTION
+
+if TYPE_CHECKING:
+    from training_guard_local.demo import Demo
+    from training_guard_local.scenario import Job, Step
+
+SHOWN_LINE_MAX = 90  # characters of a log line the demo prints; longer ones are cut with an ellipsis
+HOST = 1  # the demo's jobs run on one host: algo-1
+
+
+@dataclass
+class Written:
+    """What a job has written of its log so far."""
+
+    lines: int = 0  # lines of the file written (blank ones included: they are numbered)
+    until: datetime | None = None  # the time of its last write
+    line_of: dict[str, int] = field(default_factory=dict)  # event ID -> the file's line number
+    stopped_at: int | None = None  # the line at which a log rule stopped it
+    told_stopped: bool = False  # the demo has said the job writes no more
+
+
+class DemoLogs:
+    """The training logs of a demo's jobs and the subscription that reads them (None: the template has none)."""
+
+    def __init__(self, demo: Demo, subscription: logs_ext.Subscription | None) -> None:
+        self.demo = demo
+        self.subscription = subscription
+        self.written: dict[str, Written] = {}
+
+    def describe(self) -> str:
+        """One line of the setup: the subscription as the template declares it."""
+        sub = self.subscription
+        if sub is None:
+            group = contract.TRAINING_LOG_GROUP
+            return f"      no subscription to {group} in the template: the jobs' log lines reach nothing"
+        return (
+            f"      subscription {sub.filter_name} on {sub.log_group}: filter pattern {sub.filter_pattern!r} -> "
+            f"{sub.handler} (CloudWatch Logs' base64 + gzip delivery, one per PutLogEvents call)"
+        )
+
+    def stream(self, job: Job) -> str:
+        """The job's log stream: named after its training start, as SageMaker names it."""
+        started = self.demo.start + timedelta(minutes=1)  # the demo's TrainingStartTime (Demo._state_event)
+        return logs_ext.stream_name(job.name, epoch=int(started.timestamp()), host=HOST)
+
+    def play(self, job: Job, step: Step, at: datetime) -> None:
+        """The job writes its next `step.log_lines` lines; the subscription delivers those that match."""
+        demo, stamp, who = self.demo, self.demo._stamp(step), self.demo._who(job)
+        written = self.written.setdefault(job.key, Written())
+        status = demo.aws.job_status(job.name, account=demo.account_of(job))
+        left = len(job.log_lines) - written.lines
+        if status not in (None, "InProgress"):
+            if not written.told_stopped:
+                written.told_stopped = True
+                at_line = f" at line {written.stopped_at}" if written.stopped_at else ""
+                demo.say(f"{stamp} {who}: {status}{at_line}: the last {left} line(s) of its log are never written")
+            return
+        first = written.lines
+        chunk = job.log_lines[first : first + step.log_lines]
+        if not chunk:
+            demo.say(f"{stamp} {who}: its log has no more lines")
+            return
+        since = written.until or at - timedelta(minutes=1)
+        spacing = (at - since) / len(chunk)
+        events: list[dict[str, Any]] = [
+            {"timestamp": int((since + spacing * (i + 1)).timestamp() * 1000), "message": line, "line": first + i + 1}
+            for i, line in enumerate(chunk)
+            if line.strip()  # CloudWatch Logs takes no empty event
+        ]
+        written.lines, written.until = first + len(chunk), at
+        stream = self.stream(job)
+        with demo.aws.in_account(demo.account_of(job)):
+            stored = demo.aws.put_log_events(stream, events)
+        for event, kept in zip(events, stored, strict=True):
+            written.line_of[kept["id"]] = event["line"]
+        if first == 0:
+            name = job.log.name if job.log else "its log"
+            demo.say(f"{stamp} {who}: its log ({name}) goes to {contract.TRAINING_LOG_GROUP}, stream {stream}")
+        demo.say(f"{stamp} {who}: writes lines {first + 1}-{first + len(chunk)}; the last: {_shown(chunk[-1])}")
+        if self.subscription is not None:
+            self._deliver(job, written, stored, stream, at)
+
+    def _deliver(self, job: Job, written: Written, stored: list[dict[str, Any]], stream: str, at: datetime) -> None:
+        demo, sub = self.demo, self.subscription
+        assert sub is not None
+        account = demo.account_of(job)
+        deliveries = logs_ext.deliveries(
+            stored,
+            filter_pattern=sub.filter_pattern,
+            log_stream=stream,
+            owner=account,
+            filter_name=sub.filter_name,
+            log_group=sub.log_group,
+        )
+        matched = sum(len(logs_ext.decode(d)["logEvents"]) for d in deliveries)
+        size = sum(len(d["awslogs"]["data"]) for d in deliveries)
+        sent = f" -> {_deliveries(len(deliveries))} ({size:,} bytes, base64 + gzip)" if deliveries else ""
+        demo.say(f"         subscription: {matched} of {len(stored)} line(s) match its filter pattern{sent}")
+        handler = demo._handler(sub.handler)
+        for delivery in deliveries:
+            receipt = demo.aws.invoke(handler, delivery, demo.aws.context(LOG_EVENTS_FUNCTION), at=at)
+            self._saw(job, written, receipt)
+            demo._react(receipt, account)
+
+    def _saw(self, job: Job, written: Written, receipt: Mapping[str, Any]) -> None:
+        """What each log rule saw: the rule, the metric and its value, the file's line and what it said."""
+        for firing in receipt.get("firings") or []:
+            if not isinstance(firing, Mapping):
+                continue
+            line = written.line_of.get(str(firing.get("event_id")))
+            text = job.log_lines[line - 1] if line else None
+            metric = (
+                f"{firing.get('metric')} = {_value(firing.get('value'))}" if firing.get("metric") else "its pattern"
+            )
+            where = f" at line {line}" if line else ""
+            self.demo.say(
+                f"         log rule {firing.get('rule')} saw {metric}{where}"
+                + (f": {_shown(text)}" if text else "")
+                + f" -> {firing.get('action')}"
+            )
+            if firing.get("detail"):
+                self.demo.say(f"                  ({firing.get('detail')}; {firing.get('setting') or 'its setting'})")
+            self.demo.outcomes[job.key].saw.append(f"log {firing.get('rule')} at line {line}")
+            if firing.get("action") == "stop" and written.stopped_at is None:
+                written.stopped_at = line
+
+
+def _shown(line: str) -> str:
+    text = line.replace("#011", "\t").expandtabs(1).strip()
+    return repr(text if len(text) <= SHOWN_LINE_MAX else text[: SHOWN_LINE_MAX - 1] + "…")
+
+
+def _deliveries(count: int) -> str:
+    return "1 delivery" if count == 1 else f"{count} deliveries"
+
+
+def _value(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
