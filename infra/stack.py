@@ -106,6 +106,7 @@ class TrainingGuardStack(Stack):
             functions=functions,
             dead_letter_queues=queues,
             watch_secrets=bool(self.chat or self.slack_app),
+            dashboard=config.dashboard,
         )
         self._outputs()
         acknowledge_findings(self)
@@ -124,7 +125,8 @@ class TrainingGuardStack(Stack):
             CfnOutput(self, key, value=value, description=description)
 
         output(outputs.TOPIC_ARN, self.alerting.topic.topic_arn, "The notification topic (subscribe more here)")
-        output(outputs.DASHBOARD_NAME, self.monitoring.dashboard.dashboard_name, "The guard's activity dashboard")
+        if self.monitoring.dashboard is not None:
+            output(outputs.DASHBOARD_NAME, self.monitoring.dashboard.dashboard_name, "The guard's activity dashboard")
         output(outputs.STATE_TABLE_NAME, self.state.table.table_name, "Transitions handled and the stop audit")
         functions = {
             outputs.JOB_EVENTS_FUNCTION: (self.job_events.handler, "reacts to training job state changes"),

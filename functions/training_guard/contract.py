@@ -19,6 +19,8 @@ JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
 # CloudWatch alarm state changes of the guard's own alarms (fleet guards and per-job guards).
 CLOUDWATCH_EVENT_SOURCE: Final = "aws.cloudwatch"
 ALARM_STATE_CHANGE: Final = "CloudWatch Alarm State Change"
+LOGS_SOURCE: Final = "aws.logs"  # a log rule's finding came with a CloudWatch Logs subscription delivery
+LOG_DELIVERY: Final = "CloudWatch Logs subscription delivery"
 ALARM_CONTRIBUTOR_STATE_CHANGE: Final = "CloudWatch Alarm Contributor State Change"
 ALARM_NAME_PREFIX: Final = "training-guard-"  # every alarm the guard owns is named with it
 JOB_ALARM_PREFIX: Final = f"{ALARM_NAME_PREFIX}job-"  # per-job alarms: training-guard-job-<job>-<n>
@@ -131,6 +133,10 @@ HOST_DIMENSION: Final = "Host"
 JOB_ALARM_TAG_PREFIX: Final = "training-guard:alarm:"
 TRAINING_LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
 RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
+# The log-rules wing: its subscription filter on TRAINING_LOG_GROUP, and the per-job override tag
+# ("off", or "Divergence=notify,NaN=stop,loss=<metric>,val=<metric>").
+LOG_SUBSCRIPTION_FILTER_NAME: Final = "training-guard-log-rules"
+LOG_RULES_TAG: Final = "training-guard:log-rules"
 
 # --- Slack --------------------------------------------------------------------------------------------
 # Value of a webhook secret the stack creates, until an operator puts the webhook URL in it.

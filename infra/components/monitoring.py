@@ -73,6 +73,7 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         dead_letter_queues: Mapping[str, sqs.IQueue],
         watch_secrets: bool = False,
+        dashboard: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self).stack_name
@@ -131,8 +132,13 @@ class Monitoring(Construct):
             "once a sweep instead of every minute; `training-guard doctor` names the guard (docs/limits.md).",
         )
 
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=names.dashboard_name(stack))
-        self.dashboard.add_widgets(
+        self.dashboard = self._dashboard(stack, functions, dead_letter_queues) if dashboard else None
+
+    def _dashboard(
+        self, stack: str, functions: Mapping[str, lambda_.IFunction], dead_letter_queues: Mapping[str, sqs.IQueue]
+    ) -> cloudwatch.Dashboard:
+        board = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=names.dashboard_name(stack))
+        board.add_widgets(
             cloudwatch.GraphWidget(
                 title="Reactions (stops, would-have-stopped, deferred, notified)",
                 left=[guard_metric(m) for m in REACTION_METRICS],
@@ -179,3 +185,4 @@ class Monitoring(Construct):
                 width=12,
             ),
         )
+        return board

@@ -128,6 +128,23 @@ def test_only_handlers_import_handlers_and_handlers_import_only_the_composition_
     assert wrong == []
 
 
+def is_wing(module: str) -> bool:
+    """The log-rules wing: the `log_*` modules of every layer (its wiring lines live in the composition root)."""
+    return module.rsplit(".", 1)[-1].startswith("log_")
+
+
+def test_the_core_never_imports_the_log_rules_wing() -> None:
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module, targets in graph("training_guard").items()
+        for target, line in targets.items()
+        if is_wing(target) and not is_wing(module) and module != "training_guard.handlers.wiring"
+    ]
+    assert wrong == []
+    assert is_wing("training_guard.domain.log_rules")
+    assert not is_wing("training_guard.domain.policy")
+
+
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_no_import_cycle(package: str) -> None:
     assert cycles(graph(package)) == []

@@ -461,6 +461,7 @@ FOLDED_KINDS = {
     Kind.RULE_ERROR,
     Kind.METRIC_ALARM,
     Kind.METRIC_STALL,
+    Kind.LOG_RULE,
     Kind.BUDGET_WARNING,
     Kind.BUDGET_EXCEEDED,
     Kind.IDLE_GPU,

@@ -14,7 +14,7 @@ from tests.helpers import NOW, load_event, rule_status, with_detail
 from training_guard import contract
 from training_guard.adapters.sqs import CardUpdates
 from training_guard.config.model import Action, GuardConfig, RulePolicy
-from training_guard.domain import mutes, pricing
+from training_guard.domain import mutes, policy, pricing
 from training_guard.domain.errors import ActionFailed, TransitionBusy
 from training_guard.domain.events import Finding, TrainingJob, parse_event, parse_job
 from training_guard.domain.metric_guards import AlarmObservation, JobAlarmSpec, job_alarm_name
@@ -24,6 +24,7 @@ from training_guard.services.responder import (
     BUSY_POLL_SECONDS,
     BUSY_WAIT_SECONDS,
     LEASE_MARGIN_SECONDS,
+    EventStamp,
     Receipt,
     Responder,
     StopRecord,
@@ -674,6 +675,74 @@ def test_an_alarm_retried_after_our_killed_stop_finishes_and_announces_the_stop(
     receipt = world.guard.handle_alarm(observed(), now=NOW + timedelta(seconds=61))
     assert receipt.outcomes == ["stopped"]
     assert world.jobs.tags_by_arn[ALARM_ARN][contract.TAG_STOP_RULE] == "loss-diverging"
+
+
+def log_finding(detail: str = "loss 9.1 is 4.2x its best 2.17") -> Finding:
+    return Finding(name="Divergence", source=policy.LOG_RULE, status=policy.LOG_ISSUE, details=detail)
+
+
+LOG_STAMP = EventStamp(
+    "delivery-1#3790", "123456789012", "eu-west-1", NOW, source=contract.LOGS_SOURCE, detail_type=contract.LOG_DELIVERY
+)
+
+
+def test_a_log_rules_finding_stops_the_job_once_through_the_policy() -> None:
+    world = alarm_world()
+    for _ in range(2):  # the delivery repeated: one stop
+        receipt = world.guard.handle_finding(
+            ALARM_JOB,
+            log_finding(),
+            action=Action.STOP,
+            setting="log_rules.divergence (factor 4)",
+            kind=policy.Kind.LOG_RULE,
+            stamp=LOG_STAMP,
+            now=NOW,
+        )
+    assert world.jobs.stop_calls == [ALARM_JOB]
+    assert receipt.duplicates == 1
+    [note] = world.publisher.published
+    assert (note.kind, note.transition, note.event_id) == (
+        policy.Kind.LOG_RULE,
+        f"t#{ALARM_JOB}#log#Divergence#IssuesFound",
+        "delivery-1#3790",
+    )
+    assert world.ledger.stops[ALARM_JOB].rule == "Divergence"
+
+
+@pytest.mark.parametrize(
+    ("action", "dry_run", "tags", "outcome"),
+    [
+        (Action.STOP, True, {}, "would_stop"),
+        (Action.NOTIFY, False, {}, "notified"),
+        (Action.STOP, False, {contract.DEFAULT_EXEMPT_TAG: "true"}, "would_stop"),
+    ],
+)
+def test_a_log_rules_finding_honours_dry_run_notify_and_exemption(
+    action: Action, dry_run: bool, tags: dict[str, str], outcome: str
+) -> None:
+    world = alarm_world(tags=tags)
+    receipt = world.guard.handle_finding(
+        ALARM_JOB,
+        log_finding(),
+        action=action,
+        setting="log_rules.divergence",
+        kind=policy.Kind.LOG_RULE,
+        stamp=LOG_STAMP,
+        now=NOW,
+        dry_run=dry_run,
+    )
+    assert receipt.outcomes == [outcome]
+    assert world.jobs.stop_calls == []
+    if dry_run:
+        assert world.publisher.published[0].reason == "log_rules.divergence, but its action is dry_run"
+
+
+def test_a_log_rules_finding_about_a_job_that_is_gone_is_ignored() -> None:
+    world = alarm_world()
+    receipt = world.guard.handle_finding(
+        "gone", log_finding(), action=Action.STOP, setting="s", kind=policy.Kind.LOG_RULE, stamp=LOG_STAMP, now=NOW
+    )
+    assert receipt.ignored == "training job gone does not exist"
 
 
 # --- one job, one story: what follows the guard's stop is folded into it ----------------------------------

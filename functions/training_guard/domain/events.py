@@ -89,6 +89,7 @@ class TrainingJob:
     instance_type: str | None = None
     instance_count: int | None = None
     metric_names: tuple[str, ...] = ()
+    metric_definitions: tuple[tuple[str, str], ...] = ()  # (Name, Regex): how SageMaker reads the job's log
     tuning_job_arn: str | None = None
     # When the job last entered the secondary status "Training" (SecondaryStatusTransitions): after
     # data download, and again after a spot restart. None when the source did not list transitions.
@@ -191,6 +192,7 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
         instance_type=_text(resources.get("InstanceType")),
         instance_count=_count(resources.get("InstanceCount")),
         metric_names=_metric_names(algorithm.get("MetricDefinitions")),
+        metric_definitions=_metric_definitions(algorithm.get("MetricDefinitions")),
         tuning_job_arn=_text(data.get("TuningJobArn")),
         training_phase_start=_training_phase_start(data.get("SecondaryStatusTransitions")),
         instance_groups=_instance_groups(resources.get("InstanceGroups")),
@@ -354,3 +356,14 @@ def _metric_names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(name for d in value if isinstance(d, Mapping) and (name := _text(d.get("Name"))))
+
+
+def _metric_definitions(value: Any) -> tuple[tuple[str, str], ...]:
+    """(Name, Regex) pairs; a definition without both is skipped (SageMaker requires both)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        (name, regex)
+        for d in value
+        if isinstance(d, Mapping) and (name := _text(d.get("Name"))) and (regex := _text(d.get("Regex")))
+    )

@@ -31,6 +31,8 @@ BUDGET_WARNING = "Warning"  # the status of a budget's finding: `warn_at` of the
 BUDGET_EXCEEDED = "Exceeded"  # the cap spent
 IDLE_GPU = "idle-gpu"  # the name of the idle-GPU guard's finding
 IDLE = "Idle"  # its status
+LOG_RULE = "log"  # the source of a log rule's finding (the log-rules wing); its name is the rule's
+LOG_ISSUE = "IssuesFound"  # its status, Debugger's word
 STOP_REQUEST = "slack"  # the source of a person's Stop now (a Slack button); its name is who: `slack:<user id>`
 REQUESTED = "StopRequested"  # its status
 NO_MUTES = Mutes()
@@ -59,6 +61,7 @@ class Kind(StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"  # a job spent its cap
     IDLE_GPU = "idle_gpu"  # a job's GPUs sat idle for `idle_gpu.minutes`
     STOP_REQUESTED = "stop_requested"  # a person pressed Stop now (Slack app mode)
+    LOG_RULE = "log_rule"  # a rule read the job's training log and found an issue (NaN, divergence, ...)
 
 
 class Plan(StrEnum):
@@ -100,6 +103,7 @@ FOLDED_AFTER_GUARD_STOP = frozenset(
         Kind.RULE_ERROR,
         Kind.METRIC_ALARM,
         Kind.METRIC_STALL,
+        Kind.LOG_RULE,
         Kind.BUDGET_WARNING,
         Kind.BUDGET_EXCEEDED,
         Kind.IDLE_GPU,
@@ -195,8 +199,10 @@ def decide_finding(
     kind: Kind,
     guard_stop: GuardStop | None = None,
     mutes: Mutes = NO_MUTES,
+    dry_run: bool = False,
 ) -> Decision:
-    """The one path from a finding (rule, metric alarm, stall) to stop / would-stop / notify."""
+    """The one path from a finding (rule, metric alarm, stall, log rule) to stop / would-stop / notify;
+    `dry_run`: this finding's own setting says dry run (the configuration's `dry_run` applies to all)."""
     key = transition_key(job.name, finding.source, finding.name, finding.status)
     if action is not Action.STOP:
         return Decision(key, kind, Plan.NOTIFY, f"{setting}: notify only", finding)
@@ -216,8 +222,9 @@ def decide_finding(
             f"({grace}); it is stopped on the first event after that"
         )
         return Decision(f"{key}#deferred", kind, Plan.DEFER, reason, finding)
-    if config.dry_run:
-        return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but dry_run is on", finding)
+    if config.dry_run or dry_run:
+        said = "dry_run is on" if config.dry_run else "its action is dry_run"
+        return Decision(key, kind, Plan.WOULD_STOP, f"{setting}, but {said}", finding)
     return Decision(key, kind, Plan.STOP, setting, finding)
 
 
@@ -231,11 +238,14 @@ def decide_metric(
     now: datetime,
     guard_stop: GuardStop | None = None,
     mutes: Mutes = NO_MUTES,
+    kind: Kind | None = None,
+    dry_run: bool = False,
 ) -> list[Decision]:
-    """A metric guard's alarm or a stall, for a job the guard selects."""
+    """A metric guard's alarm, a stall or a log rule's finding, for a job the guard selects."""
     if not config.selects(job.name) or silenced(job, finding, mutes, now):
         return []
-    kind = Kind.METRIC_STALL if finding.status == STALLED else Kind.METRIC_ALARM
+    if kind is None:
+        kind = Kind.METRIC_STALL if finding.status == STALLED else Kind.METRIC_ALARM
     return [
         decide_finding(
             job,
@@ -247,6 +257,7 @@ def decide_metric(
             kind=kind,
             guard_stop=guard_stop,
             mutes=mutes,
+            dry_run=dry_run,
         )
     ]
 

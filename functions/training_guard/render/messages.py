@@ -39,6 +39,7 @@ _KIND_SEVERITY = {
     Kind.SPOT_INTERRUPTED: "info",
     Kind.METRIC_ALARM: "warning",
     Kind.METRIC_STALL: "warning",
+    Kind.LOG_RULE: "warning",
     Kind.GUARD_TAG_INVALID: "warning",
     Kind.BUDGET_WARNING: "warning",
     Kind.BUDGET_EXCEEDED: "warning",
@@ -275,6 +276,7 @@ def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: Finding | None) 
     guarded = {
         Kind.METRIC_ALARM: f"metric guard {rule_name} fired",
         Kind.METRIC_STALL: "no new metrics",
+        Kind.LOG_RULE: f"log rule {rule_name}: {details}" if details else f"log rule {rule_name} fired",
         Kind.BUDGET_WARNING: f"budget warning: {details or 'most of its budget spent'}",
         Kind.BUDGET_EXCEEDED: details or "its budget is spent",
         Kind.IDLE_GPU: "GPUs idle",

@@ -128,6 +128,18 @@ class Receipt:
         }
 
 
+@dataclass(frozen=True)
+class EventStamp:
+    """What a finding arrived with: the event (or delivery) it came from, for the audit record and the dedup."""
+
+    event_id: str
+    account: str | None
+    region: str | None
+    time: datetime | None
+    source: str = contract.CLOUDWATCH_EVENT_SOURCE
+    detail_type: str = contract.ALARM_STATE_CHANGE
+
+
 class Responder:
     def __init__(
         self,
@@ -206,18 +218,78 @@ class Responder:
             receipt.ignored = rule
             return receipt
         finding, action, setting = rule
+        stamp = EventStamp(alarm.event_id, alarm.account, alarm.region, alarm.time)
+        return self._decide_finding(
+            job, finding, action=action, setting=setting, kind=None, stamp=stamp, receipt=receipt, now=now
+        )
+
+    def handle_finding(
+        self,
+        job_name: str,
+        finding: Finding,
+        *,
+        action: Action,
+        setting: str,
+        kind: policy.Kind,
+        stamp: EventStamp,
+        now: datetime,
+        dry_run: bool = False,
+    ) -> Receipt:
+        """A finding about a job from outside an event (a log rule): the same policy and exactly-once stop."""
+        receipt = Receipt(job=job_name, event_id=stamp.event_id)
+        job = self.jobs.describe(job_name)
+        if job is None:
+            receipt.ignored = f"training job {job_name} does not exist"
+            return receipt
+        if job.arn:
+            job = _replace_tags(job, self.jobs.tags(job.arn))
+        return self._decide_finding(
+            job,
+            finding,
+            action=action,
+            setting=setting,
+            kind=kind,
+            stamp=stamp,
+            receipt=receipt,
+            now=now,
+            dry_run=dry_run,
+        )
+
+    def _decide_finding(
+        self,
+        job: TrainingJob,
+        finding: Finding,
+        *,
+        action: Action,
+        setting: str,
+        kind: policy.Kind | None,
+        stamp: EventStamp,
+        receipt: Receipt,
+        now: datetime,
+        dry_run: bool = False,
+    ) -> Receipt:
         event = JobEvent(
-            event_id=alarm.event_id,
-            account=alarm.account,
-            region=alarm.region,
-            time=alarm.time,
-            source=contract.CLOUDWATCH_EVENT_SOURCE,
-            detail_type=contract.ALARM_STATE_CHANGE,
+            event_id=stamp.event_id,
+            account=stamp.account,
+            region=stamp.region,
+            time=stamp.time,
+            source=stamp.source,
+            detail_type=stamp.detail_type,
             job=job,
         )
         guard_stop = self._guard_stop(job)
+        mutes = self.mutes_of(job.name)
         for decision in policy.decide_metric(
-            job, finding, action, setting, self.config, now=now, guard_stop=guard_stop, mutes=self.mutes_of(job.name)
+            job,
+            finding,
+            action,
+            setting,
+            self.config,
+            now=now,
+            guard_stop=guard_stop,
+            mutes=mutes,
+            kind=kind,
+            dry_run=dry_run,
         ):
             self._react(event, job, decision, receipt, now)
         return receipt
