@@ -105,12 +105,20 @@ def test_chatter_is_no_point(line: str) -> None:
     assert points(line) == []
 
 
-def test_definitions_win_for_the_metric_they_name() -> None:
+def test_definitions_naming_the_loss_are_the_jobs_series() -> None:
     definitions = (("train:loss", r"- loss: ([0-9.]+)"),)
     line = "469/469 - 3s - loss: 0.2345 - accuracy: 0.9100 - val_loss: 0.3100"
+    assert points(line, definitions) == [("train:loss", 0.2345, "MetricDefinitions")]
+    # a line the definitions do not match is read by the built-in readers
+    assert points("{'eval_loss': 0.5}", definitions) == [("eval_loss", 0.5, "huggingface")]
+
+
+def test_definitions_win_for_the_metric_they_name() -> None:
+    definitions = (("acc", r"- accuracy: ([0-9.]+)"),)
+    line = "469/469 - 3s - loss: 0.2345 - accuracy: 0.9100 - val_loss: 0.3100"
     assert points(line, definitions) == [
-        ("train:loss", 0.2345, "MetricDefinitions"),
-        ("accuracy", 0.91, "keras"),
+        ("acc", 0.91, "MetricDefinitions"),
+        ("loss", 0.2345, "keras"),
         ("val_loss", 0.31, "keras"),
     ]
 
