@@ -60,7 +60,7 @@ FIRST_CALL_IMPORTS = {
 LATENCY_EVENTS = 150
 SCALE_JOBS = 1000
 SCALE_EVENTS = 10_000
-TARGETS = {"cold start": 1.3, "warm latency": 2.0, "asset zipped MB": 2.0}
+TARGETS = {"cold start": 1.3, "warm latency": 2.0, "asset zipped MB": 2.0, "fixed cost $": 5.0}
 
 
 def say(text: str = "") -> None:
@@ -447,8 +447,15 @@ ASSUMPTIONS = {
     "notifications per job": 1.5,
     "share of jobs stopped": 0.1,
     "job duration hours": 6,
+    # Billed for the hours they are sent ("prorated by the hour and metered only when you send metrics to CloudWatch",
+    # https://aws.amazon.com/cloudwatch/pricing/): the sweeper sends none while no job runs, so an idle month pays 0.
     "guard metrics (custom, EMF)": 14,
-    "self-monitoring alarms": 21,  # 5 functions x (errors, throttles) + 5 dead-letter queues + the guard's own
+    "distinct hours with guard metrics per job": 4,  # start, rule updates, end: the hours a job's events fall in
+    # The shipped template's (tests/infra/test_monitoring.py keeps this equal to it): 6 functions x (errors,
+    # throttles) + 6 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap + the log rules' subscription
+    # delivery errors and throttling (the log path's 5 of them: $0.50 of the fixed cost).
+    "self-monitoring alarms": 22,
+    "dashboard (off unless `dashboard`)": 0,
     "sweeps per month (every 5 min)": 8640,
     "GPU hosts per job (idle_gpu, when on)": 1,
     "instance types in use": 5,
@@ -465,11 +472,10 @@ def cost(calls: list[dict[str, Any]], latency: dict[str, Any]) -> list[dict[str,
     seconds = latency["handler_ms"] / 1000 * 3  # moto is faster than AWS: take 3x the measured time
     rows = []
     fixed = (
-        PRICES["dashboard_month"]
+        ASSUMPTIONS["dashboard (off unless `dashboard`)"] * PRICES["dashboard_month"]
         + PRICES["kms_key_month"]
         + PRICES["secret_month"]
         + ASSUMPTIONS["self-monitoring alarms"] * PRICES["alarm_month"]
-        + ASSUMPTIONS["guard metrics (custom, EMF)"] * PRICES["custom_metric_month"]
         + ASSUMPTIONS["sweeps per month (every 5 min)"]
         * (PRICES["lambda_request"] + 0.5 * gb * PRICES["lambda_gb_second_arm"])
     )
@@ -504,7 +510,9 @@ def cost(calls: list[dict[str, Any]], latency: dict[str, Any]) -> list[dict[str,
             * sweeps_per_hour
             * PRICES["getmetricdata_metric"]
         )
-        variable = lambda_cost + dynamo + messaging + per_job_alarms + fleet_guard + pricing + digest
+        metric_hours = min(730, jobs * ASSUMPTIONS["distinct hours with guard metrics per job"])
+        metrics = ASSUMPTIONS["guard metrics (custom, EMF)"] * metric_hours / 730 * PRICES["custom_metric_month"]
+        variable = lambda_cost + dynamo + messaging + per_job_alarms + fleet_guard + pricing + digest + metrics
         rows.append(
             {
                 "jobs/month": jobs,
@@ -882,6 +890,7 @@ def headline(measured: Measured) -> list[str]:
     worst = max(first[:3])
     jobs = " / ".join(f"{r['jobs/month']:,}" for r in measured.money)
     totals = " / ".join(f"${r['total $']:.2f}" for r in measured.money)
+    fixed = measured.money[0].get("fixed $", 0.0)
     return [
         "| what | figure | target |",
         "| --- | --- | --- |",
@@ -900,7 +909,9 @@ def headline(measured: Measured) -> list[str]:
         f"{measured.throughput['events_per_second']} events/s, {measured.throughput['peak_rss_mb']} MB, "
         f"{measured.throughput['wrong_decisions']} wrong decisions | 0 wrong decisions |",
         f"| Lambda asset (all functions), zipped | {measured.size['zipped_mb']} MB | < {TARGETS['asset zipped MB']} MB |",
-        f"| monthly cost, {jobs} jobs | {totals} | (mostly fixed: metrics, dashboard, alarms, key) |",
+        f"| monthly cost, {jobs} jobs (of which fixed, at zero jobs) | {totals} (${fixed:.2f}) | fixed "
+        f"${TARGETS['fixed cost $']:.0f} ({verdict(fixed, TARGETS['fixed cost $'])}: alarms, key, secret; metrics only "
+        "while jobs run) |",
     ]
 
 

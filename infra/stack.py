@@ -118,6 +118,7 @@ class TrainingGuardStack(Stack):
             functions=functions,
             dead_letter_queues=queues,
             watch_secrets=bool(self.chat or self.slack_app),
+            dashboard=config.dashboard,
             log_subscription=contract.LOG_SUBSCRIPTION_FILTER_NAME if self.log_rules else None,
         )
         self._outputs()
@@ -137,7 +138,8 @@ class TrainingGuardStack(Stack):
             CfnOutput(self, key, value=value, description=description)
 
         output(outputs.TOPIC_ARN, self.alerting.topic.topic_arn, "The notification topic (subscribe more here)")
-        output(outputs.DASHBOARD_NAME, self.monitoring.dashboard.dashboard_name, "The guard's activity dashboard")
+        if self.monitoring.dashboard is not None:
+            output(outputs.DASHBOARD_NAME, self.monitoring.dashboard.dashboard_name, "The guard's activity dashboard")
         output(outputs.STATE_TABLE_NAME, self.state.table.table_name, "Transitions handled and the stop audit")
         functions = {
             outputs.JOB_EVENTS_FUNCTION: (self.job_events.handler, "reacts to training job state changes"),

@@ -88,6 +88,7 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         dead_letter_queues: Mapping[str, sqs.IQueue],
         watch_secrets: bool = False,
+        dashboard: bool = False,
         log_subscription: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -166,8 +167,13 @@ class Monitoring(Construct):
                 "It retries for up to 24 hours; the rules see those lines late.",
             )
 
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=names.dashboard_name(stack))
-        self.dashboard.add_widgets(
+        self.dashboard = self._dashboard(stack, functions, dead_letter_queues) if dashboard else None
+
+    def _dashboard(
+        self, stack: str, functions: Mapping[str, lambda_.IFunction], dead_letter_queues: Mapping[str, sqs.IQueue]
+    ) -> cloudwatch.Dashboard:
+        board = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=names.dashboard_name(stack))
+        board.add_widgets(
             cloudwatch.GraphWidget(
                 title="Reactions (stops, would-have-stopped, deferred, notified)",
                 left=[guard_metric(m) for m in REACTION_METRICS],
@@ -214,3 +220,4 @@ class Monitoring(Construct):
                 width=12,
             ),
         )
+        return board

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from infra.components import monitoring
 from tests.infra.conftest import ConfigSynth, Synth, synthesized
 from training_guard import contract
@@ -78,12 +80,31 @@ def test_a_fleet_alarm_over_a_cloudwatch_cap_alarms_to_the_topic(synth: Synth) -
     assert "doctor" in alarm["AlarmDescription"]
 
 
+def test_the_cost_model_counts_the_shipped_templates_alarms(synth: Synth) -> None:
+    from bench import run
+
+    assert run.ASSUMPTIONS["self-monitoring alarms"] == len(synth.resources("AWS::CloudWatch::Alarm"))
+    assert run.ASSUMPTIONS["dashboard (off unless `dashboard`)"] == len(synth.resources("AWS::CloudWatch::Dashboard"))
+
+
 def test_self_alarms_are_not_routed_as_metric_guards(synth: Synth) -> None:
     assert not [n for n in self_alarms(synth) if n.startswith(contract.ALARM_NAME_PREFIX)]
 
 
-def test_the_dashboard_shows_the_guards_own_metrics(synth: Synth) -> None:
-    _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
+@pytest.fixture(scope="module")
+def with_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    config = tmp_path_factory.mktemp("config") / "dashboard.json"
+    config.write_text(json.dumps({"dashboard": True}))
+    return Synth(tmp_path_factory.mktemp("dashboard"), {"config": str(config)})
+
+
+def test_the_dashboard_is_made_only_when_asked_for(synth: Synth, with_dashboard: Synth) -> None:
+    assert synth.resources("AWS::CloudWatch::Dashboard") == {}
+    assert len(with_dashboard.resources("AWS::CloudWatch::Dashboard")) == 1
+
+
+def test_the_dashboard_shows_the_guards_own_metrics(with_dashboard: Synth) -> None:
+    _, dashboard = with_dashboard.one("AWS::CloudWatch::Dashboard")
     assert dashboard["Properties"]["DashboardName"] == "TrainingGuard-activity"
     parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
     body = json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in parts))  # tokens: region, names
@@ -104,10 +125,10 @@ def test_the_dashboard_shows_the_guards_own_metrics(synth: Synth) -> None:
         assert (contract.GUARD_METRICS_NAMESPACE, metric, "service", "training-guard") in shown
 
 
-def test_the_dashboard_shows_spend_avoided_per_day_and_per_rule_from_the_one_metric(synth: Synth) -> None:
+def test_the_dashboard_shows_spend_avoided_per_day_and_per_rule_from_the_one_metric(with_dashboard: Synth) -> None:
     """One metric, SpendAvoidedUSD {rule, service}; Metrics Insights sums it over all rules per day and groups it
     by rule (rules are only known at run time)."""
-    _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
+    _, dashboard = with_dashboard.one("AWS::CloudWatch::Dashboard")
     parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
     body = json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in parts))
     queries = {

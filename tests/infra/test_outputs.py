@@ -23,7 +23,9 @@ CONDITIONAL = {  # only with Slack configured, or with a subscription that has a
     outputs.CHAT_QUEUE,
     outputs.CHAT_DEAD_LETTERS,
     outputs.SUBSCRIPTIONS_DEAD_LETTERS,
+    outputs.DASHBOARD_NAME,  # only with `dashboard` on
 }
+CONDITIONAL_DASHBOARD = {outputs.DASHBOARD_NAME}
 APP_MODE = {  # only in Slack app mode
     outputs.SLACK_INTERACTIONS_FUNCTION,
     outputs.SLACK_CLICK_WORKER_FUNCTION,
@@ -61,7 +63,6 @@ def test_with_slack_every_output_is_the_reference_of_its_resource(synth: Synth) 
     function, queue, rule = "AWS::Lambda::Function", "AWS::SQS::Queue", "AWS::Events::Rule"
     assert values(synth) == {
         outputs.TOPIC_ARN: ref(synth, "AWS::SNS::Topic", ""),
-        outputs.DASHBOARD_NAME: ref(synth, "AWS::CloudWatch::Dashboard", ""),
         outputs.STATE_TABLE_NAME: ref(synth, "AWS::DynamoDB::Table", ""),
         outputs.JOB_EVENTS_FUNCTION: ref(synth, function, "JobEventsHandler"),
         outputs.ALARM_EVENTS_FUNCTION: ref(synth, function, "MetricGuardsAlarmEvents"),
@@ -84,17 +85,18 @@ def test_with_slack_every_output_is_the_reference_of_its_resource(synth: Synth) 
             "Fn::GetAtt": [synth.one("Custom::TrainingGuardLogSubscription")[0], "Status"]
         },
     }
-    assert set(values(synth)) == declared_keys() - APP_MODE | {outputs.slack_secret("default")}
-    # the dashboard's Ref is its name, the one the stack gives it
-    _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
-    assert dashboard["Properties"]["DashboardName"] == "TrainingGuard-activity"
+    # no dashboard unless asked for (`dashboard`: $3 a month)
+    assert set(values(synth)) == declared_keys() - APP_MODE - {outputs.DASHBOARD_NAME} | {
+        outputs.slack_secret("default")
+    }
+    assert synth.resources("AWS::CloudWatch::Dashboard") == {}
 
 
 @pytest.fixture(scope="module")
 def app_mode(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     config = tmp_path_factory.mktemp("config") / "app.json"
     slack = {"mode": "app", "webhooks": None, "app": {"channels": {"default": "C0ALERTS"}}}
-    config.write_text(json.dumps({"slack": slack}))
+    config.write_text(json.dumps({"slack": slack, "dashboard": True}))
     return Synth(tmp_path_factory.mktemp("app"), {"config": str(config)})
 
 
@@ -103,6 +105,10 @@ def test_in_app_mode_the_apps_outputs_are_there_and_no_webhook_secret(app_mode: 
     found = values(app_mode)
     assert set(found) == declared_keys()
     url_id, _ = app_mode.one("AWS::Lambda::Url")
+    # the dashboard's Ref is its name, the one the stack gives it
+    _, dashboard = app_mode.one("AWS::CloudWatch::Dashboard")
+    assert dashboard["Properties"]["DashboardName"] == "TrainingGuard-activity"
+    assert found[outputs.DASHBOARD_NAME] == ref(app_mode, "AWS::CloudWatch::Dashboard", "")
     assert {key: found[key] for key in APP_MODE} == {
         outputs.SLACK_INTERACTIONS_FUNCTION: ref(app_mode, function, "SlackAppInteractions"),
         outputs.SLACK_CLICK_WORKER_FUNCTION: ref(app_mode, function, "SlackAppClickWorker"),

@@ -198,7 +198,9 @@ def measured(*, ratio: float, unexpected: dict[str, int], to_stop: float) -> Any
             "notifications": 750,
         },
         size={"zipped_mb": 1.39},
-        money=[{"jobs/month": j, "total $": t} for j, t in ((100, 10.98), (1_000, 13.36), (10_000, 37.13))],
+        money=[
+            {"jobs/month": j, "total $": t, "fixed $": 3.12} for j, t in ((100, 4.98), (1_000, 10.36), (10_000, 34.13))
+        ],
     )
 
 
@@ -209,7 +211,8 @@ def test_the_headline_says_met_or_missed_from_the_figures_and_the_targets() -> N
     assert met[5].endswith("| 1.5x | 2.0x (met) |")
     assert (
         met[8]
-        == "| monthly cost, 100 / 1,000 / 10,000 jobs | $10.98 / $13.36 / $37.13 | (mostly fixed: metrics, dashboard, alarms, key) |"
+        == "| monthly cost, 100 / 1,000 / 10,000 jobs (of which fixed, at zero jobs) | $4.98 / $10.36 / $34.13 ($3.12) "
+        "| fixed $5 (met: alarms, key, secret; metrics only while jobs run) |"
     )
     missed = run.headline(measured(ratio=1.4, unexpected={"sns:Publish": 1}, to_stop=3.0))
     assert "1.3x (missed, see the report;" in missed[2]

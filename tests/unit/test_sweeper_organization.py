@@ -357,6 +357,16 @@ def test_a_single_account_guard_sweeps_its_own_account_as_before(counted: list[t
     assert ("RunningJobs", 1) in counted
 
 
+def test_an_idle_sweep_sends_no_metric(counted: list[tuple[str, float]]) -> None:
+    # A custom metric is billed for each hour it is sent: an account with no job pays for none (docs/cost.md).
+    world = Account()
+    responder = Responder(GuardConfig(), world.jobs, FakeLedger(), FakePublisher(), alarms=world.alarms)
+    sweeper = Sweeper(responder, world.jobs, world.alarms, world.metrics)
+    result = sweeper_handler.process(sweeper, now=NOW, account=HUB, region=REGION, members=None)
+    assert result["running"] == 0
+    assert counted == []
+
+
 def test_sweep_organization_needs_an_organization() -> None:
     world = Account()
     sweeper = Sweeper(

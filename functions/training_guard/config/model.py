@@ -853,6 +853,11 @@ class GuardConfig:
         None, doc="reports (or stops) running jobs whose GPUs sit idle, found by the sweeper"
     )
     digest: Digest = setting(factory=Digest, doc="a weekly digest to the topic: stops, spend avoided, top rules")
+    dashboard: bool = setting(
+        False,
+        doc="a CloudWatch dashboard of the guard's activity (`<stack>-activity`); $3 a month beyond the free tier's "
+        "three, so off unless asked for (`training-guard report` shows the same story from the metrics)",
+    )
     powertools_layer_arn: str | None = setting(
         None,
         doc="a Powertools for AWS Lambda (Python) layer version ARN (arm64, Python 3.13, the pinned version) used "

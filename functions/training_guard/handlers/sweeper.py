@@ -121,18 +121,17 @@ def _said(report: SweepReport) -> None:
 
 
 def _count(reports: list[SweepReport]) -> None:
-    """The sweep's metrics, summed over the accounts: an account dimension would bill a metric per account."""
-    metrics.add_metric(name=contract.Metric.RUNNING_JOBS, unit=MetricUnit.Count, value=sum(r.running for r in reports))
-    metrics.add_metric(
-        name=contract.Metric.ORPHANED_ALARMS_DELETED,
-        unit=MetricUnit.Count,
-        value=sum(len(r.orphaned_alarms_deleted) for r in reports),
-    )
-    metrics.add_metric(
-        name=contract.Metric.STALLED_JOBS, unit=MetricUnit.Count, value=sum(len(r.stalled) for r in reports)
-    )
-    metrics.add_metric(
-        name=contract.Metric.RECONCILED, unit=MetricUnit.Count, value=sum(len(r.reconciled) for r in reports)
-    )
-    over_cap = sum(len(r.fleet_alarms_over_cap) for r in reports)
-    metrics.add_metric(name=contract.FLEET_ALARMS_OVER_CAP_METRIC, unit=MetricUnit.Count, value=over_cap)
+    """The sweep's metrics, summed over the accounts: an account dimension would bill a metric per account.
+
+    Only counts above zero are sent: a custom metric is billed for the hours it is sent (docs/cost.md), so an idle
+    account pays for none, and the alarms on them treat missing data as not breaching."""
+    counts = {
+        contract.Metric.RUNNING_JOBS: sum(r.running for r in reports),
+        contract.Metric.ORPHANED_ALARMS_DELETED: sum(len(r.orphaned_alarms_deleted) for r in reports),
+        contract.Metric.STALLED_JOBS: sum(len(r.stalled) for r in reports),
+        contract.Metric.RECONCILED: sum(len(r.reconciled) for r in reports),
+        contract.FLEET_ALARMS_OVER_CAP_METRIC: sum(len(r.fleet_alarms_over_cap) for r in reports),
+    }
+    for name, value in counts.items():
+        if value:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
