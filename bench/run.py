@@ -32,6 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "functions"), str(ROOT / "local")]
 
+from bench import log_cost  # noqa: E402 - after the path set-up above
+
 REPORT = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 IMPORT_RUNS = 15
@@ -1066,6 +1068,7 @@ def main(argv: list[str] | None = None) -> int:
         + "; ".join(f"{call} ({why})" for call, why in UNPRICED.items())
         + ".",
         "",
+        *log_cost.section(PRICES),
         *interactions_section(clicks_cold, clicks_ack),
         *cold_ack_section(clicks_cold, clicks_ack),
         *slack_app_section(app_calls),
