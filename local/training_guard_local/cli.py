@@ -468,9 +468,11 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _log_filter_pattern(config: GuardConfig) -> str:
-    """The subscription's filter pattern the configuration deploys (log_rules.filter_pattern; "": every line)."""
-    log_rules = getattr(config, "log_rules", None)
-    return str(getattr(log_rules, "filter_pattern", None) or "")
+    """The subscription's filter pattern the configuration deploys (log_rules.filter_pattern, else the guard's)."""
+    from training_guard import contract
+
+    pattern = config.log_rules.filter_pattern
+    return contract.LOG_FILTER_PATTERN if pattern is None else pattern
 
 
 def _write_json(path: Path, value: Any) -> None:

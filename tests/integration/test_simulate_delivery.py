@@ -186,20 +186,21 @@ def test_a_plain_log_is_delivered_as_the_subscription_would_to_the_jobs_stream(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], stand_in: StandIn
 ) -> None:
     log = tmp_path / "train.log"
-    log.write_text("\n".join([LINES[0], "", *LINES[1:]]) + "\n", encoding="utf-8")
+    log.write_text("\n".join([LINES[0], "", "Create neural network module", *LINES[1:]]) + "\n", encoding="utf-8")
     saved = tmp_path / "deliveries.json"
     args = ("--log", str(log), "--job", JOB, "--now", "2026-11-30T02:15:07Z", "--write-deliveries", str(saved))
     code, [line], err = run(capsys, *args)
     assert code == 0
     [doc] = stand_in.received
     end = int(datetime(2026, 11, 30, 2, 15, 7, tzinfo=UTC).timestamp() * 1000)
-    # one line a second up to --now, the file's line number as the ID (the blank line 2 is no event)
+    # one line a second up to --now, the file's line number as the ID (the blank line 2 is no event); line 3 says
+    # nothing of a loss: the guard's default filter pattern leaves it out
     assert doc["logEvents"] == [
-        {"id": "1", "timestamp": end - 3000, "message": LINES[0]},
-        {"id": "3", "timestamp": end - 1000, "message": LINES[1]},
-        {"id": "4", "timestamp": end, "message": LINES[2]},
+        {"id": "1", "timestamp": end - 4000, "message": LINES[0]},
+        {"id": "4", "timestamp": end - 1000, "message": LINES[1]},
+        {"id": "5", "timestamp": end, "message": LINES[2]},
     ]
-    assert doc["logStream"] == f"{JOB}/algo-1-{(end - 3000) // 1000}"
+    assert doc["logStream"] == f"{JOB}/algo-1-{(end - 4000) // 1000}"
     assert (doc["messageType"], doc["owner"], doc["logGroup"]) == (
         "DATA_MESSAGE",
         "123456789012",
@@ -208,12 +209,26 @@ def test_a_plain_log_is_delivered_as_the_subscription_would_to_the_jobs_stream(
     assert doc["subscriptionFilters"] == [contract.LOG_SUBSCRIPTION_FILTER_NAME]
     assert line["event"] == f"{log}[delivery 1]"
     assert line["log_events"] == 3
-    assert f"{log}: 3 log events to {doc['logStream']}, 3 matching the filter pattern '': 1 delivery" in err
+    pattern = contract.LOG_FILTER_PATTERN
+    assert f"{log}: 4 log events to {doc['logStream']}, 3 matching the filter pattern {pattern!r}: 1 delivery" in err
     # the deliveries written are the Lambda events played: replayed, the function receives the same
     assert [logs_ext.decode(event) for event in json.loads(saved.read_text())] == [doc]
     code, _, _ = run(capsys, str(saved))
     assert code == 0
     assert stand_in.received[1] == doc
+
+
+def test_log_applies_the_configured_filter_pattern(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stand_in: StandIn
+) -> None:
+    log = write(tmp_path, "train.log", None)
+    Path(log).write_text("\n".join(LINES), encoding="utf-8")
+    config = write(tmp_path, "config.json", {"log_rules": {"filter_pattern": "%nan%"}})
+    code, [_], err = run(capsys, "--config", config, "--log", log, "--job", JOB)
+    assert code == 0
+    assert [e["message"] for e in stand_in.received[0]["logEvents"]] == [LINES[2]]
+    assert "3 log events to" in err
+    assert "1 matching the filter pattern '%nan%'" in err
 
 
 def test_a_filter_log_events_print_keeps_its_ids_times_and_streams(
