@@ -16,7 +16,8 @@ MAX_COVER_CACHE = 4096  # (definition, key) answers kept; a log's keys are few, 
 # A number as Python, C and the frameworks print it, nan and inf included (float() reads every form).
 _NUM = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF](?:inity|INITY)?)"
 # Hugging Face Trainer: `{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 4.5e-05, 'epoch': 0.5}`.
-_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]*)['"]: (""" + _NUM + r")(?=[,}\s])")
+# Transformers 5 quotes the values: `{'loss': '2.192', 'grad_norm': '1.151', 'epoch': '0.1111'}`.
+_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]*)['"]: ['"]?(""" + _NUM + r""")['"]?(?=[,}\s])""")
 # XGBoost `[12]\ttrain-rmse:0.1\tvalidation-rmse:0.2`, LightGBM `[10]\tvalid_0's l2: 0.123`.
 _XGB_ITEM = re.compile(r"(?:^|\t)([A-Za-z_][\w.@\-]*):(" + _NUM + r")(?=\t|\s*$)")
 _LGBM_ITEM = re.compile(r"(?:^|\t)(\w+)'s ([\w.@\-]+): (" + _NUM + r")(?=\t|\s*$)")
