@@ -53,12 +53,13 @@ from tests.campaign.lambda_model import (
 )
 from tests.campaign.streams import JobPlan, plan_fleet
 from tests.helpers import NOW, load_event, rule_status
-from tests.log_deliveries import MNIST_DEFINITIONS, document, events, subscription
+from tests.log_deliveries import MNIST_DEFINITIONS, document, events, plan_log_fleet, subscription
 from training_guard import contract
 from training_guard.adapters.log_state import state_key
 from training_guard.config.model import Action, GuardConfig, RulePolicy
 from training_guard.domain.policy import transition_key
 from training_guard.handlers import wiring
+from training_guard.services.log_watch import decode
 from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
 
 SEED = 10
@@ -911,3 +912,78 @@ def test_log_path_a_concurrent_copy_of_the_delivery_inside_any_call_stops_once(
                 failures[where] = found
     assert not failures, failures
     figures.update(cases=cases, **figures_of(run))
+
+
+LOG_FLEET_JOBS = 24
+LOG_HAZARD = 0.1  # chance that each call of a log delivery's attempt is where it dies
+
+
+def test_log_path_a_seeded_fleet_under_kills_slow_calls_copies_and_retries(run: Run, figures: dict[str, Any]) -> None:
+    """Jobs on 1-3 hosts, each batch delivered 1-3 times at random moments (so out of order), every attempt under
+    random kills (timeouts and crashes, before or after AWS acted), slow calls and concurrent copies; then quiet."""
+    rng = random.Random(SEED)
+    t0_ms = int(LOG_T0.timestamp() * 1000)
+    plans = plan_log_fleet(LOG_FLEET_JOBS, SEED, owner=ACCOUNT, t0_ms=t0_ms)
+    for plan in plans:
+        _log_job(run, plan.name)
+    start = run.clock.now
+
+    def plan_attempt(delivery: Delivery, number: int) -> AttemptPlan:
+        if run.clock.now >= start + QUIET_AFTER:
+            return NO_FAULT
+        copy_now = not delivery.concurrent and number == 0 and rng.random() < P_DUPLICATE
+        return AttemptPlan(
+            hazard=LOG_HAZARD,
+            duplicate_at=rng.randint(1, 6) if copy_now else None,
+            delays={rng.randint(1, 8): rng.uniform(2, 45)} if rng.random() < P_SLOW else {},
+            delay_effect=rng.random() < 0.5,
+        )
+
+    model = run.model
+    model.jitter_seconds = JITTER_SECONDS
+    model.planner = plan_attempt
+    first = len(model.deliveries)
+    for plan in plans:
+        for doc in plan.batches:
+            for _ in range(rng.randint(1, 3)):
+                at = start + timedelta(seconds=rng.uniform(0, 600))
+                model.invoke(run.log_events, subscription(copy.deepcopy(doc)), at=at)
+    model.run()
+    deliveries = model.deliveries[first:]
+    seen = model.observed
+    notes = run.aws.notifications()
+    published = Counter(n["transition"] for n in notes)
+    dead = [d for d in deliveries if d.dead_lettered]
+    dead_jobs = {_job_of(d) for d in dead}
+    items = run.aws.client("dynamodb").scan(TableName=TABLE)["Items"]
+    states = {i[contract.TABLE_PARTITION_KEY]["S"]: i.get("state", {}).get("S") for i in items}
+
+    # every job whose loss turned nan stopped once (unless every copy of its batches died), none healthy stopped
+    for plan in plans:
+        expected = 1 if plan.kind == "stop" else 0
+        if plan.name in dead_jobs:
+            assert seen.stops[plan.name] <= expected, plan.name
+        else:
+            assert seen.stops[plan.name] == expected, plan.name
+    # a finding announced at most once, once more only for an attempt killed between its publish and its record
+    assert all(n <= 1 + seen.exposed[t] for t, n in published.items())
+    assert {n["job"]["name"] for n in notes if n["outcome"] == "stopped"} == {
+        p.name for p in plans if seen.stops[p.name]
+    }
+    # nothing left in progress but what a dead-lettered delivery claimed; every stream's state saved
+    assert {k for k, s in states.items() if s == "in_progress"} <= {k for d in dead for k in d.claimed}
+    saved = {k.removeprefix("logstate#") for k in states if k.startswith("logstate#")}
+    assert saved == {s for plan in plans for s in plan.streams}
+    assert seen.retries
+    assert seen.concurrent_duplicates
+    figures.update(
+        jobs=len(plans),
+        streams=len(saved),
+        deliveries=len(deliveries),
+        **figures_of(run),
+        unfinished=sum(a.outcome.startswith("error: DeliveryUnfinished") for d in deliveries for a in d.attempts),
+    )
+
+
+def _job_of(delivery: Delivery) -> str:
+    return str(decode(delivery.event).job)
