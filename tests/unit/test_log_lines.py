@@ -27,6 +27,14 @@ def test_hugging_face_trainer_dict_lines() -> None:
     assert runtime == ("eval_runtime", 1.5, "huggingface")
 
 
+def test_transformers_5_quotes_the_values() -> None:
+    line = "{'loss': '2.192', 'grad_norm': '1.151', 'learning_rate': '0.0049', 'epoch': '0.1111'}"
+    assert points(line)[:2] == [("loss", 2.192, "huggingface"), ("grad_norm", 1.151, "huggingface")]
+    ((metric, value, _), *_) = points("{'loss': 'nan', 'epoch': '4'}")
+    assert metric == "loss"
+    assert math.isnan(value)
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -38,6 +46,14 @@ def test_hugging_face_trainer_dict_lines() -> None:
 def test_keras_progress_and_epoch_lines(line: str) -> None:
     read = {metric: (value, reader) for metric, value, reader in points(line)}
     assert read == {"loss": (0.2345, "keras"), "accuracy": (0.91, "keras"), "val_loss": (0.31, "keras")}
+
+
+def test_keras_verbose_1_with_cloudwatch_escapes() -> None:
+    line = (
+        "#033[1m10/12#033[0m #033[32m━━━━━━━━━━━━━━━━#033[0m#033[37m━━━━#033[0m #033[1m0s#033[0m 6ms/step - "
+        "accuracy: 0.2672 - loss: 2.1917 #010#010#010#010"
+    )
+    assert points(line) == [("accuracy", 0.2672, "keras"), ("loss", 2.1917, "keras")]
 
 
 def test_lightning_progress_bar() -> None:
@@ -105,12 +121,20 @@ def test_chatter_is_no_point(line: str) -> None:
     assert points(line) == []
 
 
-def test_definitions_win_for_the_metric_they_name() -> None:
+def test_definitions_naming_the_loss_are_the_jobs_series() -> None:
     definitions = (("train:loss", r"- loss: ([0-9.]+)"),)
     line = "469/469 - 3s - loss: 0.2345 - accuracy: 0.9100 - val_loss: 0.3100"
+    assert points(line, definitions) == [("train:loss", 0.2345, "MetricDefinitions")]
+    # a line the definitions do not match is read by the built-in readers
+    assert points("{'eval_loss': 0.5}", definitions) == [("eval_loss", 0.5, "huggingface")]
+
+
+def test_definitions_win_for_the_metric_they_name() -> None:
+    definitions = (("acc", r"- accuracy: ([0-9.]+)"),)
+    line = "469/469 - 3s - loss: 0.2345 - accuracy: 0.9100 - val_loss: 0.3100"
     assert points(line, definitions) == [
-        ("train:loss", 0.2345, "MetricDefinitions"),
-        ("accuracy", 0.91, "keras"),
+        ("acc", 0.91, "MetricDefinitions"),
+        ("loss", 0.2345, "keras"),
         ("val_loss", 0.31, "keras"),
     ]
 

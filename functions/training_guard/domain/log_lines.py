@@ -16,19 +16,22 @@ MAX_COVER_CACHE = 4096  # (definition, key) answers kept; a log's keys are few, 
 # A number as Python, C and the frameworks print it, nan and inf included (float() reads every form).
 _NUM = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF](?:inity|INITY)?)"
 # Hugging Face Trainer: `{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 4.5e-05, 'epoch': 0.5}`.
-_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]*)['"]: (""" + _NUM + r")(?=[,}\s])")
+# Transformers 5 quotes the values: `{'loss': '2.192', 'grad_norm': '1.151', 'epoch': '0.1111'}`.
+_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]*)['"]: ['"]?(""" + _NUM + r""")['"]?(?=[,}\s])""")
 # XGBoost `[12]\ttrain-rmse:0.1\tvalidation-rmse:0.2`, LightGBM `[10]\tvalid_0's l2: 0.123`.
-_ROUND = re.compile(r"\[\d+\]\t(.*)")
 _XGB_ITEM = re.compile(r"(?:^|\t)([A-Za-z_][\w.@\-]*):(" + _NUM + r")(?=\t|\s*$)")
 _LGBM_ITEM = re.compile(r"(?:^|\t)(\w+)'s ([\w.@\-]+): (" + _NUM + r")(?=\t|\s*$)")
 # SageMaker's built-in algorithms: `#quality_metric: host=algo-1, epoch=0, train mse_objective <loss>=0.12`.
 _QUALITY = re.compile(r"#quality_metric: .*?\b(train|validation|test) (\S+) <(\w+)>=(" + _NUM + r")")
 # Keras: `469/469 [===] - 3s 6ms/step - loss: 0.2345 - accuracy: 0.91 - val_loss: 0.31` (Keras 3: any order).
-_KERAS_ITEM = re.compile(r"(?:^|\s)- ([A-Za-z_]\w*): (" + _NUM + r")(?![\w.])")
+_KERAS_ITEM = re.compile(r"- ([A-Za-z_]\w*): (" + _NUM + r")(?![\w.])")  # a literal first: re skips fast
 # PyTorch Lightning's progress bar: `... 30.00it/s, loss=0.123, v_num=0, train_loss=0.123, val_loss=0.2]`.
 _LIGHTNING_ITEM = re.compile(r"(?<![\w.])([A-Za-z_][\w/.]*)=(" + _NUM + r")(?=[,\]\s]|$)")
-# Anything else that names a loss: `loss = nan`, `Loss: 2.305`, `Average loss: 0.0335`, `train loss=inf`.
-_GENERIC = re.compile(r"(?i)\b((?:[a-z_][\w./\-]*[ _])?loss)\b'?\s*[:=]\s*(" + _NUM + r")(?![\w.])")
+# Anything else that names a loss: `loss = nan`, `Loss: 2.305`, `Average loss: 0.0335`, `train loss: inf`.
+# Matched after "oss" is found with str.find: a regex that must try every position is ten times slower.
+_AFTER_LOSS = re.compile(r"'?\s*[:=]\s*(" + _NUM + r")(?![\w.])")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-")
+_LOSS_INITIALS = frozenset("lL")
 
 
 class DefinitionsError(ValueError):
@@ -69,6 +72,9 @@ class LineReader:
             # What the regex is written against, tabs as tabs, for `_covers` (SageMaker's own regexes say `#011`).
             compiled.append((name, pattern, pattern.pattern.replace(TAB, "\t")))
         self._definitions = tuple(compiled)
+        # Definitions that name a training loss are the job's series (`train:loss`); others leave the loss to the
+        # built-in readers (SageMaker's XGBoost defines only `validation:*` metrics for its tuning jobs).
+        self._names_a_loss = any((role := loss_role(name)) is not None and not role[0] for name, _, _ in compiled)
         self._covers: dict[tuple[int, str], bool] = {}
 
     @property
@@ -81,28 +87,31 @@ class LineReader:
 
     def scan(self, message: str) -> tuple[list[RawPoint], str | None]:
         """The points of a line as tuples, and the name of a definition whose capture is not a number (or None)."""
+        if not self._definitions:
+            return _builtin(message), None
         out: list[RawPoint] = []
         unparsed: str | None = None
         matched: list[int] = []
         for index, (name, pattern, _) in enumerate(self._definitions):
             match = pattern.search(message)
-            if match is None:
-                continue
-            captured = match.group(1)
-            if captured is None:
-                continue
-            matched.append(index)
-            try:
-                out.append((name, float(captured), "MetricDefinitions"))
-            except ValueError:
-                unparsed = name
-        builtin = _builtin(message)
-        if matched and builtin:
-            # A non-finite value is kept whoever names the metric: definitions written for numbers miss `nan`.
-            builtin = [p for p in builtin if not isfinite(p[1]) or not any(self._covered(i, p[0]) for i in matched)]
-        if builtin:
-            out.extend(builtin) if out else (out := builtin)
+            if match is not None and (captured := match.group(1)) is not None:
+                matched.append(index)
+                try:
+                    out.append((name, float(captured), "MetricDefinitions"))
+                except ValueError:
+                    unparsed = name
+        if not matched:
+            return _builtin(message), unparsed
+        if self._names_a_loss:
+            # The job's own series; a built-in reader adds only what such definitions miss: `nan`, `inf`.
+            if "nan" in message or "inf" in message or "NaN" in message or "Inf" in message:
+                out.extend(p for p in _builtin(message) if not isfinite(p[1]))
+            return out, unparsed
+        out.extend(p for p in _builtin(message) if not isfinite(p[1]) or not self._covered_by(matched, p[0]))
         return out, unparsed
+
+    def _covered_by(self, matched: list[int], key: str) -> bool:
+        return any(self._covered(i, key) for i in matched)
 
     def _covered(self, index: int, key: str) -> bool:
         """Whether definition `index` names metric `key` of a built-in reader: its regex spells the key as a word."""
@@ -144,18 +153,34 @@ def _builtin(message: str) -> list[RawPoint]:
         if found:
             return found
     if "oss" in message:
-        return [(k, float(v), "generic") for k, v in _GENERIC.findall(message)]
+        return _generic(message)
     return []
 
 
+def _generic(message: str) -> list[RawPoint]:
+    out: list[RawPoint] = []
+    at = message.find("oss", 1)
+    while at > 0:
+        end = at + 3
+        match = _AFTER_LOSS.match(message, end)
+        if match is not None and message[at - 1] in _LOSS_INITIALS and message[end : end + 1] not in _NAME_CHARS:
+            start = at - 1
+            while start > 0 and message[start - 1] in _NAME_CHARS:
+                start -= 1
+            if end - start == 4 and start > 1 and message[start - 1] == " ":  # `Average loss`, `train loss`
+                word = start - 1
+                while word > 0 and message[word - 1].isalpha():
+                    word -= 1
+                start = word if word < start - 1 else start
+            out.append((message[start:end], float(match.group(1)), "generic"))
+        at = message.find("oss", end)
+    return out
+
+
 def _rounds(message: str) -> list[RawPoint]:
-    match = _ROUND.search(message)
-    if match is None:
-        return []
-    rest = match.group(1)
-    if "'s " in rest:
-        return [(f"{part}-{metric}", float(v), "lightgbm") for part, metric, v in _LGBM_ITEM.findall(rest)]
-    return [(k, float(v), "xgboost") for k, v in _XGB_ITEM.findall(rest)]
+    if "'s " in message:
+        return [(f"{part}-{metric}", float(v), "lightgbm") for part, metric, v in _LGBM_ITEM.findall(message)]
+    return [(k, float(v), "xgboost") for k, v in _XGB_ITEM.findall(message)]
 
 
 # --- Which metric is the loss ------------------------------------------------------------------------------
