@@ -1,5 +1,5 @@
 """The log-rules wing: its function, CloudWatch Logs' permission to invoke it, the subscription on the training log
-group (a custom resource, so a group that does not exist yet or holds filters of others is handled), the stall check."""
+group (a custom resource: docs/design/log-subscription.md), the stall check's schedule."""
 
 from __future__ import annotations
 
