@@ -1,5 +1,5 @@
 """The log-rules wing: its function, CloudWatch Logs' permission to invoke it, the subscription on the training log
-group (a custom resource, so a group that does not exist yet or holds filters of others is handled), the stall check."""
+group (a custom resource: docs/design/log-subscription.md), the stall check's schedule."""
 
 from __future__ import annotations
 
@@ -79,6 +79,29 @@ def filter_pattern_problems(pattern: str) -> list[str]:
     return problems
 
 
+# A metric name the configuration names, added to the default regex when CloudWatch Logs' dialect can spell it.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+def default_filter_pattern(metrics: tuple[str | None, ...] = ()) -> str:
+    """The contract's pattern, widened by the configured loss and validation metrics the pattern would not select."""
+    regex = re.compile(contract.LOG_FILTER_PATTERN.strip("%"))
+    extra = [m for m in metrics if m and _PLAIN_NAME.fullmatch(m) and not regex.search(m)]
+    return contract.LOG_FILTER_PATTERN if not extra else contract.LOG_FILTER_PATTERN[:-1] + "|" + "|".join(extra) + "%"
+
+
+def effective_filter_pattern(rules: Any) -> str:
+    """`log_rules.filter_pattern` when set; every line ("") when `log_rules.patterns` has a user's regex (any line may
+    match it, and CloudWatch Logs' dialect cannot express Python's); otherwise the default, widened by the configured
+    metric names."""
+    configured = getattr(rules, "filter_pattern", None)
+    if configured is not None:
+        return str(configured)
+    if getattr(rules, "patterns", ()):
+        return ""
+    return default_filter_pattern((getattr(rules, "loss_metric", None), getattr(rules, "validation_metric", None)))
+
+
 @dataclass(frozen=True)
 class WingSettings:
     """What the infrastructure reads of `GuardConfig.log_rules` (engineer A's section; its defaults until then)."""
@@ -96,7 +119,7 @@ class WingSettings:
         action = str(getattr(stalled, "action", "notify"))
         return cls(
             enabled=bool(getattr(rules, "enabled", True)),
-            filter_pattern=str(getattr(rules, "filter_pattern", contract.LOG_FILTER_PATTERN)),
+            filter_pattern=effective_filter_pattern(rules),
             stall_check=action != "ignore",
         )
 
@@ -229,4 +252,12 @@ def enabled(config: GuardConfig) -> bool:
     return WingSettings.of(config).enabled
 
 
-__all__ = ["LogRules", "WingSettings", "enabled", "filter_pattern_problems", "training_log_group_arn"]
+__all__ = [
+    "LogRules",
+    "WingSettings",
+    "default_filter_pattern",
+    "effective_filter_pattern",
+    "enabled",
+    "filter_pattern_problems",
+    "training_log_group_arn",
+]

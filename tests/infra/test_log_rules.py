@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import botocore.session
@@ -289,6 +290,36 @@ def test_the_default_pattern_selects_the_common_formats_and_skips_chatter() -> N
     ]
     assert [line for line in delivered if not regex.search(line)] == []
     assert [line for line in skipped if regex.search(line)] == []
+
+
+def rules(**settings: Any) -> SimpleNamespace:
+    """What GuardConfig.log_rules holds (engineer A's section), with its defaults."""
+    defaults: dict[str, Any] = {
+        "enabled": True,
+        "filter_pattern": None,
+        "patterns": (),
+        "loss_metric": None,
+        "validation_metric": None,
+        "stalled": SimpleNamespace(action="notify"),
+    }
+    return SimpleNamespace(**{**defaults, **settings})
+
+
+def test_the_configuration_decides_the_pattern_and_the_stall_check() -> None:
+    assert log_rules.WingSettings.of(SimpleNamespace(log_rules=rules())) == log_rules.WingSettings()  # type: ignore[arg-type]
+    # a pattern set is used as it is; "" is every line
+    assert log_rules.effective_filter_pattern(rules(filter_pattern="")) == ""
+    assert log_rules.effective_filter_pattern(rules(filter_pattern="?loss ?NaN", patterns=("x",))) == "?loss ?NaN"
+    # a user's regex rule may match any line: every line is delivered unless the pattern is set
+    assert log_rules.effective_filter_pattern(rules(patterns=("NCCL-timeout",))) == ""
+    # a configured metric the default would miss widens it; one it already selects, or one it cannot spell, does not
+    widened = log_rules.effective_filter_pattern(rules(loss_metric="perplexity", validation_metric="val_loss"))
+    assert widened == contract.LOG_FILTER_PATTERN[:-1] + "|perplexity%"
+    assert log_rules.filter_pattern_problems(widened) == []
+    assert log_rules.effective_filter_pattern(rules(loss_metric="train:ppl")) == contract.LOG_FILTER_PATTERN
+    ignored = SimpleNamespace(log_rules=rules(stalled=SimpleNamespace(action="ignore")))
+    assert not log_rules.WingSettings.of(ignored).stall_check  # type: ignore[arg-type]
+    assert not log_rules.WingSettings.of(SimpleNamespace(log_rules=rules(enabled=False))).enabled  # type: ignore[arg-type]
 
 
 def synth_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, wing: log_rules.WingSettings) -> dict[str, Any]:

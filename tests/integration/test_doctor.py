@@ -95,7 +95,7 @@ def test_the_synthesized_stack_deployed_and_set_up_passes_every_check(stack: Dep
     assert checks["metric-guard-caps"].message == "1 fleet alarm within CloudWatch's caps"
     # the layer check compared each function with the layer CloudFormation resolved for the stack
     assert "AWSLambdaPowertoolsPythonV3-python313-arm64" in checks["powertools-layer"].message
-    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 17 alarm(s)"
+    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 22 alarm(s)"  # 5 the log rules'
 
 
 def test_a_fresh_deployment_fails_only_on_the_webhook_urls_not_yet_put() -> None:

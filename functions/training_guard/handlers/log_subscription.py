@@ -47,7 +47,7 @@ def process(
             document = response_document(event, ok=False, reason=str(exc))
     else:
         log = logger.warning if plan.status is Status.NOT_SUBSCRIBED else logger.info
-        log(plan.detail, extra={"request": kind, "status": plan.status.value})
+        log(f"log subscription {plan.status.value}", extra={"request": kind, "detail": plan.detail})
         document = response_document(
             event, ok=True, reason=plan.detail, data={"Status": plan.status.value, "Detail": plan.detail[:1000]}
         )
