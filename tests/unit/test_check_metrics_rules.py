@@ -49,7 +49,8 @@ def test_json_is_one_object_per_firing_with_the_file_line(tmp_path: Path, capsys
     [row] = [r for r in cli_json(capsys, "--log", str(log)) if r["rule"] == "NaN"]
     assert (row["metric"], row["line"], row["value"], row["action"]) == ("loss", 22, "NaN", "stop")
     assert row["setting"].startswith("log_rules.nan")
-    assert row["stream"] is None and row["timestamp"] is None  # a text log has no times
+    assert row["stream"] is None
+    assert row["timestamp"] is None
 
 
 def test_text_shows_each_firing_with_its_sparkline_marked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,10 +60,12 @@ def test_text_shows_each_firing_with_its_sparkline_marked(tmp_path: Path, capsys
     block = out[out.index("\nNaN ") :].splitlines()
     assert block[1].split() == ["NaN", "stop", "line", "31", "loss", "=", "inf"]
     spark, caret = block[4], block[5]
-    assert spark.startswith("  loss ") and spark.rstrip().endswith("(line 31)")
+    assert spark.startswith("  loss ")
+    assert spark.rstrip().endswith("(line 31)")
     assert caret.strip() == "^ line 31"
     assert spark[caret.index("^")] == "\u00d7"  # the marked column is the non-finite point
-    assert "Not fired:" in out and "StalledTrainingRule (a text log has no times" in out
+    assert "Not fired:" in out
+    assert "StalledTrainingRule (a text log has no times" in out
 
 
 def test_a_log_with_no_firing_says_so_and_strict_fails_only_on_firings(
@@ -71,7 +74,8 @@ def test_a_log_with_no_firing_says_so_and_strict_fails_only_on_firings(
     quiet = write(tmp_path, ["hello", "world"], "quiet.log")
     assert main(["check-metrics", "--rules", "--strict", "--log", str(quiet)]) == 0
     out = capsys.readouterr().out
-    assert "no metric in the log" in out and "No rule fires on this log." in out
+    assert "no metric in the log" in out
+    assert "No rule fires on this log." in out
     loud = write(tmp_path, ["loss=1.0", "loss=nan"], "loud.log")
     assert main(["check-metrics", "--rules", "--strict", "--log", str(loud)]) == 1
 
@@ -185,7 +189,9 @@ def test_bad_aws_logs_json_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     log.write_text(text)
     assert main(["check-metrics", "--rules", "--log", str(log)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and problem in err and str(log) in err
+    assert err.count("\n") == 1
+    assert problem in err
+    assert str(log) in err
 
 
 def test_bad_input_is_named_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -205,7 +211,8 @@ def test_bad_input_is_named_in_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     for argv, problem in cases:
         assert main(["check-metrics", "--rules", *argv]) == 2, argv
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and problem in err, (argv, err)
+        assert err.count("\n") == 1, (argv, err)
+        assert problem in err, (argv, err)
     assert main(["check-metrics", "--log", str(log)]) == 2
     assert "--definitions is needed without --rules" in capsys.readouterr().err
     assert main(["check-metrics", "--log", str(log), "--definitions", "[]", "--log-rules-tag", "off"]) == 2
@@ -222,11 +229,15 @@ def test_a_trace_keeps_at_most_twice_its_width_whatever_the_length() -> None:
     assert len(trace.buckets) <= 2 * TRACE_WIDTH + 1
     columns = trace.columns()
     assert len(columns) == TRACE_WIDTH
-    assert columns[0].first == 1 and columns[-1].last == 100_000
+    assert columns[0].first == 1
+    assert columns[-1].last == 100_000
     assert sum(c.points for c in columns) == 100_000
     picture, at, _ = trace.picture(50_000)
-    assert picture[0] == "█" and picture[-1] == "▁"
-    assert at is not None and columns[at].first <= 50_000 <= columns[at].last and at in (19, 20)
+    assert picture[0] == "█"
+    assert picture[-1] == "▁"
+    assert at is not None
+    assert columns[at].first <= 50_000 <= columns[at].last
+    assert at in (19, 20)
 
 
 def lines_of(n: int) -> Iterator[LogLine]:
