@@ -13,8 +13,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from training_guard import contract
+from training_guard.adapters.log_state import DynamoLogState
+from training_guard.domain.policy import Kind
 from training_guard_local import logs_ext
-from training_guard_local.emulator import LOG_EVENTS_FUNCTION
+from training_guard_local.emulator import LOG_EVENTS_FUNCTION, TABLE
 
 if TYPE_CHECKING:
     from training_guard_local.demo import Demo
@@ -31,6 +33,7 @@ class Written:
     lines: int = 0  # lines of the file written (blank ones included: they are numbered)
     until: datetime | None = None  # the time of its last write
     line_of: dict[str, int] = field(default_factory=dict)  # event ID -> the file's line number
+    delivered: list[str] = field(default_factory=list)  # the IDs of the events delivered, in order
     stopped_at: int | None = None  # the line at which a log rule stopped it
     told_stopped: bool = False  # the demo has said the job writes no more
 
@@ -51,7 +54,7 @@ class DemoLogs:
             return f"      no subscription to {group} in the template: the jobs' log lines reach nothing"
         return (
             f"      subscription {sub.filter_name} on {sub.log_group}: filter pattern {sub.filter_pattern!r} -> "
-            f"{sub.handler} (CloudWatch Logs' base64 + gzip delivery, one per PutLogEvents call)"
+            f"{sub.handler}"
         )
 
     def stream(self, job: Job) -> str:
@@ -109,35 +112,38 @@ class DemoLogs:
             log_group=sub.log_group,
         )
         matched = sum(len(logs_ext.decode(d)["logEvents"]) for d in deliveries)
-        size = sum(len(d["awslogs"]["data"]) for d in deliveries)
-        sent = f" -> {_deliveries(len(deliveries))} ({size:,} bytes, base64 + gzip)" if deliveries else ""
+        sent = f" -> {_deliveries(len(deliveries))} (base64 + gzip)" if deliveries else ""
         demo.say(f"         subscription: {matched} of {len(stored)} line(s) match its filter pattern{sent}")
         handler = demo._handler(sub.handler)
         for delivery in deliveries:
+            written.delivered += [e["id"] for e in logs_ext.decode(delivery)["logEvents"]]
             receipt = demo.aws.invoke(handler, delivery, demo.aws.context(LOG_EVENTS_FUNCTION), at=at)
-            self._saw(job, written, receipt)
-            demo._react(receipt, account)
+            # the notifications now (the step's drain would find them too): each says what its rule's firing did
+            notes = demo.aws.notifications()
+            for note in notes:
+                demo._note(demo.outcomes[job.key], note)
+            did = {
+                n["rule"]["name"]: n["outcome"] for n in notes if n.get("kind") == Kind.LOG_RULE.value and n.get("rule")
+            }
+            self._saw(job, written, stream, receipt, did)
+            findings = receipt.get("findings")
+            demo._react({**findings, "job": job.name} if isinstance(findings, Mapping) else dict(receipt), account)
 
-    def _saw(self, job: Job, written: Written, receipt: Mapping[str, Any]) -> None:
-        """What each log rule saw: the rule, the metric and its value, the file's line and what it said."""
-        for firing in receipt.get("firings") or []:
-            if not isinstance(firing, Mapping):
-                continue
-            line = written.line_of.get(str(firing.get("event_id")))
-            text = job.log_lines[line - 1] if line else None
-            metric = (
-                f"{firing.get('metric')} = {_value(firing.get('value'))}" if firing.get("metric") else "its pattern"
-            )
-            where = f" at line {line}" if line else ""
-            self.demo.say(
-                f"         log rule {firing.get('rule')} saw {metric}{where}"
-                + (f": {_shown(text)}" if text else "")
-                + f" -> {firing.get('action')}"
-            )
-            if firing.get("detail"):
-                self.demo.say(f"                  ({firing.get('detail')}; {firing.get('setting') or 'its setting'})")
-            self.demo.outcomes[job.key].saw.append(f"log {firing.get('rule')} at line {line}")
-            if firing.get("action") == "stop" and written.stopped_at is None:
+    def _saw(self, job: Job, written: Written, stream: str, receipt: Mapping[str, Any], did: Mapping[str, str]) -> None:
+        """What each log rule that fired saw: the line of the file, read from the stream's state as the function saved
+        it (its line is the stream's count of lines delivered), and what the guard did about it."""
+        fired = [f if isinstance(f, str) else str(f.get("rule")) for f in receipt.get("firings") or []]
+        if not fired:
+            return
+        state, _ = DynamoLogState(self.demo.aws.client("dynamodb"), TABLE, ttl_seconds=1).get(stream)
+        for rule in fired:
+            folded = state.fired.get(rule) if state is not None else None
+            line = written.line_of.get(written.delivered[folded - 1]) if folded else None
+            where = f" at line {line}: {_shown(job.log_lines[line - 1])}" if line else ""
+            outcome = did.get(rule) or ("nothing more: the job is being stopped" if written.stopped_at else "nothing")
+            self.demo.say(f"         log rule {rule} fired{where} -> {outcome}")
+            self.demo.outcomes[job.key].saw.append(f"{rule} line {line}" if line else rule)
+            if outcome == "stopped" and written.stopped_at is None:
                 written.stopped_at = line
 
 
@@ -148,7 +154,3 @@ def _shown(line: str) -> str:
 
 def _deliveries(count: int) -> str:
     return "1 delivery" if count == 1 else f"{count} deliveries"
-
-
-def _value(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
