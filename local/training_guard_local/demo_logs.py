@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from training_guard import contract
 from training_guard.adapters.log_state import DynamoLogState
@@ -19,7 +19,9 @@ from training_guard_local import logs_ext
 from training_guard_local.emulator import LOG_EVENTS_FUNCTION, TABLE
 
 if TYPE_CHECKING:
-    from training_guard_local.demo import Demo
+    from collections.abc import Callable
+
+    from training_guard_local.emulator import Emulation
     from training_guard_local.scenario import Job, Step
 
 SHOWN_LINE_MAX = 90  # characters of a log line the demo prints; longer ones are cut with an ellipsis
@@ -36,6 +38,25 @@ class Written:
     delivered: list[str] = field(default_factory=list)  # the IDs of the events delivered, in order
     stopped_at: int | None = None  # the line at which a log rule stopped it
     told_stopped: bool = False  # the demo has said the job writes no more
+
+
+class Demo(Protocol):
+    """What of the demo (demo.Demo) its training logs use: its emulation, its printing, its account of each job."""
+
+    @property
+    def aws(self) -> Emulation: ...
+    @property
+    def start(self) -> datetime: ...
+    @property
+    def outcomes(self) -> Mapping[str, Any]: ...
+
+    def say(self, text: str = "") -> None: ...
+    def account_of(self, job: Job) -> str: ...
+    def _stamp(self, step: Step) -> str: ...
+    def _who(self, job: Job) -> str: ...
+    def _handler(self, path: str) -> Callable[..., Any]: ...
+    def _note(self, got: Any, note: dict[str, Any]) -> None: ...
+    def _react(self, receipt: dict[str, Any], account: str = ...) -> None: ...
 
 
 class DemoLogs:

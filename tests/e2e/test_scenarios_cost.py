@@ -85,7 +85,7 @@ def host_step(metrics: Any, minute: float = 5, **more: Any) -> list[dict[str, An
         (minimal(steps=host_step("GPUUtilization")), "steps[1].host_metrics: must map instance metric names"),
         (
             minimal(steps=host_step({})),
-            "steps[1]: needs exactly one of status, alarm, sagemaker, sweep, publish, host_metrics, click (got none)",
+            "steps[1]: needs exactly one of status, alarm, sagemaker, sweep, publish, host_metrics, click, log_lines (got none)",
         ),
         (
             minimal(steps=[{"minute": 5, "host_metrics": {"GPUUtilization": {"algo-1": [1.0]}}}]),
@@ -93,7 +93,7 @@ def host_step(metrics: Any, minute: float = 5, **more: Any) -> list[dict[str, An
         ),
         (
             minimal(steps=host_step({"GPUUtilization": {"algo-1": [1.0]}}, sweep=True)),
-            "steps[1]: needs exactly one of status, alarm, sagemaker, sweep, publish, host_metrics, click "
+            "steps[1]: needs exactly one of status, alarm, sagemaker, sweep, publish, host_metrics, click, log_lines "
             "(got ['sweep', 'host_metrics'])",
         ),
         (minimal(price_list=["ml.g5.2xlarge"]), "price_list: must map instance types to files of recorded"),
