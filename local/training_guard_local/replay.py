@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from training_guard import contract
 from training_guard.config import json_words
+from training_guard.domain import policy
 from training_guard.domain.events import parse_time
 from training_guard_local import logs_ext
 from training_guard_local.inputs import UsageError, read_json
@@ -63,8 +64,6 @@ LINE_KEYS = (
     # a subscription delivery's: how many log events it held, and what the log rules saw in them
     "log_events", "log_rules",
 )  # fmt: skip
-# What a line says of each firing of a log rule (the handler's receipt's, as domain/log_rules.Firing names them)
-FIRING_KEYS = ("rule", "metric", "value", "line", "action", "reader", "detail", "event_id")
 
 
 @dataclass(frozen=True)
@@ -333,6 +332,8 @@ class Replay:
         self.after_each = after_each  # e.g. slack-preview's chat pump, at the event's time
         self._last_time: datetime | None = None
         self._noted: set[str] = set()
+        # (account, region, stream) -> the IDs of the log events delivered, in order: a rule's line is a count of them
+        self._delivered: dict[tuple[str, str, str], list[str]] = {}
 
     def lines(self, events: Iterable[Recorded], *, progress: Progress | None = None) -> Iterator[dict[str, Any]]:
         for done, recorded in enumerate(events, start=1):
@@ -441,6 +442,9 @@ class Replay:
                 f"job {job} not seen before in this replay: emulated InProgress since its first log line, with no "
                 "MetricDefinitions and no tags (give its state-change event first to set them)"
             )
+        self._delivered.setdefault((account, region, doc["logStream"]), []).extend(
+            str(e["id"]) for e in doc["logEvents"]
+        )
         try:
             receipt = self.aws.deliver_logs(logs_ext.encode({**doc, "owner": account}), at=at)
         except Exception as exc:  # noqa: BLE001 - one bad delivery must not end the replay; it is reported
@@ -450,22 +454,61 @@ class Replay:
         notes = self.aws.notifications()
         if self.after_each is not None:
             self.after_each(at)
+        # the log-rules receipt: the rules that fired, and what the responder did about them (its own receipt)
+        findings = receipt.get("findings") if isinstance(receipt.get("findings"), Mapping) else receipt
         line.update(
             job=receipt.get("job") or job,
-            stopped=bool(receipt.get("stopped")),
-            notifications=list(receipt.get("notifications") or []),
-            outcomes=list(receipt.get("outcomes") or []),
+            stopped=bool(findings.get("stopped")),
+            notifications=list(findings.get("notifications") or []),
+            outcomes=list(findings.get("outcomes") or []),
             titles=[n.get("title") for n in notes],
-            duplicates=int(receipt.get("duplicates") or 0),
-            ignored=receipt.get("ignored"),
+            duplicates=int(findings.get("duplicates") or 0),
+            folded=list(findings.get("folded") or []),
+            ignored=receipt.get("ignored") or findings.get("ignored"),
             error=receipt.get("rejected"),
-            described=bool(receipt.get("described")),
-            log_rules=[firing_of(f) for f in receipt.get("firings") or [] if isinstance(f, Mapping)],
+            described=bool(findings.get("described")),
+            log_rules=self._fired(receipt, notes, findings, (account, region, doc["logStream"])),
         )
         if line["stopped"] or line["notifications"]:
-            line["spend"] = spend_of(receipt.get("spend"))
+            line["spend"] = spend_of(findings.get("spend"))
         line["job_status"] = self.aws.job_status(line["job"]) if line["job"] else None
         return line
+
+    def _fired(
+        self,
+        receipt: Mapping[str, Any],
+        notes: list[dict[str, Any]],
+        findings: Mapping[str, Any],
+        where: tuple[str, str, str],
+    ) -> list[dict[str, Any]]:
+        """Each rule that fired on the delivery: the stream's line it fired at (as the function saved it in the
+        stream's state), that line's event ID as this replay delivered it, and what its notification says (or
+        `folded`: into the guard's stop of the job)."""
+        fired = [f if isinstance(f, str) else str(f.get("rule")) for f in receipt.get("firings") or []]
+        if not fired:
+            return []
+        from training_guard.adapters.log_state import DynamoLogState
+        from training_guard_local.emulator import TABLE
+
+        state, _ = DynamoLogState(self.aws.client("dynamodb"), TABLE, ttl_seconds=1).get(where[2])
+        rules = [n for n in notes if n.get("kind") == policy.Kind.LOG_RULE.value and isinstance(n.get("rule"), Mapping)]
+        said = {n["rule"]["name"]: n for n in rules}
+        delivered = self._delivered.get(where, [])
+        out = []
+        for rule in fired:
+            at_line = state.fired.get(rule) if state is not None else None
+            note = said.get(rule) or {}
+            folded = any(f"#{policy.LOG_RULE}#{rule}#" in str(key) for key in findings.get("folded") or [])
+            out.append(
+                {
+                    "rule": rule,
+                    "line": at_line,
+                    "event_id": delivered[at_line - 1] if at_line and at_line <= len(delivered) else None,
+                    "outcome": note.get("outcome") or ("folded" if folded else None),
+                    "detail": (note.get("rule") or {}).get("details"),
+                }
+            )
+        return out
 
     def _where(self, recorded: Recorded, warnings: list[str]) -> tuple[str, str]:
         event = recorded.event if isinstance(recorded.event, Mapping) else {}
@@ -518,11 +561,6 @@ def emulated_job(job: str, account: str, region: str, started: datetime) -> dict
         "TrainingStartTime": ms,
         "LastModifiedTime": ms,
     }
-
-
-def firing_of(firing: Mapping[str, Any]) -> dict[str, Any]:
-    """A log rule's firing as a line shows it (FIRING_KEYS, null where the receipt does not say)."""
-    return {key: firing.get(key) for key in FIRING_KEYS}
 
 
 def spend_of(document: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"  # the job of tests/events/va
 STREAM = f"{JOB}/algo-1-1796004800"
 SECOND = 1796004905000  # 2026-11-30T02:15:05Z in epoch milliseconds
 LINES = ["epoch 1 loss=2.31", "epoch 2 loss=0.92", "epoch 3 loss=nan"]
+LOGS = Path(__file__).resolve().parents[1] / "data" / "training_logs"
 
 
 def the_document(owner: str = "123456789012", stream: str = STREAM) -> dict[str, Any]:
@@ -47,8 +48,8 @@ def lambda_event(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 class StandIn:
-    """The log-rules function's place, for the delivery's plumbing: keeps what it received, and fires NaN on a line
-    saying nan (its receipt as the real handler's names it)."""
+    """The log-rules function's place, for the delivery's plumbing: keeps what it received, and says NaN fired on a
+    line saying nan (its receipt shaped as the real handler's: the rules that fired, the responder's receipt)."""
 
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
@@ -57,12 +58,9 @@ class StandIn:
         raw = gzip.decompress(base64.b64decode(event["awslogs"]["data"]))
         doc = json.loads(raw)
         self.received.append(doc)
-        firings = [
-            {"rule": "NaN", "metric": "loss", "value": "nan", "line": i, "action": "stop", "event_id": e["id"]}
-            for i, e in enumerate(doc["logEvents"], start=1)
-            if "nan" in e["message"]
-        ]
-        return {"job": logs_ext.job_of(doc["logStream"]), "firings": firings, "notifications": []}
+        firings = ["NaN"] if any("nan" in e["message"] for e in doc["logEvents"]) else []
+        job = logs_ext.job_of(doc["logStream"])
+        return {"job": job, "firings": firings, "findings": {"job": job, "stopped": False, "notifications": []}}
 
 
 @pytest.fixture
@@ -98,16 +96,8 @@ def test_the_lambda_event_and_its_decoded_document_reach_the_function_as_the_sam
     for line in lines:
         assert line["job"] == JOB
         assert line["log_events"] == 3
-        assert line["log_rules"][0] | {"reader": None, "detail": None} == {
-            "rule": "NaN",
-            "metric": "loss",
-            "value": "nan",
-            "line": 3,
-            "action": "stop",
-            "reader": None,
-            "detail": None,
-            "event_id": the_document()["logEvents"][2]["id"],
-        }
+        # the stand-in keeps no state and notifies nothing: the rule's name only
+        assert line["log_rules"] == [{"rule": "NaN", "line": None, "event_id": None, "outcome": None, "detail": None}]
         # at the last log event's time, in the owner's account
         assert (line["time"], line["account"], line["region"]) == ("2026-11-30T02:15:07Z", "123456789012", "us-east-1")
 
@@ -379,3 +369,37 @@ def test_lines_written_to_the_emulated_group_come_back_with_ids_in_order(aws: Em
     assert [s["logStreamName"] for s in got] == [stream]
     assert logs_ext.job_of(stream) == JOB
     assert logs_ext.job_of("not-a-job-stream") is None
+
+
+# --- the real log-rules function -------------------------------------------------------------------------------
+def test_a_saved_nan_log_is_stopped_at_its_line_by_the_real_function(capsys: pytest.CaptureFixture[str]) -> None:
+    log = str(LOGS / "pytorch_mlp_nan.log")
+    code, [line], _ = run(capsys, "--log", log, "--job", "mlp-lr2", "--now", "2026-11-30T03:00:00Z")
+    assert code == 0
+    assert (line["stopped"], line["job_status"], line["log_events"]) == (True, "Stopping", 90)
+    stop = next(f for f in line["log_rules"] if f["outcome"] == "stopped")
+    # the loss is 15 (line 14), 7.7x its best, before it is nan (line 15): no later than that line
+    assert (stop["rule"], stop["line"], stop["event_id"]) == ("Divergence", 14, "14")
+    assert "7.7x its best" in stop["detail"]
+    nan = next(f for f in line["log_rules"] if f["rule"] == "NaN")
+    assert (nan["line"], nan["outcome"]) == (15, "folded")  # one stop: the NaN folds into it
+
+
+def test_the_same_delivery_twice_stops_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "deliveries.json"
+    log = str(LOGS / "pytorch_mlp_nan.log")
+    code, _, _ = run(capsys, "--log", log, "--job", "mlp-lr2", "--write-deliveries", str(saved))
+    assert code == 0
+    code, lines, _ = run(capsys, str(saved), str(saved))
+    assert code == 0
+    assert [line["stopped"] for line in lines] == [True, False]
+    assert lines[1]["log_rules"] == []  # nothing new: the events were folded already
+
+
+def test_a_healthy_log_is_never_stopped(capsys: pytest.CaptureFixture[str]) -> None:
+    log = str(LOGS / "pytorch_mnist_healthy.log")
+    code, [line], _ = run(capsys, "--log", log, "--job", "mnist-lr005")
+    assert code == 0
+    assert line["stopped"] is False
+    assert line["job_status"] == "InProgress"
+    assert all(f["outcome"] != "stopped" for f in line["log_rules"])
