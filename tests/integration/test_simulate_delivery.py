@@ -403,3 +403,14 @@ def test_a_healthy_log_is_never_stopped(capsys: pytest.CaptureFixture[str]) -> N
     assert line["stopped"] is False
     assert line["job_status"] == "InProgress"
     assert all(f["outcome"] != "stopped" for f in line["log_rules"])
+
+
+def test_slack_preview_shows_what_a_delivery_leads_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "deliveries.json"
+    code, _, _ = run(
+        capsys, "--log", str(LOGS / "pytorch_mlp_nan.log"), "--job", "mlp-lr2", "--write-deliveries", str(saved)
+    )
+    assert code == 0
+    assert main(["slack-preview", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "Stopped mlp-lr2: log rule Divergence: loss 15 is 7.7x its best level" in out
