@@ -27,6 +27,14 @@ def test_hugging_face_trainer_dict_lines() -> None:
     assert runtime == ("eval_runtime", 1.5, "huggingface")
 
 
+def test_transformers_5_quotes_the_values() -> None:
+    line = "{'loss': '2.192', 'grad_norm': '1.151', 'learning_rate': '0.0049', 'epoch': '0.1111'}"
+    assert points(line)[:2] == [("loss", 2.192, "huggingface"), ("grad_norm", 1.151, "huggingface")]
+    ((metric, value, _), *_) = points("{'loss': 'nan', 'epoch': '4'}")
+    assert metric == "loss"
+    assert math.isnan(value)
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -38,6 +46,14 @@ def test_hugging_face_trainer_dict_lines() -> None:
 def test_keras_progress_and_epoch_lines(line: str) -> None:
     read = {metric: (value, reader) for metric, value, reader in points(line)}
     assert read == {"loss": (0.2345, "keras"), "accuracy": (0.91, "keras"), "val_loss": (0.31, "keras")}
+
+
+def test_keras_verbose_1_with_cloudwatch_escapes() -> None:
+    line = (
+        "#033[1m10/12#033[0m #033[32m━━━━━━━━━━━━━━━━#033[0m#033[37m━━━━#033[0m #033[1m0s#033[0m 6ms/step - "
+        "accuracy: 0.2672 - loss: 2.1917 #010#010#010#010"
+    )
+    assert points(line) == [("accuracy", 0.2672, "keras"), ("loss", 2.1917, "keras")]
 
 
 def test_lightning_progress_bar() -> None:

@@ -116,6 +116,37 @@ def test_healthy_noisy_job_is_never_stopped(seed: int) -> None:
     assert [f for f in run(lines) if f.action == "stop"] == []
 
 
+def test_per_batch_outliers_below_the_level_make_no_divergence() -> None:
+    # a batch of 4 images: losses from 0.01 to 3 around a level of 1; the lowest point is no "best"
+    rng = random.Random(5)
+    losses = [2.3] * 10 + [rng.choice([0.01, 0.3, 0.6, 0.9, 1.0, 1.1, 1.4, 2.0, 3.1]) for _ in range(3000)]
+    assert "Divergence" not in by_rule(run([keras(v) for v in losses]))
+
+
+def test_a_lone_spike_is_no_climb_but_a_climb_through_it_is() -> None:
+    base = [keras(v) for v in falling(30, end=0.5)]
+    assert "Divergence" not in by_rule(run([*base, keras(2.5), *base[-5:]]))
+    firing = by_rule(run([*base, *(keras(v) for v in (1.0, 1.5, 2.0, 2.5, 3.0))]))["Divergence"]
+    assert firing.line == 34  # 2.5: 4.7x the best level, and the level has doubled
+    assert "its level has climbed 2.0x" in firing.detail
+
+
+def test_divergence_in_heavy_noise_needs_the_level_to_climb_out_of_it() -> None:
+    rng = random.Random(11)
+    flat = [0.5 * math.exp(rng.gauss(0, 0.6)) for _ in range(3000)]
+    assert "Divergence" not in by_rule(run([keras(v) for v in flat]))
+    climbing = flat[:300] + [v * 1.02 ** (i + 1) for i, v in enumerate(flat[300:600])]
+    firing = by_rule(run([keras(v) for v in climbing]))["Divergence"]
+    assert 300 < (firing.line or 0) < 300 + 100  # the level reaches 4x at about 370
+
+
+def test_a_progress_bar_repeating_its_value_is_one_point() -> None:
+    bar = "Epoch 1:  50%|█████     | 5/10 [00:00<00:00, 190.00it/s, train_loss={v}, val_loss=0.5]"
+    state, _ = evaluate(None, events([bar.format(v=0.3)] * 20 + [bar.format(v=0.2)]), reader=READER, rules=DEFAULTS)
+    assert state.loss is not None
+    assert state.loss.count == 2
+
+
 def test_flat_converged_job_is_never_stopped_and_only_notified() -> None:
     rng = random.Random(7)
     losses = falling(100) + [0.3 * rng.uniform(0.97, 1.03) for _ in range(2000)]
@@ -136,12 +167,8 @@ def test_loss_not_decreasing_quiet_while_the_loss_falls() -> None:
 
 
 def test_overfit_fires_after_the_validation_minimum_never_before() -> None:
-    lines, vals = [], []
-    for epoch in range(60):
-        train = 1.0 * math.exp(-epoch / 15) + 0.05
-        val = 0.5 + 0.002 * (epoch - 25) ** 2  # minimum at epoch 25
-        vals.append(val)
-        lines += [keras(train)] * 4 + [keras(train, val=val)]
+    lines = overfitting()
+    vals = [0.5 + 0.002 * (epoch - 25) ** 2 for epoch in range(60)]
     val_min_line = 5 * (vals.index(min(vals)) + 1)
     firing = by_rule(run(lines))["Overfit"]
     assert firing.line is not None
@@ -215,29 +242,64 @@ def test_state_json_round_trip_folds_the_same() -> None:
     assert direct
 
 
-ORDER_FREE = {"NaN"}
+ORDER_DEPENDENT = {"Divergence", "LossNotDecreasing", "Overfit", "Overtraining"}
+
+
+def in_order_part(batches: Sequence[Sequence[LogEvent]]) -> list[LogEvent]:
+    """The events that arrive no older than every event before their batch: the ones the rules judge."""
+    kept: list[LogEvent] = []
+    newest: int | None = None
+    for batch in batches:
+        kept += [e for e in batch if newest is None or e.timestamp_ms >= newest]
+        newest = max([newest or 0, *(e.timestamp_ms for e in batch)])
+    return sorted(kept, key=lambda e: e.timestamp_ms)
+
+
+def verdicts(firings: Sequence[Firing], rules: set[str]) -> set[tuple[str, int | None]]:
+    return {(f.rule, f.line) for f in firings if f.rule in rules}
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.permutations(range(8)))
-def test_reordered_batches_give_no_verdict_the_in_order_fold_does_not(order: list[int]) -> None:
-    evs = events(curve_with_everything())
+@given(st.permutations(range(8)), st.sampled_from(["diverging", "overfit", "nan-late"]))
+def test_a_reorder_is_the_in_order_fold_of_the_lines_that_came_in_order(order: list[int], curve: str) -> None:
+    lines = {
+        "diverging": curve_with_everything(),
+        "overfit": overfitting(),
+        "nan-late": [*curve_with_everything()[:-1], keras(0.3), "loss = nan", keras(0.3)],
+    }[curve]
+    evs = events(lines)
     size = math.ceil(len(evs) / 8)
-    batches = [evs[i * size : (i + 1) * size] for i in range(8)]
-    in_order = by_rule(run([e.message for e in evs]))
+    batches = [evs[i * size : (i + 1) * size] for i in order]
     state: StreamState | None = None
     seen: list[Firing] = []
-    for index in order:
-        state, firings = evaluate(state, batches[index], reader=READER, rules=DEFAULTS)
+    for batch in batches:
+        state, firings = evaluate(state, batch, reader=READER, rules=DEFAULTS)
         seen += firings
     rules = [f.rule for f in seen]
     assert len(rules) == len(set(rules))  # once per stream
-    assert set(rules) <= set(in_order)  # nothing the in-order fold would not say
-    assert ORDER_FREE & set(in_order) <= set(rules)  # NaN is found whatever the order
-    # the out-of-order stop is at a line where the in-order fold had stopped already, or the same line
-    for firing in seen:
-        if firing.rule == "Divergence":
-            assert (firing.line or 0) >= (in_order["Divergence"].line or 0)
+    # NaN reads every line whatever its order: it fires whenever the in-order fold does
+    assert ("NaN" in rules) == ("NaN" in by_rule(run(lines)))
+    # the other rules judge the lines that came in order, exactly as an in-order fold of those lines would
+    _, expected = evaluate(None, in_order_part(batches), reader=READER, rules=DEFAULTS)
+    assert verdicts(seen, ORDER_DEPENDENT) == verdicts(expected, ORDER_DEPENDENT)
+
+
+def overfitting() -> list[str]:
+    lines = []
+    for epoch in range(60):
+        train = 1.0 * math.exp(-epoch / 15) + 0.05
+        lines += [keras(train)] * 4 + [keras(train, val=0.5 + 0.002 * (epoch - 25) ** 2)]
+    return lines
+
+
+def test_in_order_batches_give_the_verdicts_of_one_fold() -> None:
+    evs = events(curve_with_everything())
+    state: StreamState | None = None
+    seen: list[Firing] = []
+    for i in range(0, len(evs), 5):
+        state, firings = evaluate(state, evs[i : i + 5], reader=READER, rules=DEFAULTS)
+        seen += firings
+    assert repr(seen) == repr(run(curve_with_everything()))
 
 
 def test_state_is_bounded_whatever_the_log_length() -> None:

@@ -16,7 +16,8 @@ MAX_COVER_CACHE = 4096  # (definition, key) answers kept; a log's keys are few, 
 # A number as Python, C and the frameworks print it, nan and inf included (float() reads every form).
 _NUM = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF](?:inity|INITY)?)"
 # Hugging Face Trainer: `{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 4.5e-05, 'epoch': 0.5}`.
-_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]*)['"]: (""" + _NUM + r")(?=[,}\s])")
+# Transformers 5 quotes the values: `{'loss': '2.192', 'grad_norm': '1.151', 'epoch': '0.1111'}`.
+_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]*)['"]: ['"]?(""" + _NUM + r""")['"]?(?=[,}\s])""")
 # XGBoost `[12]\ttrain-rmse:0.1\tvalidation-rmse:0.2`, LightGBM `[10]\tvalid_0's l2: 0.123`.
 _XGB_ITEM = re.compile(r"(?:^|\t)([A-Za-z_][\w.@\-]*):(" + _NUM + r")(?=\t|\s*$)")
 _LGBM_ITEM = re.compile(r"(?:^|\t)(\w+)'s ([\w.@\-]+): (" + _NUM + r")(?=\t|\s*$)")
@@ -46,6 +47,7 @@ class Point:
     reader: str
 
 
+DEFINED = "MetricDefinitions"  # the reader of a point the job's own definitions read
 # A point as the evaluator handles it (a tuple costs a tenth of a frozen dataclass): (metric, value, reader).
 RawPoint = tuple[str, float, str]
 
@@ -88,6 +90,8 @@ class LineReader:
         """The points of a line as tuples, and the name of a definition whose capture is not a number (or None)."""
         if not self._definitions:
             return _builtin(message), None
+        if self._names_a_loss:
+            return self._scan_own_series(message)
         out: list[RawPoint] = []
         unparsed: str | None = None
         matched: list[int] = []
@@ -96,17 +100,30 @@ class LineReader:
             if match is not None and (captured := match.group(1)) is not None:
                 matched.append(index)
                 try:
-                    out.append((name, float(captured), "MetricDefinitions"))
+                    out.append((name, float(captured), DEFINED))
                 except ValueError:
                     unparsed = name
         if not matched:
             return _builtin(message), unparsed
-        if self._names_a_loss:
-            # The job's own series; a built-in reader adds only what such definitions miss: `nan`, `inf`.
-            if "nan" in message or "inf" in message or "NaN" in message or "Inf" in message:
-                out.extend(p for p in _builtin(message) if not isfinite(p[1]))
-            return out, unparsed
         out.extend(p for p in _builtin(message) if not isfinite(p[1]) or not self._covered_by(matched, p[0]))
+        return out, unparsed
+
+    def _scan_own_series(self, message: str) -> tuple[list[RawPoint], str | None]:
+        """Definitions that name a training loss: theirs are the job's series; a built-in reader adds only what
+        such definitions miss on the lines they match: `nan`, `inf`."""
+        out: list[RawPoint] = []
+        unparsed: str | None = None
+        for name, pattern, _ in self._definitions:
+            match = pattern.search(message)
+            if match is not None and (captured := match.group(1)) is not None:
+                try:
+                    out.append((name, float(captured), DEFINED))
+                except ValueError:
+                    unparsed = name
+        if not out and unparsed is None:
+            return _builtin(message), None
+        if "nan" in message or "inf" in message or "NaN" in message or "Inf" in message:
+            out.extend(p for p in _builtin(message) if not isfinite(p[1]))
         return out, unparsed
 
     def _covered_by(self, matched: list[int], key: str) -> bool:
