@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -316,7 +315,7 @@ def test_time_running_out_saves_what_was_folded_and_leaves_the_rest_to_the_retry
     delivery = batch(lines)
     plenty, short = 60.0, SAVE_RESERVE_SECONDS - 0.1
     with pytest.raises(DeliveryUnfinished, match=f"{CHUNK_EVENTS * 2} of {len(lines)} events folded and saved"):
-        world.deliver(delivery, invocation=clock_of(iter([plenty, plenty, short])))
+        world.deliver(delivery, invocation=clock_of(iter([30.0, plenty, plenty, short])))
     assert world.jobs.stop_calls == []
     assert world.states.items[STREAM][1] == 1  # saved for the two chunks folded
     retry = world.deliver(delivery)
@@ -329,7 +328,7 @@ def test_too_little_time_for_a_firings_stop_leaves_its_chunk_unsaved_for_the_ret
     delivery = batch(diverging())
     just_short = ACT_RESERVE_SECONDS + SAVE_RESERVE_SECONDS - 0.1
     with pytest.raises(DeliveryUnfinished, match=f"0 of {len(delivery.events)} events"):
-        world.deliver(delivery, invocation=clock_of(iter([60.0, just_short])))
+        world.deliver(delivery, invocation=clock_of(iter([30.0, 60.0, just_short])))
     assert world.jobs.stop_calls == []
     assert world.states.items == {}  # never saved ahead of its stop
     assert world.deliver(delivery).firings == ["NaN"]
@@ -337,6 +336,17 @@ def test_too_little_time_for_a_firings_stop_leaves_its_chunk_unsaved_for_the_ret
 
 
 # --- the job's definitions and tags ----------------------------------------------------------------------
+def test_a_short_invocation_keeps_a_share_of_its_time_and_still_stops_the_job() -> None:
+    world = World()
+    ten_seconds = Invocation(ACCOUNT, REGION, lambda: 10.0)  # less than the reserves of a 30 s function
+    assert world.deliver(batch(diverging()), invocation=ten_seconds).firings == ["NaN"]
+    assert world.jobs.stop_calls == [JOB]
+    world = World()
+    with pytest.raises(DeliveryUnfinished):  # a third of 10 s for the stop, a sixth for the save: 5 s is short
+        world.deliver(batch(diverging()), invocation=clock_of(iter([10.0, 10.0, 5.0 - 0.1])))
+    assert world.jobs.stop_calls == []
+
+
 def test_a_jobs_definitions_are_read_once_per_container_for_a_bounded_time() -> None:
     world = World()
     for first in (0, 10, 20):
@@ -581,7 +591,7 @@ def test_a_scheduled_event_runs_the_stall_check() -> None:
 def test_unfinished_deliveries_fail_the_invocation_so_that_lambda_retries_them() -> None:
     world = World()
     delivery = batch(diverging())
-    short = Invocation(ACCOUNT, REGION, lambda: SAVE_RESERVE_SECONDS - 1)
+    draining = clock_of(iter([30.0, 30.0, 1.0]))  # 1 s left when the firing is reached
     with pytest.raises(DeliveryUnfinished):
-        log_events.process(subscription(delivery), world.watch, invocation=short, now=NOW)
-    assert math.isinf(INVOCATION.time_left())
+        log_events.process(subscription(delivery), world.watch, invocation=draining, now=NOW)
+    assert world.jobs.stop_calls == []

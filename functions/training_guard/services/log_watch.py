@@ -38,9 +38,12 @@ SCHEDULED_EVENT = "Scheduled Event"  # EventBridge's detail-type of a scheduled 
 # Events folded between two looks at the clock (a fold of this many lines takes milliseconds).
 CHUNK_EVENTS = 500
 # Guard choices, not AWS figures: seconds kept for the state's save (one PutItem, the SDK's retries), and for
-# one firing's stop path (describe, tags, ledger, StopTrainingJob, AddTags, Publish) before it is started.
+# one firing's stop path (describe, tags, ledger, StopTrainingJob, AddTags, Publish) before it is started; at most
+# this share of the invocation's time (a 30 s function keeps 5 and 10 s; a shorter one still acts).
 SAVE_RESERVE_SECONDS = 5.0
 ACT_RESERVE_SECONDS = 10.0
+SAVE_RESERVE_SHARE = 1 / 6
+ACT_RESERVE_SHARE = 1 / 3
 SAVE_ATTEMPTS = 3  # conditional puts lost to a concurrent delivery of the same stream, then Lambda's retry
 # A job's definitions and tags, per execution environment: definitions never change, tags may (the override tag).
 JOBS_CACHED = 256
@@ -180,6 +183,8 @@ class _Batch:
     now: datetime
     invocation: Invocation
     receipt: LogReceipt
+    save_reserve: float  # seconds kept for the state's save
+    act_reserve: float  # ... and for one firing's stop path
 
 
 def is_scheduled(event: Any) -> bool:
@@ -251,6 +256,7 @@ class LogWatch:
     ) -> LogReceipt:
         """Fold the delivery into its stream's state, take each new firing to `guard` (the responder, or a member
         account's), then save the state. Raises DeliveryUnfinished when the time ran out (what was folded saved)."""
+        budget = invocation.time_left()  # the invocation's time, as it starts: the deadline's reserves are shares of it
         guard = guard or self.responder
         account = delivery.owner if guard is not self.responder else None  # a member's: scoped by its account
         job = delivery.job
@@ -266,7 +272,18 @@ class LogWatch:
             return receipt
         for kind, what in job_log.problems:
             self._report(receipt, job, kind, what, now=now, account=account)
-        batch = _Batch(guard, delivery, job, job_log, account, now, invocation, receipt)
+        batch = _Batch(
+            guard,
+            delivery,
+            job,
+            job_log,
+            account,
+            now,
+            invocation,
+            receipt,
+            save_reserve=min(SAVE_RESERVE_SECONDS, budget * SAVE_RESERVE_SHARE),
+            act_reserve=min(ACT_RESERVE_SECONDS, budget * ACT_RESERVE_SHARE),
+        )
         for _ in range(SAVE_ATTEMPTS):
             stored, version = self.states.get(delivery.stream, account=account)
             state, done = self._fold(batch, stored)
@@ -313,12 +330,12 @@ class LogWatch:
         events = b.delivery.events
         b.receipt.evaluated = 0  # a refold after a lost save counts again
         for start in range(0, len(events), CHUNK_EVENTS):
-            if b.invocation.time_left() < SAVE_RESERVE_SECONDS:
+            if b.invocation.time_left() < b.save_reserve:
                 return state, start
             chunk = events[start : start + CHUNK_EVENTS]
             folded, firings = self._evaluate(b, state, chunk)
             for firing in firings:
-                if b.invocation.time_left() < ACT_RESERVE_SECONDS + SAVE_RESERVE_SECONDS:
+                if b.invocation.time_left() < b.act_reserve + b.save_reserve:
                     return state, start  # this chunk is folded again by the retry (the ledger keeps stops once)
                 self._act(
                     b.guard,
