@@ -239,10 +239,20 @@ class StreamState:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StreamState:
-        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream)."""
+        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream).
+
+        Raises ValueError, in one line, for a document that is not one.
+        """
+        try:
+            return cls._read(doc) if doc.get("v") == STATE_VERSION else cls()
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"not a log-rules stream state ({type(exc).__name__}: {exc}); drop it to start afresh"
+            ) from None
+
+    @classmethod
+    def _read(cls, doc: Mapping[str, Any]) -> StreamState:
         state = cls()
-        if doc.get("v") != STATE_VERSION:
-            return state
         state.ts = doc.get("ts")
         state.ids = [str(i) for i in doc.get("ids", ())]
         state.batches = [str(b) for b in doc.get("batches", ())]
@@ -567,6 +577,12 @@ class _Run:
         series = state.val
         if series is None:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
+        if value == series.prev:
+            return  # a progress bar repeating the last validation loss
+        if series.prev is not None:  # the point-to-point noise, in the loss's units
+            step = abs(value - series.prev)
+            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        series.prev = value
         series.count += 1
         train = self._train_level()
         if value < series.best:
@@ -596,9 +612,12 @@ class _Run:
         if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
             series.streak = 0
             return
-        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling).
-        growth = (value - series.best) / train
-        if train <= series.train_at_min and growth > rule.ratio_threshold:
+        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling),
+        # and a rise out of the validation loss's own noise (its minimum is a low draw of that noise).
+        rise = value - series.best
+        growth = rise / train
+        noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP
+        if train <= series.train_at_min and growth > rule.ratio_threshold and not noisy:
             series.streak += 1
         else:
             series.streak = 0
