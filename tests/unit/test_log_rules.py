@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -391,7 +392,7 @@ def test_tag_off_turns_the_rules_off() -> None:
 
 
 def test_tag_sets_an_action_and_says_so() -> None:
-    firing = by_rule(run(diverging(), tags={contract.LOG_RULES_TAG: "divergence=notify, NaN=stop"}))["Divergence"]
+    firing = by_rule(run(diverging(), tags={contract.LOG_RULES_TAG: "divergence=notify NaN=stop"}))["Divergence"]
     assert firing.action == "notify"
     assert firing.setting.endswith(f"tag {contract.LOG_RULES_TAG} Divergence=notify")
 
@@ -411,6 +412,29 @@ def test_bad_tag_is_a_problem_and_changes_nothing(value: str) -> None:
     assert contract.LOG_RULES_TAG in problem
     assert "\n" not in problem
     assert by_rule(run(diverging(), tags={contract.LOG_RULES_TAG: value}))["Divergence"].action == "stop"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Divergence=notify NaN=stop loss=my_loss val=val_loss",  # what a SageMaker tag value can hold (no comma)
+        "Divergence=notify,NaN=stop,loss=my_loss,val=val_loss",
+        " divergence = notify  nan=stop loss=my_loss  val=val_loss ",
+    ],
+)
+def test_tag_items_by_spaces_or_commas(value: str) -> None:
+    overrides, problem = job_overrides({contract.LOG_RULES_TAG: value})
+    assert problem is None
+    assert overrides is not None
+    assert dict(overrides.actions) == {"Divergence": "notify", "NaN": "stop"}
+    assert (overrides.loss, overrides.validation) == ("my_loss", "val_loss")
+
+
+def test_tag_problem_shows_a_value_sagemaker_accepts() -> None:
+    _, problem = job_overrides({contract.LOG_RULES_TAG: "Divergence"})
+    assert problem is not None
+    example = problem.split("e.g. ")[1].strip("`")
+    assert re.fullmatch(r"[\w\s.:/=+\-@]*", example)  # SageMaker's tag value characters (API_Tag)
 
 
 def test_no_tag_no_overrides() -> None:

@@ -74,7 +74,7 @@ class LineReader:
             compiled.append((name, pattern, pattern.pattern.replace(TAB, "\t")))
         self._definitions = tuple(compiled)
         # Definitions that name a training loss are the job's series (`train:loss`); others leave the loss to the
-        # built-in readers (SageMaker's XGBoost defines only `validation:*` metrics for its tuning jobs).
+        # built-in readers (SageMaker's XGBoost container declares `validation:<metric>` ones).
         self._names_a_loss = any((role := loss_role(name)) is not None and not role[0] for name, _, _ in compiled)
         self._covers: dict[tuple[int, str], bool] = {}
         # The points of a line as tuples, and the name of a definition whose capture is not a number (or None):

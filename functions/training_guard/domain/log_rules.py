@@ -38,6 +38,9 @@ NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
 _RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class LogRuleOverrides:
 def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str | None]:
     """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable.
 
-    `off`, or comma-separated `Rule=action` (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`.
+    `off`, or `Rule=action` items (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`, separated by
+    spaces (a SageMaker tag value allows letters, digits, spaces and `_.:/=+-@`, no comma) or, offline, commas.
     """
     value = tags.get(contract.LOG_RULES_TAG)
     if value is None:
@@ -94,10 +98,10 @@ def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str
         return LogRuleOverrides(), None
     actions: dict[str, LogAction] = {}
     loss = validation = None
-    for item in text.split(","):
-        key, sep, word = (part.strip() for part in item.partition("="))
+    for item in _ITEM_SEPARATOR.split(_AROUND_EQUALS.sub("=", text)):
+        key, sep, word = item.partition("=")
         if not sep or not key or not word:
-            return None, _tag_problem(value, f"{item.strip()!r} is not NAME=VALUE")
+            return None, _tag_problem(value, f"{item!r} is not NAME=VALUE")
         if key.lower() == "loss":
             loss = word
         elif key.lower() in ("val", "validation"):
@@ -119,7 +123,7 @@ def _rule_key(key: str) -> str:
 def _tag_problem(value: str, why: str) -> str:
     return (
         f"tag {contract.LOG_RULES_TAG}={value!r} is ignored: {why}; write `off` or e.g. "
-        "`Divergence=notify,NaN=stop,loss=my_loss,val=val_loss`"
+        "`Divergence=notify NaN=stop loss=my_loss val=val_loss`"
     )
 
 
