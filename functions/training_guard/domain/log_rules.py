@@ -38,6 +38,9 @@ NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
 _RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class LogRuleOverrides:
 def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str | None]:
     """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable.
 
-    `off`, or comma-separated `Rule=action` (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`.
+    `off`, or `Rule=action` items (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`, separated by
+    spaces (a SageMaker tag value allows letters, digits, spaces and `_.:/=+-@`, no comma) or, offline, commas.
     """
     value = tags.get(contract.LOG_RULES_TAG)
     if value is None:
@@ -94,10 +98,10 @@ def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str
         return LogRuleOverrides(), None
     actions: dict[str, LogAction] = {}
     loss = validation = None
-    for item in text.split(","):
-        key, sep, word = (part.strip() for part in item.partition("="))
+    for item in _ITEM_SEPARATOR.split(_AROUND_EQUALS.sub("=", text)):
+        key, sep, word = item.partition("=")
         if not sep or not key or not word:
-            return None, _tag_problem(value, f"{item.strip()!r} is not NAME=VALUE")
+            return None, _tag_problem(value, f"{item!r} is not NAME=VALUE")
         if key.lower() == "loss":
             loss = word
         elif key.lower() in ("val", "validation"):
@@ -119,7 +123,7 @@ def _rule_key(key: str) -> str:
 def _tag_problem(value: str, why: str) -> str:
     return (
         f"tag {contract.LOG_RULES_TAG}={value!r} is ignored: {why}; write `off` or e.g. "
-        "`Divergence=notify,NaN=stop,loss=my_loss,val=val_loss`"
+        "`Divergence=notify NaN=stop loss=my_loss val=val_loss`"
     )
 
 
@@ -134,6 +138,7 @@ class _Series:
         "best",
         "best_line",
         "count",
+        "last_log",
         "level",
         "name",
         "noise",
@@ -153,6 +158,7 @@ class _Series:
         self.level: float | None = None  # the exponential average of the log of the loss
         self.noise: float | None = None  # the average |change of the log| from one point to the next
         self.prev: float | None = None  # the last value
+        self.last_log: float | None = None  # its log
         self.window: deque[float] = deque(maxlen=keep or None)  # the last 2 x num_steps values folded in order
         self.ot_best = math.inf  # Overtraining: the last value that improved by delta
         self.ot_since = 0
@@ -170,7 +176,7 @@ class _Series:
             "n": self.count,
             "best": _finite_or_none(self.best),
             "best_line": self.best_line,
-            "level": [self.level, self.noise, self.prev],
+            "level": [self.level, self.noise, self.prev, self.last_log],
             "w": list(self.window),
             "ot": [_finite_or_none(self.ot_best), self.ot_since],
             "of": [self.train_at_min, self.streak],
@@ -182,7 +188,7 @@ class _Series:
         series.count = int(doc.get("n", 0))
         series.best = _float_or_inf(doc.get("best"))
         series.best_line = doc.get("best_line")
-        series.level, series.noise, series.prev = doc.get("level") or [None, None, None]
+        series.level, series.noise, series.prev, series.last_log = doc.get("level") or [None, None, None, None]
         series.window = deque(float(v) for v in doc.get("w", ()))
         ot = doc.get("ot") or [None, 0]
         series.ot_best, series.ot_since = _float_or_inf(ot[0]), int(ot[1])
@@ -237,10 +243,20 @@ class StreamState:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StreamState:
-        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream)."""
+        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream).
+
+        Raises ValueError, in one line, for a document that is not one.
+        """
+        try:
+            return cls._read(doc) if doc.get("v") == STATE_VERSION else cls()
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"not a log-rules stream state ({type(exc).__name__}: {exc}); drop it to start afresh"
+            ) from None
+
+    @classmethod
+    def _read(cls, doc: Mapping[str, Any]) -> StreamState:
         state = cls()
-        if doc.get("v") != STATE_VERSION:
-            return state
         state.ts = doc.get("ts")
         state.ids = [str(i) for i in doc.get("ids", ())]
         state.batches = [str(b) for b in doc.get("batches", ())]
@@ -367,23 +383,24 @@ class _Run:
         plan = self.plan
         return loss_metrics(self.state.names, loss=plan.loss_metric, validation=plan.validation_metric)
 
-    def fold(self, events: Sequence[LogEvent]) -> None:
+    def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
         """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
         state = self.state
-        start_ts, start_ids = self.start_ts, self.start_ids
+        start = -1 if self.start_ts is None else self.start_ts
+        start_ids = self.start_ids
         scan, patterns, names = self.reader.scan, self.plan.patterns, self.names
-        lines, newest, point_ms, first_ms = state.lines, state.ts, state.point_ms, state.first_ms
+        lines, point_ms = state.lines, state.point_ms
+        loss_name, val_name = self.roles
         for event in events:
             ts = event.timestamp_ms
-            late = start_ts is not None and ts < start_ts
-            if ts == start_ts and _digest(event.id) in start_ids:
-                continue  # folded before
-            if not late:  # sorted, so an event in order is the newest yet
+            late = ts < start  # older than the newest folded before this batch
+            if not late:
+                if ts == start and start_ids and _digest(event.id) in start_ids:
+                    continue  # folded before
                 lines += 1
-                newest = ts
-                first_ms = ts if first_ms is None else first_ms
             message = event.message
-            line = event.line if event.line is not None else lines
+            line = event.line
+            line = lines if line is None else line
             if patterns:
                 self._patterns(message, event, line)
             points, unparsed = scan(message)
@@ -392,18 +409,21 @@ class _Run:
             if not points:
                 continue
             point_ms = point_ms if late else ts
-            loss_name, val_name = self.roles
             for metric, value, source in points:
                 if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
-                    self._new_name(metric)
-                    loss_name, val_name = self.roles
+                    loss_name, val_name = self._new_name(metric)
                 if value - value:  # nan or an infinity (a finite x - x is 0.0)
                     self._non_finite(metric, value, source, event, line)
+                elif late:
+                    continue  # judged by no order-dependent rule (the design)
                 elif metric == loss_name:
-                    self._loss(value, source, event, line, late=late)
-                elif metric == val_name and not late:
+                    self._loss(value, source, event, line)
+                elif metric == val_name:
                     self._validation(value, source, event, line)
-        state.lines, state.ts, state.point_ms, state.first_ms = lines, newest, point_ms, first_ms
+        if lines != state.lines:  # sorted: the last event is the newest folded (a first batch: the first, the first)
+            state.first_ms = events[0].timestamp_ms if state.first_ms is None else state.first_ms
+            state.ts = events[-1].timestamp_ms
+        state.lines, state.point_ms = lines, point_ms
         self._remember_newest(events)
 
     def _patterns(self, message: str, event: LogEvent, line: int | None) -> None:
@@ -433,7 +453,8 @@ class _Run:
             digests = state.ids + [d for d in digests if d not in self.start_ids]
         state.ids = digests[-MAX_IDS:]
 
-    def _new_name(self, metric: str) -> None:
+    def _new_name(self, metric: str) -> tuple[str | None, str | None]:
+        """Remembers a metric's name; returns the roles, which a new name can change (a series is then started)."""
         self.names.add(metric)
         self.state.names.append(metric)
         roles = self._roles()
@@ -444,6 +465,7 @@ class _Run:
                 state.loss = None
             if state.val is not None and state.val.name != roles[1]:
                 state.val = None
+        return roles
 
     def _fire(
         self, rule: str, what: tuple[str | None, float | None, str], detail: str, event: LogEvent, line: int | None
@@ -484,47 +506,53 @@ class _Run:
         if eligible:
             self._fire(NAN, (metric, value, source), f"{metric} is {_shown(value)}", event, line)
 
-    def _loss(self, value: float, source: str, event: LogEvent, line: int | None, *, late: bool) -> None:
+    def _loss(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
+        """A loss point folded in order: a few comparisons and two averages, on the hot path of every line."""
         series = self.state.loss
         if series is None:
             series = self.state.loss = _Series(str(self.roles[0]), 2 * self.steps)
-        if late or value == series.prev:
-            return  # late: not judged (see the design); equal: a progress bar repeating its last value
+        if value == series.prev:
+            return  # a progress bar repeating its last value
+        series.prev = value
         count = series.count = series.count + 1
         series.window.append(value)
         if value < series.ot_best - self.delta:
             series.ot_best, series.ot_since = value, 0
         else:
             series.ot_since += 1
+            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
+                self._overtrained(series, (series.name, value, source), event, line)
         if value > 0:
-            self._level(series, value, (source, event, line))
-        series.prev = value
+            log = math.log(value)
+            last, noise, level = series.last_log, series.noise, series.level
+            if last is not None:
+                step = log - last if log > last else last - log
+                noise = series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
+            series.last_log = log
+            level = series.level = log if level is None else level + LEVEL_ALPHA * (log - level)
+            best = series.best
+            if log >= best + self.log_factor and count > self.warmup and self.on[DIVERGENCE]:
+                self._diverged(series, value, (source, event, line))
+            if level < best and count >= 3:
+                series.best, series.best_line = level, line
+        else:
+            series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
         if count % self.steps == 0 and count >= 2 * self.steps and self.on[LND]:
             self._loss_not_decreasing(series, value, source, event, line)
-        if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
-            self._overtrained(series, (series.name, value, source), event, line)
 
-    def _level(self, series: _Series, value: float, at: tuple[str, LogEvent, int | None]) -> None:
-        """Divergence: the point against the best level, and the level against the best by more than the noise."""
-        log = math.log(value)
-        prev, level, noise = series.prev, series.level, series.noise
-        if prev is not None and prev > 0:
-            step = abs(log - math.log(prev))
-            noise = series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
-        level = series.level = log if level is None else level + LEVEL_ALPHA * (log - level)
-        best = series.best
-        if log >= best + self.log_factor and series.count > self.warmup and self.on[DIVERGENCE]:
-            margin = max(self.log_factor / 2, NOISE_MARGIN * (noise or 0.0) / MEAN_ABS_STEP)
-            if level - best >= margin:
-                source, event, line = at
-                where = f" (line {series.best_line})" if series.best_line is not None else ""
-                detail = (
-                    f"{series.name} {value:.4g} is {value / math.exp(best):.1f}x its best level "
-                    f"{math.exp(best):.4g}{where}, and its level has climbed {math.exp(level - best):.1f}x"
-                )
-                self._fire(DIVERGENCE, (series.name, value, source), detail, event, line)
-        if series.count >= 3 and level < best:
-            series.best, series.best_line = level, at[2]
+    def _diverged(self, series: _Series, value: float, at: tuple[str, LogEvent, int | None]) -> None:
+        """The point is factor x the best level: a stop if the level climbed too, half-way and out of its noise."""
+        best, level = series.best, series.level or series.best
+        margin = max(self.log_factor / 2, NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP)
+        if level - best < margin:
+            return
+        source, event, line = at
+        where = f" (line {series.best_line})" if series.best_line is not None else ""
+        detail = (
+            f"{series.name} {value:.4g} is {value / math.exp(best):.1f}x its best level "
+            f"{math.exp(best):.4g}{where}, and its level has climbed {math.exp(level - best):.1f}x"
+        )
+        self._fire(DIVERGENCE, (series.name, value, source), detail, event, line)
 
     def _loss_not_decreasing(
         self, series: _Series, value: float, source: str, event: LogEvent, line: int | None
@@ -553,6 +581,12 @@ class _Run:
         series = state.val
         if series is None:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
+        if value == series.prev:
+            return  # a progress bar repeating the last validation loss
+        if series.prev is not None:  # the point-to-point noise, in the loss's units
+            step = abs(value - series.prev)
+            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        series.prev = value
         series.count += 1
         train = self._train_level()
         if value < series.best:
@@ -582,9 +616,12 @@ class _Run:
         if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
             series.streak = 0
             return
-        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling).
-        growth = (value - series.best) / train
-        if train <= series.train_at_min and growth > rule.ratio_threshold:
+        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling),
+        # and a rise out of the validation loss's own noise (its minimum is a low draw of that noise).
+        rise = value - series.best
+        growth = rise / train
+        noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP
+        if train <= series.train_at_min and growth > rule.ratio_threshold and not noisy:
             series.streak += 1
         else:
             series.streak = 0
