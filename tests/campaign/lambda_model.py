@@ -46,6 +46,8 @@ import pytest
 from training_guard import contract
 from training_guard.adapters import clients
 from training_guard.adapters import clock as guard_clock
+from training_guard.adapters.log_state import JOB_PREFIX as LOG_JOB_PREFIX
+from training_guard.adapters.log_state import STATE_PREFIX as LOG_STATE_PREFIX
 from training_guard.domain.errors import TransitionBusy
 from training_guard.domain.mutes import KEY_PREFIX as MUTES_KEY_PREFIX
 from training_guard.domain.pricing import PRICE_KEY_PREFIX
@@ -195,6 +197,10 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
         return f"{operation} price"
     if key.startswith(MUTES_KEY_PREFIX):  # the job's mutes (snoozes, exemptions), read once per event
         return f"{operation} mutes"
+    if key.startswith(LOG_STATE_PREFIX):  # the log path: a stream's rule state
+        return f"{operation} log state"
+    if key.startswith(LOG_JOB_PREFIX):  # ... and its job's streams and problems reported
+        return f"{operation} log job"
     if key.startswith("stop#"):
         if operation == "UpdateItem":  # confirming the stop, folding a transition into it, or what it avoided
             expression = str(params.get("UpdateExpression"))

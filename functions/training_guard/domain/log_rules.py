@@ -38,6 +38,9 @@ NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
 _RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class LogRuleOverrides:
 def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str | None]:
     """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable.
 
-    `off`, or comma-separated `Rule=action` (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`.
+    `off`, or `Rule=action` items (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`, separated by
+    spaces (a SageMaker tag value allows letters, digits, spaces and `_.:/=+-@`, no comma) or, offline, commas.
     """
     value = tags.get(contract.LOG_RULES_TAG)
     if value is None:
@@ -94,10 +98,10 @@ def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str
         return LogRuleOverrides(), None
     actions: dict[str, LogAction] = {}
     loss = validation = None
-    for item in text.split(","):
-        key, sep, word = (part.strip() for part in item.partition("="))
+    for item in _ITEM_SEPARATOR.split(_AROUND_EQUALS.sub("=", text)):
+        key, sep, word = item.partition("=")
         if not sep or not key or not word:
-            return None, _tag_problem(value, f"{item.strip()!r} is not NAME=VALUE")
+            return None, _tag_problem(value, f"{item!r} is not NAME=VALUE")
         if key.lower() == "loss":
             loss = word
         elif key.lower() in ("val", "validation"):
@@ -119,7 +123,7 @@ def _rule_key(key: str) -> str:
 def _tag_problem(value: str, why: str) -> str:
     return (
         f"tag {contract.LOG_RULES_TAG}={value!r} is ignored: {why}; write `off` or e.g. "
-        "`Divergence=notify,NaN=stop,loss=my_loss,val=val_loss`"
+        "`Divergence=notify NaN=stop loss=my_loss val=val_loss`"
     )
 
 
@@ -239,10 +243,20 @@ class StreamState:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StreamState:
-        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream)."""
+        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream).
+
+        Raises ValueError, in one line, for a document that is not one.
+        """
+        try:
+            return cls._read(doc) if doc.get("v") == STATE_VERSION else cls()
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"not a log-rules stream state ({type(exc).__name__}: {exc}); drop it to start afresh"
+            ) from None
+
+    @classmethod
+    def _read(cls, doc: Mapping[str, Any]) -> StreamState:
         state = cls()
-        if doc.get("v") != STATE_VERSION:
-            return state
         state.ts = doc.get("ts")
         state.ids = [str(i) for i in doc.get("ids", ())]
         state.batches = [str(b) for b in doc.get("batches", ())]
@@ -567,6 +581,12 @@ class _Run:
         series = state.val
         if series is None:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
+        if value == series.prev:
+            return  # a progress bar repeating the last validation loss
+        if series.prev is not None:  # the point-to-point noise, in the loss's units
+            step = abs(value - series.prev)
+            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        series.prev = value
         series.count += 1
         train = self._train_level()
         if value < series.best:
@@ -596,9 +616,12 @@ class _Run:
         if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
             series.streak = 0
             return
-        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling).
-        growth = (value - series.best) / train
-        if train <= series.train_at_min and growth > rule.ratio_threshold:
+        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling),
+        # and a rise out of the validation loss's own noise (its minimum is a low draw of that noise).
+        rise = value - series.best
+        growth = rise / train
+        noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP
+        if train <= series.train_at_min and growth > rule.ratio_threshold and not noisy:
             series.streak += 1
         else:
             series.streak = 0
