@@ -337,7 +337,7 @@ def evaluate(
     """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings.
 
     A rule fires at most once per stream. An event already folded changes nothing; an event older than the newest
-    folded is late: only the rules that do not depend on order (NaN, patterns, the best loss) read it.
+    folded is late: only the rules that do not depend on order (NaN, patterns) read it.
     """
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
