@@ -335,6 +335,26 @@ def test_a_reorder_is_the_in_order_fold_of_the_lines_that_came_in_order(order: l
     assert verdicts(seen, ORDER_DEPENDENT) == verdicts(expected, ORDER_DEPENDENT)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(1, 30)), max_size=12), st.integers(3, 12))
+def test_repeated_deliveries_change_no_verdict(repeats: list[tuple[int, int]], size: int) -> None:
+    evs = events([*curve_with_everything(), *overfitting()])
+    batches = [evs[i : i + size] for i in range(0, len(evs), size)]
+    state: StreamState | None = None
+    seen: list[Firing] = []
+    folded: list[LogEvent] = []
+    for index, batch in enumerate(batches):
+        state, firings = evaluate(state, batch, reader=READER, rules=DEFAULTS)
+        seen += firings
+        folded += batch
+        for start, length in repeats[index % 3 :: 3]:  # now and then, a slice of what was delivered before
+            again = folded[start % len(folded) :][:length]
+            state, firings = evaluate(state, again, reader=READER, rules=DEFAULTS)
+            seen += firings
+    once = run([e.message for e in evs])
+    assert [(f.rule, f.line) for f in seen] == [(f.rule, f.line) for f in once]
+
+
 def overfitting() -> list[str]:
     lines = []
     for epoch in range(60):
@@ -370,6 +390,8 @@ def test_state_is_bounded_whatever_the_log_length() -> None:
         sizes.append(len(json.dumps(state.to_json())))
     assert state is not None
     assert state.lines == 100_000
+    assert state is not None
+    json.dumps(state.to_json(), allow_nan=False)  # plain JSON: no NaN or infinity is kept
     assert sizes[1] < 2 * sizes[0] < 4_000  # 10k lines or 100k: the same KB (the last batches' digests grow to 16)
 
 
