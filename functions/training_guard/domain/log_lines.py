@@ -77,9 +77,8 @@ class LineReader:
         # built-in readers (SageMaker's XGBoost container declares `validation:<metric>` ones).
         self._names_a_loss = any((role := loss_role(name)) is not None and not role[0] for name, _, _ in compiled)
         self._covers: dict[tuple[int, str], bool] = {}
-        # The points of a line as tuples, and the name of a definition whose capture is not a number (or None):
-        # the evaluator's hot path, chosen once here rather than per line.
-        self.scan: Callable[[str], tuple[list[RawPoint], str | None]] = (
+        # The way lines are read for these definitions, chosen once here rather than per line.
+        self._scan: Callable[[str], tuple[list[RawPoint], str | None]] = (
             self._scan_own_series if self._names_a_loss else self._scan_with_definitions if compiled else _builtin_only
         )
 
@@ -90,6 +89,11 @@ class LineReader:
     def read(self, message: str) -> tuple[Point, ...]:
         points, _ = self.scan(message)
         return tuple(Point(metric, value, reader) for metric, value, reader in points)
+
+    def scan(self, message: str) -> tuple[list[RawPoint], str | None]:
+        """The points of a line as tuples, and the name of a definition whose capture is not a number (or None):
+        the evaluator's hot path (a subclass may wrap it, as check-metrics does to draw the series)."""
+        return self._scan(message)
 
     def _scan_with_definitions(self, message: str) -> tuple[list[RawPoint], str | None]:
         """Definitions that name no training loss: a built-in point is dropped where a matching one spells its key."""

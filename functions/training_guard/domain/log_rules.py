@@ -337,7 +337,7 @@ def evaluate(
     """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings.
 
     A rule fires at most once per stream. An event already folded changes nothing; an event older than the newest
-    folded is late: only the rules that do not depend on order (NaN, patterns, the best loss) read it.
+    folded is late: only the rules that do not depend on order (NaN, patterns) read it.
     """
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
@@ -516,12 +516,6 @@ class _Run:
         series.prev = value
         count = series.count = series.count + 1
         series.window.append(value)
-        if value < series.ot_best - self.delta:
-            series.ot_best, series.ot_since = value, 0
-        else:
-            series.ot_since += 1
-            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
-                self._overtrained(series, (series.name, value, source), event, line)
         if value > 0:
             log = math.log(value)
             last, noise, level = series.last_log, series.noise, series.level
@@ -535,8 +529,18 @@ class _Run:
                 self._diverged(series, value, (source, event, line))
             if level < best and count >= 3:
                 series.best, series.best_line = level, line
+            smooth = math.exp(level)  # Overtraining on the level: one low batch is no optimum to beat
         else:
             series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
+            smooth = value
+        if count <= self.warmup:
+            series.ot_best = smooth  # the first points are not judged (as Divergence): the level is settling
+        elif smooth < series.ot_best - self.delta:
+            series.ot_best, series.ot_since = smooth, 0
+        else:
+            series.ot_since += 1
+            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
+                self._overtrained(series, (series.name, value, source), event, line)
         if count % self.steps == 0 and count >= 2 * self.steps and self.on[LND]:
             self._loss_not_decreasing(series, value, source, event, line)
 
@@ -571,8 +575,10 @@ class _Run:
             self._fire(LND, (series.name, value, source), detail, event, line)
 
     def _overtrained(self, series: _Series, what: tuple[str, float, str], event: LogEvent, line: int | None) -> None:
+        what_improves = f"the level of {series.name}" if series is self.state.loss else series.name
         detail = (
-            f"{series.name} has not improved by {self.delta:g} in {series.ot_since} points (best {series.ot_best:.4g})"
+            f"{what_improves} has not improved by {self.delta:g} in {series.ot_since} points "
+            f"(best {series.ot_best:.4g})"
         )
         self._fire(OVERTRAINING, what, detail, event, line)
 
