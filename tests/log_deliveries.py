@@ -61,6 +61,11 @@ def subscription(doc: dict[str, Any]) -> dict[str, Any]:
     return {"awslogs": {"data": base64.b64encode(gzip.compress(json.dumps(doc).encode())).decode()}}
 
 
+def _scoped(name: str, account: str | None) -> str:
+    """A member account's item, as the adapter keys it (`<account>/<name>`)."""
+    return f"{account}/{name}" if account else name
+
+
 class Killed(BaseException):
     """The runtime ended the invocation (a timeout): no except clause of the code runs."""
 
@@ -77,7 +82,7 @@ class FakeLogStates:
     before_put: Callable[[], None] | None = None  # another delivery runs just before this save
 
     def get(self, stream: str, *, account: str | None = None) -> tuple[StreamState | None, int]:
-        doc, version = self.items.get(stream, (None, 0))
+        doc, version = self.items.get(_scoped(stream, account), (None, 0))
         return (StreamState.from_json(copy.deepcopy(doc)) if doc is not None else None), version
 
     def put(
@@ -88,20 +93,21 @@ class FakeLogStates:
         if self.before_put is not None:
             run, self.before_put = self.before_put, None
             run()
-        self.streams_of.setdefault(job, set()).add(stream)
-        if self.items.get(stream, (None, 0))[1] != version:
+        self.streams_of.setdefault(_scoped(job, account), set()).add(stream)
+        key = _scoped(stream, account)
+        if self.items.get(key, (None, 0))[1] != version:
             return False
         self.puts += 1
-        self.items[stream] = (json.loads(json.dumps(state.to_json())), version + 1)
+        self.items[key] = (json.loads(json.dumps(state.to_json())), version + 1)
         return True
 
     def streams(self, job: str, *, account: str | None = None) -> list[str]:
-        return sorted(self.streams_of.get(job, ()))
+        return sorted(self.streams_of.get(_scoped(job, account), ()))
 
     def first_report(self, job: str, problem: str, *, now: datetime, account: str | None = None) -> bool:
-        if (job, problem) in self.reported:
+        if (_scoped(job, account), problem) in self.reported:
             return False
-        self.reported.add((job, problem))
+        self.reported.add((_scoped(job, account), problem))
         return True
 
 

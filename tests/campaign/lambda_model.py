@@ -183,8 +183,13 @@ class Context:
         return max(0, int((self._deadline - self._clock.now).total_seconds() * 1000))
 
 
+FIRST_STOP_WRITE = "TransactWriteItems claim + stop record"
+
+
 def step_label(operation: str, params: Mapping[str, Any]) -> str:
     """An AWS call named for what it does to the guard: `PutItem claim`, `DeleteItem release`, ..."""
+    if operation == "TransactWriteItems":  # the stop's one write before StopTrainingJob (Responder._reactions)
+        return FIRST_STOP_WRITE
     if operation not in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
         return operation
     key = _ledger_key(params)
@@ -393,6 +398,10 @@ class LambdaModel:
             self.observed.ledger[_ledger_key(params)] = "done"
         elif accepted and label == "DeleteItem release":
             self.observed.ledger.pop(_ledger_key(params), None)
+        elif accepted and label == FIRST_STOP_WRITE:  # the claim, written with the stop record
+            key = _ledger_key(params["TransactItems"][0]["Put"])
+            attempt.delivery.claimed.add(key)
+            self.observed.ledger[key] = "in_progress"
         elif accepted and label == "PutItem claim":
             key = _ledger_key(params)
             attempt.delivery.claimed.add(key)

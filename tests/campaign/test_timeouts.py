@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 
 from tests.campaign.lambda_model import (
+    FIRST_STOP_WRITE,
     NO_FAULT,
     SWEEPER_TIMEOUT_SECONDS,
     AttemptPlan,
@@ -93,6 +94,10 @@ def job_event(
 
 def issues_found(rule: str = "VanishingGradient") -> dict[str, Any]:
     return rule_status(rule, "IssuesFound", f"RuleEvaluationConditionMet: {rule} at step 500")
+
+
+def _carries(delivery: Delivery, transition: str) -> bool:
+    return transition in transitions_of(delivery.event)
 
 
 def transitions_of(event: dict[str, Any]) -> set[str]:
@@ -378,7 +383,7 @@ def describe(kill: Kill, calls: list[str]) -> str:
 # Defects the campaign found, now fixed: (scenario, the killed call, whether AWS acted on it). The
 # enumeration runs them like every other case; the tests below run exactly these, by name.
 STOP_RECORD_TAKEN_FOR_A_STOP = {
-    ("late-finding", "PutItem stop record", True),
+    ("late-finding", FIRST_STOP_WRITE, True),
     ("late-finding", "StopTrainingJob", False),
     ("late-finding", "StopTrainingJob", True),
     ("late-finding", "DeleteItem drop stop record", False),
@@ -458,7 +463,7 @@ def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
         "GetItem mutes",
         "GetItem stop record",
         "PutItem claim",
-        "PutItem stop record",
+        FIRST_STOP_WRITE,
         "StopTrainingJob",
         "DeleteItem drop stop record",
         "AddTags",
@@ -522,18 +527,19 @@ def _call_number(run: Run, name: str) -> int:
 
 def test_lambda_retries_a_killed_event_one_then_two_minutes_later_then_dead_letters_it(run: Run) -> None:
     """The model itself: attempt times, and a kill that leaves the claim behind (no release ran)."""
-    stop_record = _call_number(run, "PutItem stop record")
-    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(stop_record, effect=False))
+    first_write = _call_number(run, FIRST_STOP_WRITE)
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(first_write, effect=True))
     start = run.clock.now
     delivery = run.deliver(_stop(run, "always-killed"))
     assert [(a.started - start).total_seconds() for a in delivery.attempts] == [0, 30 + 60, 30 + 60 + 30 + 120]
-    assert [a.killed_at for a in delivery.attempts] == ["PutItem stop record"] * 3
+    # the first attempt's one write took effect; each retry's is refused (the claim is there) and killed after
+    assert [a.killed_at for a in delivery.attempts] == [FIRST_STOP_WRITE] * 3
     assert delivery.dead_lettered
     case = observe(run, "always-killed", [delivery])
-    # still in progress: the killed attempts' `release` never reached DynamoDB; each retry took it over
+    # still in progress: the killed attempt's `release` never reached DynamoDB, and no retry got past the write
     assert list(case.ledger.values()) == ["in_progress"]
     assert case.claimed_by_dead == set(case.ledger)
-    assert run.model.observed.takeovers == 2
+    assert run.model.observed.takeovers == 0
     assert case.notes == []
     assert case.stops == 0
 
@@ -564,8 +570,9 @@ def test_an_event_past_its_maximum_age_is_dead_lettered_and_a_redrive_finishes_i
 
 
 def test_the_next_sweep_takes_over_a_transition_whose_event_was_dead_lettered(run: Run) -> None:
-    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(2, effect=True, slow=False))
-    delivery = run.deliver(_stop(run, "swept"))  # each attempt crashes after writing the stop record
+    first_write = _call_number(run, FIRST_STOP_WRITE)
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(first_write, effect=True, slow=False))
+    delivery = run.deliver(_stop(run, "swept"))  # each attempt crashes after its claim and stop record write
     run.model.planner = lambda delivery, number: NO_FAULT
     assert delivery.dead_lettered
     assert run.aws.job_status("swept") == "InProgress"
@@ -733,7 +740,15 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
     # (the sweeper reconciles them), a job's end (failed) only if one delivery got through
     missing = set(expected) - set(published)
     assert missing <= dead_transitions
-    assert {expected[t] for t in missing} <= {"job_failed"}
+    assert {expected[t] for t in missing} <= {"job_failed", "issues_found"}
+    # a finding goes unannounced only when every delivery of its job died and the job had ended by the next sweep
+    # (the sweeper reconciles running jobs): the dead-letter queue holds it, and the redrive below announces it
+    for transition in (t for t in missing if expected[t] == "issues_found"):
+        job = transition.split("#")[1]
+        assert run.aws.job_status(job) != "InProgress", transition
+        carrying = [d for d in run.model.deliveries if d.function is run.job_events and _carries(d, transition)]
+        assert carrying, transition
+        assert all(d.dead_lettered for d in carrying), transition
     # a stop announced is the guard's; the end of a job it stopped is folded into that stop, never announced
     # (the Stopped event is read after the stop it reports was confirmed), unless that event was dead-lettered
     assert {n["job"]["name"] for n in notes if n["outcome"] == "stopped"} <= set(seen.stops)
@@ -751,6 +766,15 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
     assert seen.concurrent_duplicates
     assert seen.retries
     assert any(a.killed_at for sweep in fleet.sweeps for a in sweep.attempts)
+    # `training-guard redrive` hands the dead letters back: every finding is then announced, and nothing stops twice
+    run.model.planner = lambda delivery, number: NO_FAULT
+    run.clock.advance(3600)  # past every lease
+    for delivery in [d for d in dead if d.function is run.job_events]:
+        run.deliver(copy.deepcopy(delivery.event))
+    after = Counter(n["transition"] for n in run.aws.notifications())  # what the redrive announced
+    assert {t for t, kind in expected.items() if kind == "issues_found"} <= set(published) | set(after)
+    assert not set(after) & set(published)  # nothing announced twice
+    assert dict(seen.stops) == {p.name: 1 for p in fleet.plans if p.kind == "stop"}
     figures.update(
         jobs=len(fleet.plans),
         events=sum(len(p.events) for p in fleet.plans) + len(fleet.stopped_events),
@@ -851,7 +875,7 @@ def test_log_path_a_kill_at_any_call_loses_nothing_doubles_no_stop_and_saves_the
         "PutItem log state",
         "UpdateItem log job",
         "DescribeTrainingJob",
-        "PutItem claim",
+        FIRST_STOP_WRITE,  # the stop's one write (claim, stop record, no mute)
         "StopTrainingJob",
         "Publish",
         "UpdateItem complete",

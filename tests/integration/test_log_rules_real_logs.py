@@ -28,19 +28,6 @@ HEALTHY = (
 )
 OVERFITTING = ("pytorch_mlp_overfit", "xgboost_overfit", "lightgbm_overfit", "keras_overfit")
 DIVERGING = ("pytorch_mlp_diverging", "huggingface_diverging")
-# What the first version of the domain does not do yet on these real logs (the issue requires it): each must pass
-# once log_rules/log_lines do, and then fail here until its mark is removed (strict).
-NOT_YET = {
-    "pytorch_mnist_noisy": "Divergence stops on one batch-of-4 spike (line 93: 1.43 vs best 0.223)",
-    "lightning_healthy": "Divergence stops on one per-step spike (line 146: 0.146 vs best 0.0314)",
-    "huggingface_diverging": "transformers 5 prints {'loss': '9.878'}: the quoted numbers are not read",
-    "huggingface_healthy": "transformers 5 prints {'loss': '2.192'}: the quoted numbers are not read",
-}
-
-
-def checked(name: str) -> object:
-    reason = NOT_YET.get(name)
-    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else name
 
 
 def rules_on(file: str) -> RulesRun:
@@ -79,7 +66,7 @@ def test_the_filter_log_events_json_gives_the_same_verdict_at_the_same_event() -
     assert [(f.rule, f.line, f.action) for f in firings("pytorch_mlp_nan.filter-log-events.json")] == text
 
 
-@pytest.mark.parametrize("name", [checked(n) for n in DIVERGING])
+@pytest.mark.parametrize("name", DIVERGING)
 def test_a_diverging_run_is_stopped_no_later_than_the_loss_at_4x_its_best(name: str) -> None:
     above = series(LOGS / f"{name}.log", loss_and_validation(name)[0]).stays_above(4.0)
     assert above is not None
@@ -88,7 +75,7 @@ def test_a_diverging_run_is_stopped_no_later_than_the_loss_at_4x_its_best(name: 
     assert min(f.line or 0 for f in found) <= above[0]
 
 
-@pytest.mark.parametrize("name", [checked(n) for n in HEALTHY])
+@pytest.mark.parametrize("name", HEALTHY)
 def test_a_healthy_run_is_never_stopped(name: str) -> None:
     run = rules_on(f"{name}.log")
     [stream] = run.streams.values()

@@ -6,7 +6,9 @@ import math
 
 import pytest
 
+from training_guard.config.model import LogRules
 from training_guard.domain.log_lines import DefinitionsError, LineReader, Point, loss_metrics
+from training_guard.domain.log_rules import LogEvent, evaluate
 
 
 def points(message: str, definitions: tuple[tuple[str, str], ...] = ()) -> list[tuple[str, float, str]]:
@@ -195,3 +197,19 @@ def test_configured_loss_wins_and_picks_its_validation() -> None:
     names = ["train-rmse", "validation-rmse", "train-mae", "validation-mae"]
     assert loss_metrics(names, loss="train-mae", validation=None) == ("train-mae", "validation-mae")
     assert loss_metrics(names, loss="my_loss", validation="my_val") == ("my_loss", "my_val")
+
+
+def test_a_subclass_sees_every_line_the_evaluator_reads() -> None:
+    class Counting(LineReader):
+        def __init__(self) -> None:
+            super().__init__((("train:loss", r"loss: ([0-9.]+)"),))
+            self.seen: list[str] = []
+
+        def scan(self, message: str) -> tuple[list[tuple[str, float, str]], str | None]:
+            self.seen.append(message)
+            return super().scan(message)
+
+    reader = Counting()
+    lines = ["loss: 0.5", "chatter", "loss: 0.4"]
+    evaluate(None, [LogEvent(str(i), i, m) for i, m in enumerate(lines)], reader=reader, rules=LogRules())
+    assert reader.seen == lines

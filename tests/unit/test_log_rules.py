@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -144,7 +145,8 @@ def test_a_progress_bar_repeating_its_value_is_one_point() -> None:
     bar = "Epoch 1:  50%|█████     | 5/10 [00:00<00:00, 190.00it/s, train_loss={v}, val_loss=0.5]"
     state, _ = evaluate(None, events([bar.format(v=0.3)] * 20 + [bar.format(v=0.2)]), reader=READER, rules=DEFAULTS)
     assert state.loss is not None
-    assert state.loss.count == 2
+    assert state.val is not None
+    assert (state.loss.count, state.val.count) == (2, 1)
 
 
 def test_flat_converged_job_is_never_stopped_and_only_notified() -> None:
@@ -177,6 +179,29 @@ def test_overfit_fires_after_the_validation_minimum_never_before() -> None:
     assert "rose from its minimum" in firing.detail
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_overfit_with_noise_fires_after_the_minimum_of_the_trend(seed: int) -> None:
+    rng = random.Random(seed)
+    lines = []
+    for epoch in range(60):
+        train = 1.0 * math.exp(-epoch / 15) + 0.05
+        val = (0.5 + 0.002 * (epoch - 25) ** 2) * rng.uniform(0.97, 1.03)  # the trend's minimum: epoch 25
+        lines += [keras(train * rng.uniform(0.9, 1.1)) for _ in range(4)] + [keras(train, val=val)]
+    firing = by_rule(run(lines))["Overfit"]
+    assert (firing.line or 0) > 5 * 26
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_noisy_validation_of_a_healthy_job_is_no_overfit(seed: int) -> None:
+    rng = random.Random(seed)
+    lines = []
+    for epoch in range(100):
+        train = 1.0 * math.exp(-epoch / 30) + 0.2
+        val = (1.3 * math.exp(-epoch / 30) + 0.3) * rng.uniform(0.9, 1.1)  # 10 % noise, a gap of 50 %
+        lines += [keras(train * rng.uniform(0.9, 1.1)) for _ in range(4)] + [keras(train, val=val)]
+    assert "Overfit" not in by_rule(run(lines))
+
+
 def test_overfit_quiet_on_an_ordinary_gap() -> None:
     # validation 30 % above training all along: Debugger's ratio_threshold 0.1 would fire at once
     lines = [keras(v, val=v * 1.3) for v in falling(200)]
@@ -184,9 +209,19 @@ def test_overfit_quiet_on_an_ordinary_gap() -> None:
 
 
 def test_overtraining_when_validation_stops_improving() -> None:
-    lines = [keras(v, val=0.8 - 0.1 * min(i, 5)) for i, v in enumerate(falling(30))]
+    # better by 0.1 a point up to line 6, then within 0.002 of 0.3 (never the very same value: that is a repeat)
+    lines = [keras(v, val=0.8 - 0.1 * min(i, 5) + 0.002 * (i % 2)) for i, v in enumerate(falling(30))]
     firing = by_rule(run(lines))["Overtraining"]
     assert (firing.metric, firing.action, firing.line) == ("val_loss", "notify", 16)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_overtraining_waits_while_a_noisy_loss_still_falls(seed: int) -> None:
+    # a per-step loss, +-10 % around a trend that falls 1.5 % a point at first: one low draw is no optimum to beat
+    rng = random.Random(seed)
+    losses = [(0.3 + 2.0 * math.exp(-i / 60)) * math.exp(rng.gauss(0, 0.1)) for i in range(400)]
+    firing = by_rule(run([keras(v) for v in losses])).get("Overtraining")
+    assert firing is None or (firing.line or 0) >= 20
 
 
 def test_stalled_after_threshold_seconds_without_a_point() -> None:
@@ -197,6 +232,18 @@ def test_stalled_after_threshold_seconds_without_a_point() -> None:
     assert (firing.rule, firing.action, firing.event_id) == ("StalledTrainingRule", "notify", "StalledTrainingRule@0")
     state.mark(firing)
     assert stalled(state, now_ms=4000 * 1000, rules=DEFAULTS) is None
+
+
+def test_in_the_lambda_the_line_is_the_count_of_lines_folded() -> None:
+    batch = [LogEvent(f"id-{i}", i, text) for i, text in enumerate(["starting", keras(0.5), "loss = nan"])]
+    state, firings = evaluate(None, batch[:2], reader=READER, rules=DEFAULTS)
+    _, firings = evaluate(state, batch[2:], reader=READER, rules=DEFAULTS)
+    assert [(f.rule, f.line, f.event_id) for f in firings] == [("NaN", 3, "id-2")]
+
+
+def test_disabled_rules_fold_nothing() -> None:
+    rules = GuardConfig.from_dict({"log_rules": {"enabled": False}}).log_rules
+    assert run(["loss = nan"], rules) == []
 
 
 def test_pattern_rule_fires_once_with_its_action() -> None:
@@ -242,6 +289,19 @@ def test_state_json_round_trip_folds_the_same() -> None:
     assert direct
 
 
+@pytest.mark.parametrize(
+    "doc", [{"v": 1, "lines": "many"}, {"v": 1, "loss": {"n": 3}}, {"v": 1, "names": 5}, {"v": 1, "loss": [1]}]
+)
+def test_a_broken_state_document_is_one_line_error(doc: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="not a log-rules stream state") as raised:
+        StreamState.from_json(doc)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_state_of_another_version_starts_afresh() -> None:
+    assert StreamState.from_json({"v": 0, "lines": 7}).lines == 0
+
+
 ORDER_DEPENDENT = {"Divergence", "LossNotDecreasing", "Overfit", "Overtraining"}
 
 
@@ -284,6 +344,26 @@ def test_a_reorder_is_the_in_order_fold_of_the_lines_that_came_in_order(order: l
     assert verdicts(seen, ORDER_DEPENDENT) == verdicts(expected, ORDER_DEPENDENT)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(1, 30)), max_size=12), st.integers(3, 12))
+def test_repeated_deliveries_change_no_verdict(repeats: list[tuple[int, int]], size: int) -> None:
+    evs = events([*curve_with_everything(), *overfitting()])
+    batches = [evs[i : i + size] for i in range(0, len(evs), size)]
+    state: StreamState | None = None
+    seen: list[Firing] = []
+    folded: list[LogEvent] = []
+    for index, batch in enumerate(batches):
+        state, firings = evaluate(state, batch, reader=READER, rules=DEFAULTS)
+        seen += firings
+        folded += batch
+        for start, length in repeats[index % 3 :: 3]:  # now and then, a slice of what was delivered before
+            again = folded[start % len(folded) :][:length]
+            state, firings = evaluate(state, again, reader=READER, rules=DEFAULTS)
+            seen += firings
+    once = run([e.message for e in evs])
+    assert [(f.rule, f.line) for f in seen] == [(f.rule, f.line) for f in once]
+
+
 def overfitting() -> list[str]:
     lines = []
     for epoch in range(60):
@@ -319,6 +399,8 @@ def test_state_is_bounded_whatever_the_log_length() -> None:
         sizes.append(len(json.dumps(state.to_json())))
     assert state is not None
     assert state.lines == 100_000
+    assert state is not None
+    json.dumps(state.to_json(), allow_nan=False)  # plain JSON: no NaN or infinity is kept
     assert sizes[1] < 2 * sizes[0] < 4_000  # 10k lines or 100k: the same KB (the last batches' digests grow to 16)
 
 
@@ -341,7 +423,7 @@ def test_tag_off_turns_the_rules_off() -> None:
 
 
 def test_tag_sets_an_action_and_says_so() -> None:
-    firing = by_rule(run(diverging(), tags={contract.LOG_RULES_TAG: "divergence=notify, NaN=stop"}))["Divergence"]
+    firing = by_rule(run(diverging(), tags={contract.LOG_RULES_TAG: "divergence=notify NaN=stop"}))["Divergence"]
     assert firing.action == "notify"
     assert firing.setting.endswith(f"tag {contract.LOG_RULES_TAG} Divergence=notify")
 
@@ -361,6 +443,29 @@ def test_bad_tag_is_a_problem_and_changes_nothing(value: str) -> None:
     assert contract.LOG_RULES_TAG in problem
     assert "\n" not in problem
     assert by_rule(run(diverging(), tags={contract.LOG_RULES_TAG: value}))["Divergence"].action == "stop"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Divergence=notify NaN=stop loss=my_loss val=val_loss",  # what a SageMaker tag value can hold (no comma)
+        "Divergence=notify,NaN=stop,loss=my_loss,val=val_loss",
+        " divergence = notify  nan=stop loss=my_loss  val=val_loss ",
+    ],
+)
+def test_tag_items_by_spaces_or_commas(value: str) -> None:
+    overrides, problem = job_overrides({contract.LOG_RULES_TAG: value})
+    assert problem is None
+    assert overrides is not None
+    assert dict(overrides.actions) == {"Divergence": "notify", "NaN": "stop"}
+    assert (overrides.loss, overrides.validation) == ("my_loss", "val_loss")
+
+
+def test_tag_problem_shows_a_value_sagemaker_accepts() -> None:
+    _, problem = job_overrides({contract.LOG_RULES_TAG: "Divergence"})
+    assert problem is not None
+    example = problem.split("e.g. ")[1].strip("`")
+    assert re.fullmatch(r"[\w\s.:/=+\-@]*", example)  # SageMaker's tag value characters (API_Tag)
 
 
 def test_no_tag_no_overrides() -> None:

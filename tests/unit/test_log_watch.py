@@ -4,10 +4,11 @@ the responder before the state is saved; duplicates, conflicts, timeouts, unread
 from __future__ import annotations
 
 import base64
+import copy
 import gzip
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -595,3 +596,42 @@ def test_unfinished_deliveries_fail_the_invocation_so_that_lambda_retries_them()
     with pytest.raises(DeliveryUnfinished):
         log_events.process(subscription(delivery), world.watch, invocation=draining, now=NOW)
     assert world.jobs.stop_calls == []
+
+
+# --- an organization's hub: a member account's log ---------------------------------------------------------------
+HUB, MEMBER = "111122223333", "444455556666"
+
+
+@dataclass
+class FakeMembers:
+    """MemberAccess: the member's jobs and the hub's ledger scoped by the account (as adapters.accounts does)."""
+
+    jobs: FakeJobs
+    asked: list[str] = field(default_factory=list)
+
+    def responder_for(self, base: Responder, account: str) -> Responder:
+        from training_guard.adapters.accounts import AccountLedger
+
+        self.asked.append(account)
+        acting = copy.copy(base)
+        acting.jobs = self.jobs
+        acting.ledger = AccountLedger(base.ledger, account)
+        return acting
+
+
+def test_a_member_accounts_log_is_read_and_stopped_through_the_members_role_with_its_own_state() -> None:
+    from training_guard.config.model import OrganizationConfig
+
+    organization = OrganizationConfig(hub_account=HUB, region=REGION, members=(MEMBER,))
+    world = World(config=GuardConfig(organization=organization))
+    member_jobs = FakeJobs()
+    member_jobs.jobs[JOB] = replace(world.jobs.jobs[JOB], arn=ARN.replace(ACCOUNT, MEMBER))
+    members = FakeMembers(member_jobs)
+    delivery = Delivery(MEMBER, contract.TRAINING_LOG_GROUP, STREAM, batch(diverging()).events)
+    hub = Invocation(HUB, REGION)
+    log_events.process(subscription(delivery), world.watch, invocation=hub, now=NOW, members=members)
+    assert members.asked == [MEMBER]
+    assert (member_jobs.stop_calls, world.jobs.stop_calls) == ([JOB], [])
+    assert list(world.ledger.stops) == [f"{MEMBER}/{JOB}"]  # the hub's ledger, the member's key
+    assert world.states.get(STREAM, account=MEMBER)[1] == 1
+    assert world.states.get(STREAM) == (None, 0)  # not the hub's own stream of that name

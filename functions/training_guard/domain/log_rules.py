@@ -38,6 +38,9 @@ NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
 _RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class LogRuleOverrides:
 def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str | None]:
     """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable.
 
-    `off`, or comma-separated `Rule=action` (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`.
+    `off`, or `Rule=action` items (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`, separated by
+    spaces (a SageMaker tag value allows letters, digits, spaces and `_.:/=+-@`, no comma) or, offline, commas.
     """
     value = tags.get(contract.LOG_RULES_TAG)
     if value is None:
@@ -94,10 +98,10 @@ def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str
         return LogRuleOverrides(), None
     actions: dict[str, LogAction] = {}
     loss = validation = None
-    for item in text.split(","):
-        key, sep, word = (part.strip() for part in item.partition("="))
+    for item in _ITEM_SEPARATOR.split(_AROUND_EQUALS.sub("=", text)):
+        key, sep, word = item.partition("=")
         if not sep or not key or not word:
-            return None, _tag_problem(value, f"{item.strip()!r} is not NAME=VALUE")
+            return None, _tag_problem(value, f"{item!r} is not NAME=VALUE")
         if key.lower() == "loss":
             loss = word
         elif key.lower() in ("val", "validation"):
@@ -119,7 +123,7 @@ def _rule_key(key: str) -> str:
 def _tag_problem(value: str, why: str) -> str:
     return (
         f"tag {contract.LOG_RULES_TAG}={value!r} is ignored: {why}; write `off` or e.g. "
-        "`Divergence=notify,NaN=stop,loss=my_loss,val=val_loss`"
+        "`Divergence=notify NaN=stop loss=my_loss val=val_loss`"
     )
 
 
@@ -239,10 +243,20 @@ class StreamState:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StreamState:
-        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream)."""
+        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream).
+
+        Raises ValueError, in one line, for a document that is not one.
+        """
+        try:
+            return cls._read(doc) if doc.get("v") == STATE_VERSION else cls()
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"not a log-rules stream state ({type(exc).__name__}: {exc}); drop it to start afresh"
+            ) from None
+
+    @classmethod
+    def _read(cls, doc: Mapping[str, Any]) -> StreamState:
         state = cls()
-        if doc.get("v") != STATE_VERSION:
-            return state
         state.ts = doc.get("ts")
         state.ids = [str(i) for i in doc.get("ids", ())]
         state.batches = [str(b) for b in doc.get("batches", ())]
@@ -323,7 +337,7 @@ def evaluate(
     """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings.
 
     A rule fires at most once per stream. An event already folded changes nothing; an event older than the newest
-    folded is late: only the rules that do not depend on order (NaN, patterns, the best loss) read it.
+    folded is late: only the rules that do not depend on order (NaN, patterns) read it.
     """
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
@@ -502,12 +516,6 @@ class _Run:
         series.prev = value
         count = series.count = series.count + 1
         series.window.append(value)
-        if value < series.ot_best - self.delta:
-            series.ot_best, series.ot_since = value, 0
-        else:
-            series.ot_since += 1
-            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
-                self._overtrained(series, (series.name, value, source), event, line)
         if value > 0:
             log = math.log(value)
             last, noise, level = series.last_log, series.noise, series.level
@@ -521,8 +529,18 @@ class _Run:
                 self._diverged(series, value, (source, event, line))
             if level < best and count >= 3:
                 series.best, series.best_line = level, line
+            smooth = math.exp(level)  # Overtraining on the level: one low batch is no optimum to beat
         else:
             series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
+            smooth = value
+        if count <= self.warmup:
+            series.ot_best = smooth  # the first points are not judged (as Divergence): the level is settling
+        elif smooth < series.ot_best - self.delta:
+            series.ot_best, series.ot_since = smooth, 0
+        else:
+            series.ot_since += 1
+            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
+                self._overtrained(series, (series.name, value, source), event, line)
         if count % self.steps == 0 and count >= 2 * self.steps and self.on[LND]:
             self._loss_not_decreasing(series, value, source, event, line)
 
@@ -557,8 +575,10 @@ class _Run:
             self._fire(LND, (series.name, value, source), detail, event, line)
 
     def _overtrained(self, series: _Series, what: tuple[str, float, str], event: LogEvent, line: int | None) -> None:
+        what_improves = f"the level of {series.name}" if series is self.state.loss else series.name
         detail = (
-            f"{series.name} has not improved by {self.delta:g} in {series.ot_since} points (best {series.ot_best:.4g})"
+            f"{what_improves} has not improved by {self.delta:g} in {series.ot_since} points "
+            f"(best {series.ot_best:.4g})"
         )
         self._fire(OVERTRAINING, what, detail, event, line)
 
@@ -567,6 +587,12 @@ class _Run:
         series = state.val
         if series is None:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
+        if value == series.prev:
+            return  # a progress bar repeating the last validation loss
+        if series.prev is not None:  # the point-to-point noise, in the loss's units
+            step = abs(value - series.prev)
+            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        series.prev = value
         series.count += 1
         train = self._train_level()
         if value < series.best:
@@ -596,9 +622,12 @@ class _Run:
         if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
             series.streak = 0
             return
-        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling).
-        growth = (value - series.best) / train
-        if train <= series.train_at_min and growth > rule.ratio_threshold:
+        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling),
+        # and a rise out of the validation loss's own noise (its minimum is a low draw of that noise).
+        rise = value - series.best
+        growth = rise / train
+        noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP
+        if train <= series.train_at_min and growth > rule.ratio_threshold and not noisy:
             series.streak += 1
         else:
             series.streak = 0

@@ -256,6 +256,7 @@ class LogWatch:
     ) -> LogReceipt:
         """Fold the delivery into its stream's state, take each new firing to `guard` (the responder, or a member
         account's), then save the state. Raises DeliveryUnfinished when the time ran out (what was folded saved)."""
+        budget = invocation.time_left()  # the invocation's time, as it starts: the deadline's reserves are shares of it
         guard = guard or self.responder
         account = delivery.owner if guard is not self.responder else None  # a member's: scoped by its account
         job = delivery.job
@@ -271,7 +272,6 @@ class LogWatch:
             return receipt
         for kind, what in job_log.problems:
             self._report(receipt, job, kind, what, now=now, account=account)
-        budget = invocation.time_left()
         batch = _Batch(
             guard,
             delivery,
