@@ -329,6 +329,7 @@ class Demo:
                 if any(step.log_lines for step in self.scenario.steps):
                     self.logs = DemoLogs(self, logs_ext.subscription_from(template))
                     self.say(self.logs.describe())
+                    self.logs.schedule(template)
                 if member is not None:
                     self._say_stack_set(template)
                     self._install_members(member)
@@ -502,6 +503,7 @@ class Demo:
             else:
                 self._sweep_organization()
             self._say_stops("the sweeper's")
+            self.logs.check_stalls(at)
         elif step.job is not None:
             self._play_job(self.scenario.jobs[step.job], step, at)
         self._drain()

@@ -7,6 +7,7 @@ filter pattern go, as CloudWatch Logs' base64 + gzip delivery, to the handler th
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 SHOWN_LINE_MAX = 90  # characters of a log line the demo prints; longer ones are cut with an ellipsis
 HOST = 1  # the demo's jobs run on one host: algo-1
+SCHEDULED_EVENT = "Scheduled Event"  # EventBridge's detail-type of a scheduled rule's event
 
 
 @dataclass
@@ -66,6 +68,50 @@ class DemoLogs:
         self.demo = demo
         self.subscription = subscription
         self.written: dict[str, Written] = {}
+        self.stall_check: str | None = None  # the scheduled rule of the function's stall check
+
+    def schedule(self, template: Mapping[str, Any]) -> str | None:
+        """The template's scheduled rule that invokes the subscription's function (its stall check), if any; said."""
+        sub = self.subscription
+        resources = template.get("Resources") or {}
+        for logical_id, resource in resources.items():
+            props = resource.get("Properties") or {}
+            if resource.get("Type") != "AWS::Events::Rule" or "ScheduleExpression" not in props or sub is None:
+                continue
+            targets = [t.get("Arn", {}).get("Fn::GetAtt", [None])[0] for t in props.get("Targets") or []]
+            handlers = {resources.get(t, {}).get("Properties", {}).get("Handler") for t in targets}
+            if sub.handler in handlers:
+                self.stall_check = str(logical_id)
+                self.demo.say(
+                    f"      rule {logical_id}: {props['ScheduleExpression']} -> {sub.handler} (the stall check)"
+                )
+                return self.stall_check
+        return None
+
+    def check_stalls(self, at: datetime) -> None:
+        """The stall check's scheduled event to the function, as its rule sends it (with each sweeper run here)."""
+        if self.stall_check is None or self.subscription is None:
+            return
+        demo, account = self.demo, self.demo.aws.account
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": SCHEDULED_EVENT,
+            "source": "aws.events",
+            "account": account,
+            "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": demo.aws.region,
+            "resources": [f"arn:aws:events:{demo.aws.region}:{account}:rule/{self.stall_check}"],
+            "detail": {},
+        }
+        report = demo.aws.invoke(
+            demo._handler(self.subscription.handler), event, demo.aws.context(LOG_EVENTS_FUNCTION), at=at
+        )
+        stalled = ", ".join(str(s) for s in report.get("stalled") or []) or "none"
+        demo.say(f"         log rules: stall check of {report.get('checked', 0)} running job(s); stalled: {stalled}")
+        findings = report.get("findings")
+        if isinstance(findings, Mapping):
+            demo._react(dict(findings), account)
 
     def describe(self) -> str:
         """One line of the setup: the subscription as the template declares it."""

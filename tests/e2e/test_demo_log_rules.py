@@ -210,3 +210,21 @@ def test_the_function_gets_cloudwatch_logs_delivery_of_the_lines_the_templates_f
     assert jobs.count(lr01.name) == 2
     assert jobs.count(played.demo.scenario.jobs["nan"].name) == 2
     assert jobs.count(played.demo.scenario.jobs["steady"].name) == 5
+
+
+def test_the_stall_check_runs_as_the_templates_schedule_says_and_finds_a_silent_job() -> None:
+    data = _log_jobs_only()
+    # steady never completes: its last line is written at minute 15, and the sweeps come at 16 and at 50
+    data["steps"] = [s for s in data["steps"] if not (s.get("job") == "steady" and s.get("status") == "Completed")]
+    data["steps"] += [{"minute": 16, "sweep": True}, {"minute": 50, "sweep": True}]
+    data["expect"]["steady"] = {"stopped_by_guard": False, "final_status": "InProgress"}
+    scenario = scenarios.parse(data, folder=scenarios.SCENARIOS_DIR, source="a silent job")
+    out = io.StringIO()
+    assert Demo(scenario, out=out).run() == 0, out.getvalue()
+    text = out.getvalue()
+    assert "rate(5 minutes) -> training_guard.handlers.log_events.handler (the stall check)" in text
+    first, later = text.split("[+00:16] sweeper: scheduled run", 1)[1].split("[+00:50] sweeper: scheduled run", 1)
+    assert "log rules: stall check of 1 running job(s); stalled: none" in first
+    steady = scenario.jobs["steady"].name
+    assert f"log rules: stall check of 1 running job(s); stalled: {steady}/algo-1-" in later
+    assert f"{steady}: log rule StalledTrainingRule" in later  # notify only, by default
