@@ -108,7 +108,7 @@ class LogDemo:
 
 
 def _log_jobs_only() -> dict[str, Any]:
-    data = json.loads(scenarios.SEED_SCENARIO.read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(scenarios.SEED_SCENARIO.read_text(encoding="utf-8"))
     keys = {"lr01", "nan", "steady"}
     data["jobs"] = {k: v for k, v in data["jobs"].items() if k in keys}
     data["steps"] = [s for s in data["steps"] if s.get("job") in keys]
