@@ -56,6 +56,7 @@ class Demo(Protocol):
     def account_of(self, job: Job) -> str: ...
     def _stamp(self, step: Step) -> str: ...
     def _who(self, job: Job) -> str: ...
+    def key_of(self, name: str, account: str | None = None) -> str | None: ...
     def _handler(self, path: str) -> Callable[..., Any]: ...
     def _note(self, got: Any, note: dict[str, Any]) -> None: ...
     def _react(self, receipt: dict[str, Any], account: str = ...) -> None: ...
@@ -188,10 +189,9 @@ class DemoLogs:
             # the notifications now (the step's drain would find them too): each says what its rule's firing did
             notes = demo.aws.notifications()
             for note in notes:
-                demo._note(demo.outcomes[job.key], note)
-            did = {
-                n["rule"]["name"]: n["outcome"] for n in notes if n.get("kind") == Kind.LOG_RULE.value and n.get("rule")
-            }
+                demo._note(demo.outcomes[demo.key_of(note["job"]["name"], note.get("account")) or job.key], note)
+            ours = [n for n in notes if n["job"]["name"] == job.name and n.get("kind") == Kind.LOG_RULE.value]
+            did = {n["rule"]["name"]: n["outcome"] for n in ours if n.get("rule")}
             self._saw(job, written, stream, receipt, did)
             findings = receipt.get("findings")
             demo._react({**findings, "job": job.name} if isinstance(findings, Mapping) else dict(receipt), account)
@@ -204,8 +204,12 @@ class DemoLogs:
             return
         state, _ = DynamoLogState(self.demo.aws.client("dynamodb"), TABLE, ttl_seconds=1).get(stream)
         for rule in fired:
-            folded = state.fired.get(rule) if state is not None else None
-            line = written.line_of.get(written.delivered[folded - 1]) if folded else None
+            counted = state.fired.get(rule) if state is not None else None  # the stream's count of lines delivered
+            line = (
+                written.line_of.get(written.delivered[counted - 1])
+                if counted and counted <= len(written.delivered)
+                else None
+            )
             where = f" at line {line}: {_shown(job.log_lines[line - 1])}" if line else ""
             outcome = did.get(rule) or ("nothing more: the job is being stopped" if written.stopped_at else "nothing")
             self.demo.say(f"         log rule {rule} fired{where} -> {outcome}")
