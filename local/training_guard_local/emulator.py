@@ -21,6 +21,10 @@ Time: the handlers read the clock through `training_guard.adapters.clock`; `deli
 the handler with the clock set to `at` (a replay decides as the guard would have when the event
 arrived, not today).
 
+Training logs: `put_log_events` writes a job's lines to moto's `/aws/sagemaker/TrainingJobs` (the group made the first
+time, as SageMaker's first job makes it) and reads them back with their IDs; `deliver_logs` runs the log-rules handler
+on a CloudWatch Logs subscription delivery (logs_ext.py builds it: moto delivers to Lambda only through Docker).
+
 Prices: moto has no Price List API (it answers `GetProducts` with a 404, so every price falls back to the
 shipped table). Given recorded answers (`price_answers`), the functions' `pricing` client is a real boto3
 client whose `GetProducts` calls botocore's Stubber answers from the recording of the type asked for
