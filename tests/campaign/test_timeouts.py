@@ -875,7 +875,7 @@ def test_log_path_a_kill_at_any_call_loses_nothing_doubles_no_stop_and_saves_the
         "PutItem log state",
         "UpdateItem log job",
         "DescribeTrainingJob",
-        "PutItem claim",
+        FIRST_STOP_WRITE,  # the stop's one write (claim, stop record, no mute)
         "StopTrainingJob",
         "Publish",
         "UpdateItem complete",
