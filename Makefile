@@ -52,7 +52,7 @@ CDK_FLAGS += -c config=$(CONFIG)
 endif
 
 .PHONY: install report-screenshot slack-message-screenshot slack-thread-screenshot test lint config-docs typecheck unit infra synth plan preflight bootstrap deploy diff demo bench bench-report first-day \
-	mutation clean scan
+	mutation clean scan training-logs
 
 # The key of what is made from a lock file and kept with the caches: 16 hex digits of the lock and the Python version.
 LOCK_KEY = $(shell $(PYTHON) -c 'import hashlib, sys; \
@@ -138,6 +138,17 @@ bench-report: install
 # The first day, measured: a fresh clone of HEAD, then `make demo` and `make test` in it, each timed.
 first-day: install
 	$(PY) -m bench.first_day
+
+# Real training runs (torch, XGBoost, LightGBM, Keras, Lightning, Transformers on scikit-learn's data sets) whose logs
+# the log-rules tests read: their own environment with the cache, never .venv (bench/training_logs/README.md).
+TRAINING_LOGS_ENV = $(TG_CACHE)/training-logs-$(call LOCK_KEY,bench/training_logs/requirements.txt)
+training-logs:
+	@test -x "$(TRAINING_LOGS_ENV)/bin/python" || { rm -rf "$(TRAINING_LOGS_ENV).new" \
+		&& $(PYTHON) -m venv "$(TRAINING_LOGS_ENV).new" \
+		&& "$(TRAINING_LOGS_ENV).new/bin/pip" install --quiet --no-deps -r bench/training_logs/requirements.txt \
+		&& mv "$(TRAINING_LOGS_ENV).new" "$(TRAINING_LOGS_ENV)"; }
+	"$(TRAINING_LOGS_ENV)/bin/python" bench/training_logs/generate.py tests/data/training_logs
+	$(PYTHON) -m bench.training_logs.facts tests/data/training_logs
 
 # Mutation testing (minutes per module; not part of `make test`). mutmut comes from the lock's `mutation`
 # extra; bench/mutation.py holds the module table. The next `make test` syncs it away again.

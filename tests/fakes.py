@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -53,6 +53,9 @@ class FakeJobs:
 class FakeLedger:
     items: dict[str, dict[str, object]] = field(default_factory=dict)
     stops: dict[str, StopRecord] = field(default_factory=dict)
+    # The stop's one write checks the job's mutes item (DynamoDB: in the same transaction): FakeMutes.in_force.
+    mutes_in_force: Callable[[str, datetime], bool] | None = None
+    first_stops: int = 0
 
     def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
         item = self.items.get(key)
@@ -77,6 +80,25 @@ class FakeLedger:
             return StopClaim(granted=previous.rule == record.rule, previous=previous)
         self.stops[record.job] = record
         return StopClaim(granted=True, previous=None)
+
+    def claim_first_stop(
+        self,
+        key: str,
+        record: StopRecord,
+        *,
+        now: datetime,
+        lease_seconds: int,
+        ttl_seconds: int,
+        mutes_of: str | None,
+    ) -> bool:
+        self.first_stops += 1
+        if key in self.items or record.job in self.stops:
+            return False
+        if mutes_of is not None and self.mutes_in_force is not None and self.mutes_in_force(mutes_of, now):
+            return False
+        self.items[key] = {"state": "in_progress", "lease_until": int(now.timestamp()) + lease_seconds}
+        self.stops[record.job] = record
+        return True
 
     def get_stop(self, job: str) -> StopRecord | None:
         return self.stops.get(job)

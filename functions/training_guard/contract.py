@@ -114,6 +114,10 @@ class Metric(StrEnum):
     RECONCILED = "Reconciled"
     ORPHANED_ALARMS_DELETED = "OrphanedAlarmsDeleted"
     EVENTS_FROM_OTHER_ACCOUNTS = "EventsFromOtherAccounts"
+    # The log-rules wing: a job's definitions or tags unreadable, or a log line its rules could not read (once a
+    # job and problem); a delivery whose time ran out mid-batch (what was folded saved, the rest left to the retry).
+    LOG_RULE_PROBLEMS = "LogRuleProblems"
+    LOG_DELIVERIES_UNFINISHED = "LogDeliveriesUnfinished"
 
 
 # A refusal because a Slack secret holds a placeholder, nothing, or no credential (the endpoint's 503, the bot's and a

@@ -238,22 +238,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     checker = commands.add_parser(
         "check-metrics",
-        help="apply MetricDefinitions regexes to a training log the way SageMaker does",
+        help="apply MetricDefinitions regexes, or the log rules (--rules), to a training log",
         description=(
             "Applies each definition's regex to each log line (first capture group, must be a finite "
             "number) and prints per metric how many values it finds, the first and last, a sparkline "
-            "and warnings (never matches, nan/inf captures, non-numbers, too-greedy captures)."
+            "and warnings (never matches, nan/inf captures, non-numbers, too-greedy captures). With --rules it runs "
+            "the log rules the guard's Lambda runs over the log instead (the same code, in the same batches) and "
+            "shows each rule's firing: the line, what the guard would do, why, and the series with that point marked."
         ),
     )
     checker.add_argument(
         "--definitions",
-        required=True,
         metavar="DEFS",
-        help='JSON list of {"Name", "Regex"}, or what aws sagemaker describe-training-job prints; inline or a file',
+        help='JSON list of {"Name", "Regex"}, or what aws sagemaker describe-training-job prints; inline or a file '
+        "(optional with --rules: the built-in readers recognise the common formats)",
     )
-    checker.add_argument("--log", required=True, type=Path, metavar="LOGFILE", help="a training log ('-' for stdin)")
-    checker.add_argument("--json", action="store_true", help="one JSON object per metric instead of text")
-    checker.add_argument("--strict", action="store_true", help="exit 1 when any metric has a warning")
+    checker.add_argument(
+        "--log",
+        required=True,
+        type=Path,
+        metavar="LOGFILE",
+        help="a training log ('-' for stdin): plain text, or what aws logs get-log-events / filter-log-events print",
+    )
+    checker.add_argument("--rules", action="store_true", help="run the log rules (log_rules in the configuration)")
+    checker.add_argument(
+        "--config",
+        type=Path,
+        help="with --rules: the per-account file layered over cdk.json, as make deploy CONFIG=FILE reads it "
+        "(default: cdk.json's configuration; outside the project folder, the built-in defaults)",
+    )
+    checker.add_argument(
+        "--log-rules-tag",
+        metavar="VALUE",
+        help="with --rules: the job's training-guard:log-rules tag, e.g. 'Divergence=notify,loss=my_loss' or 'off'",
+    )
+    checker.add_argument("--json", action="store_true", help="one JSON object per metric (with --rules: per firing)")
+    checker.add_argument(
+        "--strict", action="store_true", help="exit 1 when any metric has a warning (with --rules: when a rule fires)"
+    )
     checker.set_defaults(run=_check_metrics)
 
     demo = commands.add_parser(
@@ -553,6 +575,13 @@ def _check_metrics(args: argparse.Namespace) -> int:
     from training_guard_local import check_metrics
     from training_guard_local.inputs import decode
 
+    if args.rules:
+        return _check_log_rules(args)
+    for flag in ("config", "log_rules_tag"):
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag.replace('_', '-')} is for the log rules: add --rules")
+    if args.definitions is None:
+        raise UsageError("--definitions is needed without --rules (the job's MetricDefinitions to check)")
     try:
         definitions = check_metrics.load_definitions(args.definitions)
     except check_metrics.DefinitionsError as exc:
@@ -572,6 +601,32 @@ def _check_metrics(args: argparse.Namespace) -> int:
         print(check_metrics.render(reports))
     sys.stdout.flush()
     return EXIT_FAILED if args.strict and any(r.warnings() for r in reports) else EXIT_OK
+
+
+def _check_log_rules(args: argparse.Namespace) -> int:
+    """check-metrics --rules: the log as the Lambda would have read it (check_metrics.run_rules)."""
+    from training_guard import contract
+    from training_guard.domain.log_rules import job_overrides
+    from training_guard_local import check_metrics, configs
+
+    layered = configs.deployed(args.config)
+    definitions = check_metrics.rule_definitions(args.definitions)
+    tags = {contract.LOG_RULES_TAG: args.log_rules_tag} if args.log_rules_tag is not None else {}
+    _, problem = job_overrides(tags)
+    if problem is not None:
+        raise UsageError(f"--log-rules-tag: {problem}")
+    with check_metrics.open_log(args.log) as (source, handle):
+        kind, lines = check_metrics.read_log(handle, source)
+        run = check_metrics.run_rules(
+            lines, source=source, kind=kind, config=layered.config, definitions=definitions, tags=tags
+        )
+    if args.json:
+        for row in run.as_dicts():
+            print(json.dumps(row))
+    else:
+        print(check_metrics.render_rules(run, configs.named(layered)))
+    sys.stdout.flush()
+    return EXIT_FAILED if args.strict and run.firings else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ import pytest
 from training_guard import contract
 from training_guard.adapters import clients
 from training_guard.adapters import clock as guard_clock
+from training_guard.adapters.log_state import JOB_PREFIX as LOG_JOB_PREFIX
+from training_guard.adapters.log_state import STATE_PREFIX as LOG_STATE_PREFIX
 from training_guard.domain.errors import TransitionBusy
 from training_guard.domain.mutes import KEY_PREFIX as MUTES_KEY_PREFIX
 from training_guard.domain.pricing import PRICE_KEY_PREFIX
@@ -181,8 +183,13 @@ class Context:
         return max(0, int((self._deadline - self._clock.now).total_seconds() * 1000))
 
 
+FIRST_STOP_WRITE = "TransactWriteItems claim + stop record"
+
+
 def step_label(operation: str, params: Mapping[str, Any]) -> str:
     """An AWS call named for what it does to the guard: `PutItem claim`, `DeleteItem release`, ..."""
+    if operation == "TransactWriteItems":  # the stop's one write before StopTrainingJob (Responder._reactions)
+        return FIRST_STOP_WRITE
     if operation not in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
         return operation
     key = _ledger_key(params)
@@ -190,6 +197,10 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
         return f"{operation} price"
     if key.startswith(MUTES_KEY_PREFIX):  # the job's mutes (snoozes, exemptions), read once per event
         return f"{operation} mutes"
+    if key.startswith(LOG_STATE_PREFIX):  # the log path: a stream's rule state
+        return f"{operation} log state"
+    if key.startswith(LOG_JOB_PREFIX):  # ... and its job's streams and problems reported
+        return f"{operation} log job"
     if key.startswith("stop#"):
         if operation == "UpdateItem":  # confirming the stop, folding a transition into it, or what it avoided
             expression = str(params.get("UpdateExpression"))
@@ -387,6 +398,10 @@ class LambdaModel:
             self.observed.ledger[_ledger_key(params)] = "done"
         elif accepted and label == "DeleteItem release":
             self.observed.ledger.pop(_ledger_key(params), None)
+        elif accepted and label == FIRST_STOP_WRITE:  # the claim, written with the stop record
+            key = _ledger_key(params["TransactItems"][0]["Put"])
+            attempt.delivery.claimed.add(key)
+            self.observed.ledger[key] = "in_progress"
         elif accepted and label == "PutItem claim":
             key = _ledger_key(params)
             attempt.delivery.claimed.add(key)

@@ -35,6 +35,7 @@ RATES = {  # share of calls answered with a fault
     ("sagemaker", "StopTrainingJob"): 0.3,
     ("sagemaker", "AddTags"): 0.3,
     ("dynamodb", "PutItem"): 0.2,
+    ("dynamodb", "TransactWriteItems"): 0.2,  # the stop's one write: claim, stop record, no mute in force
     ("dynamodb", "UpdateItem"): 0.2,
     ("sns", "Publish"): 0.4,
 }
@@ -201,3 +202,68 @@ def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[
         assert aws.deliver(event)["duplicates"] == 1  # Lambda's retry of B
         assert [n["outcome"] for n in aws.notifications()] == ["stopped"]
     figures.update(invocations=4, stops=1, notifications=1)
+
+
+def test_log_path_aws_faults_are_retried_and_no_job_is_stopped_twice(
+    faulty: tuple[Emulation, Faults], figures: dict[str, Any]
+) -> None:
+    """The log path under the same faults: the state's reads and saves, DescribeTrainingJob (for the definitions and
+    for the stop), the stop, the tags and the publish. A delivery that still fails is retried like Lambda does."""
+    from tests.helpers import NOW
+    from tests.log_deliveries import MNIST_DEFINITIONS, log_deliveries, plan_log_fleet, subscription
+    from training_guard_local.emulator import ACCOUNT, REGION, handler_output_to_stderr
+
+    aws, faults = faulty
+    with handler_output_to_stderr():
+        from training_guard.handlers import log_events
+    t0_ms = int(NOW.timestamp() * 1000) - 3_600_000
+    plans = plan_log_fleet(30, SEED, owner=ACCOUNT, t0_ms=t0_ms)
+    for plan in plans:
+        aws.put_job(
+            {
+                "TrainingJobName": plan.name,
+                "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{plan.name}",
+                "TrainingJobStatus": "InProgress",
+                "SecondaryStatus": "Training",
+                "AlgorithmSpecification": {
+                    "TrainingInputMode": "File",
+                    "MetricDefinitions": [{"Name": n, "Regex": r} for n, r in MNIST_DEFINITIONS],
+                },
+            }
+        )
+    stream = log_deliveries(plans, seed=SEED, max_copies=2)
+    dead: list[str] = []
+    unrecorded: set[str] = set()
+    lambda_retries = 0
+    for doc in stream:
+        for attempt in range(LAMBDA_ATTEMPTS):
+            try:
+                result = aws.invoke(log_events.handler, subscription(doc), aws.context("log-events"), at=NOW)
+                unrecorded.update((result.get("findings") or {}).get("unrecorded", []))
+                break
+            except GuardError:
+                if attempt == LAMBDA_ATTEMPTS - 1:
+                    dead.append(doc["logStream"].split("/")[0])
+                else:
+                    lambda_retries += 1
+    published = aws.notifications()
+    transitions = Counter(n["transition"] for n in published)
+    items = aws.client("dynamodb").scan(TableName=TABLE)["Items"]
+    done = {i["pk"]["S"] for i in items if i.get("state", {}).get("S") == "done"}
+    assert all(count == 1 for count in faults.succeeded_stops.values()), faults.succeeded_stops
+    assert {k for k in done if k.startswith("t#")} <= set(transitions)
+    assert {t for t, c in transitions.items() if c > 1} <= unrecorded
+    for plan in plans:
+        if plan.kind == "stop" and plan.name not in dead:
+            assert aws.job_status(plan.name) == "Stopping", plan.name
+        if plan.kind == "healthy":
+            assert plan.name not in faults.succeeded_stops, plan.name
+    figures.update(
+        deliveries=len(stream),
+        faults_injected=sum(faults.injected.values()),
+        lambda_retries=lambda_retries,
+        dead_lettered=len(dead),
+        stops=sum(faults.succeeded_stops.values()),
+        transitions_announced=len(transitions),
+        duplicate_announcements=sum(c - 1 for c in transitions.values()),
+    )

@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 
 from tests.campaign.lambda_model import (
+    FIRST_STOP_WRITE,
     NO_FAULT,
     SWEEPER_TIMEOUT_SECONDS,
     AttemptPlan,
@@ -53,10 +54,13 @@ from tests.campaign.lambda_model import (
 )
 from tests.campaign.streams import JobPlan, plan_fleet
 from tests.helpers import NOW, load_event, rule_status
+from tests.log_deliveries import MNIST_DEFINITIONS, document, events, plan_log_fleet, subscription
 from training_guard import contract
+from training_guard.adapters.log_state import state_key
 from training_guard.config.model import Action, GuardConfig, RulePolicy
 from training_guard.domain.policy import transition_key
 from training_guard.handlers import wiring
+from training_guard.services.log_watch import decode
 from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
 
 SEED = 10
@@ -92,6 +96,10 @@ def issues_found(rule: str = "VanishingGradient") -> dict[str, Any]:
     return rule_status(rule, "IssuesFound", f"RuleEvaluationConditionMet: {rule} at step 500")
 
 
+def _carries(delivery: Delivery, transition: str) -> bool:
+    return transition in transitions_of(delivery.event)
+
+
 def transitions_of(event: dict[str, Any]) -> set[str]:
     """The transitions an event of the campaign's fleet announces (for the dead-letter accounting)."""
     detail = event["detail"]
@@ -113,6 +121,7 @@ class Run:
     model: LambdaModel
     job_events: Function
     sweeper: Function
+    log_events: Function
 
     def deliver(self, event: dict[str, Any], *, function: Function | None = None) -> Delivery:
         delivery = self.model.invoke(function or self.job_events, event, at=self.clock.now)
@@ -129,7 +138,7 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
         # Emulation.client builds a new boto3 client per call (tens of ms); the campaign reads AWS per case
         monkeypatch.setattr(aws, "client", functools.cache(aws.client))
         with handler_output_to_stderr():  # the handlers' loggers bind stdout at their first import
-            from training_guard.handlers import job_events, sweeper
+            from training_guard.handlers import job_events, log_events, sweeper
         clock = VirtualClock(NOW)
         model = LambdaModel(clock, seed=SEED)
         model.install(monkeypatch)
@@ -139,6 +148,7 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
             model,
             Function("job-events", job_events.handler),
             Function("sweeper", sweeper.handler, timeout=SWEEPER_TIMEOUT_SECONDS),
+            Function("log-events", log_events.handler),
         )
 
 
@@ -157,6 +167,7 @@ class Scenario:
     stops: int = 0
     alarms: int = 0
     folded: frozenset[str] = frozenset()  # the kinds the fault-free run folds into the guard's stop
+    log_path: bool = False  # the event is a CloudWatch Logs subscription delivery (the log-events function)
 
 
 def _stop(run: Run, job: str) -> dict[str, Any]:
@@ -277,7 +288,7 @@ def run_case(run: Run, scenario: Scenario, plan: AttemptPlan, *, function: Funct
     run.model.planner = lambda delivery, number: plan if (delivery.number, number) == (first, 0) else NO_FAULT
     no_price_remembered()
     try:
-        run.deliver(event, function=function)
+        run.deliver(event, function=function or (run.log_events if scenario.log_path else None))
     finally:
         run.model.planner = lambda delivery, number: NO_FAULT
     return observe(run, job, run.model.deliveries[first:], stops_before)
@@ -372,7 +383,7 @@ def describe(kill: Kill, calls: list[str]) -> str:
 # Defects the campaign found, now fixed: (scenario, the killed call, whether AWS acted on it). The
 # enumeration runs them like every other case; the tests below run exactly these, by name.
 STOP_RECORD_TAKEN_FOR_A_STOP = {
-    ("late-finding", "PutItem stop record", True),
+    ("late-finding", FIRST_STOP_WRITE, True),
     ("late-finding", "StopTrainingJob", False),
     ("late-finding", "StopTrainingJob", True),
     ("late-finding", "DeleteItem drop stop record", False),
@@ -452,7 +463,7 @@ def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
         "GetItem mutes",
         "GetItem stop record",
         "PutItem claim",
-        "PutItem stop record",
+        FIRST_STOP_WRITE,
         "StopTrainingJob",
         "DeleteItem drop stop record",
         "AddTags",
@@ -516,18 +527,19 @@ def _call_number(run: Run, name: str) -> int:
 
 def test_lambda_retries_a_killed_event_one_then_two_minutes_later_then_dead_letters_it(run: Run) -> None:
     """The model itself: attempt times, and a kill that leaves the claim behind (no release ran)."""
-    stop_record = _call_number(run, "PutItem stop record")
-    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(stop_record, effect=False))
+    first_write = _call_number(run, FIRST_STOP_WRITE)
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(first_write, effect=True))
     start = run.clock.now
     delivery = run.deliver(_stop(run, "always-killed"))
     assert [(a.started - start).total_seconds() for a in delivery.attempts] == [0, 30 + 60, 30 + 60 + 30 + 120]
-    assert [a.killed_at for a in delivery.attempts] == ["PutItem stop record"] * 3
+    # the first attempt's one write took effect; each retry's is refused (the claim is there) and killed after
+    assert [a.killed_at for a in delivery.attempts] == [FIRST_STOP_WRITE] * 3
     assert delivery.dead_lettered
     case = observe(run, "always-killed", [delivery])
-    # still in progress: the killed attempts' `release` never reached DynamoDB; each retry took it over
+    # still in progress: the killed attempt's `release` never reached DynamoDB, and no retry got past the write
     assert list(case.ledger.values()) == ["in_progress"]
     assert case.claimed_by_dead == set(case.ledger)
-    assert run.model.observed.takeovers == 2
+    assert run.model.observed.takeovers == 0
     assert case.notes == []
     assert case.stops == 0
 
@@ -558,8 +570,9 @@ def test_an_event_past_its_maximum_age_is_dead_lettered_and_a_redrive_finishes_i
 
 
 def test_the_next_sweep_takes_over_a_transition_whose_event_was_dead_lettered(run: Run) -> None:
-    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(2, effect=True, slow=False))
-    delivery = run.deliver(_stop(run, "swept"))  # each attempt crashes after writing the stop record
+    first_write = _call_number(run, FIRST_STOP_WRITE)
+    run.model.planner = lambda delivery, number: AttemptPlan(kill=Kill(first_write, effect=True, slow=False))
+    delivery = run.deliver(_stop(run, "swept"))  # each attempt crashes after its claim and stop record write
     run.model.planner = lambda delivery, number: NO_FAULT
     assert delivery.dead_lettered
     assert run.aws.job_status("swept") == "InProgress"
@@ -727,7 +740,15 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
     # (the sweeper reconciles them), a job's end (failed) only if one delivery got through
     missing = set(expected) - set(published)
     assert missing <= dead_transitions
-    assert {expected[t] for t in missing} <= {"job_failed"}
+    assert {expected[t] for t in missing} <= {"job_failed", "issues_found"}
+    # a finding goes unannounced only when every delivery of its job died and the job had ended by the next sweep
+    # (the sweeper reconciles running jobs): the dead-letter queue holds it, and the redrive below announces it
+    for transition in (t for t in missing if expected[t] == "issues_found"):
+        job = transition.split("#")[1]
+        assert run.aws.job_status(job) != "InProgress", transition
+        carrying = [d for d in run.model.deliveries if d.function is run.job_events and _carries(d, transition)]
+        assert carrying, transition
+        assert all(d.dead_lettered for d in carrying), transition
     # a stop announced is the guard's; the end of a job it stopped is folded into that stop, never announced
     # (the Stopped event is read after the stop it reports was confirmed), unless that event was dead-lettered
     assert {n["job"]["name"] for n in notes if n["outcome"] == "stopped"} <= set(seen.stops)
@@ -745,6 +766,15 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
     assert seen.concurrent_duplicates
     assert seen.retries
     assert any(a.killed_at for sweep in fleet.sweeps for a in sweep.attempts)
+    # `training-guard redrive` hands the dead letters back: every finding is then announced, and nothing stops twice
+    run.model.planner = lambda delivery, number: NO_FAULT
+    run.clock.advance(3600)  # past every lease
+    for delivery in [d for d in dead if d.function is run.job_events]:
+        run.deliver(copy.deepcopy(delivery.event))
+    after = Counter(n["transition"] for n in run.aws.notifications())  # what the redrive announced
+    assert {t for t, kind in expected.items() if kind == "issues_found"} <= set(published) | set(after)
+    assert not set(after) & set(published)  # nothing announced twice
+    assert dict(seen.stops) == {p.name: 1 for p in fleet.plans if p.kind == "stop"}
     figures.update(
         jobs=len(fleet.plans),
         events=sum(len(p.events) for p in fleet.plans) + len(fleet.stopped_events),
@@ -756,3 +786,228 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
         folded_into_the_guards_stop=len(folded),
         guard_stops_announced_notified=len(misannounced),
     )
+
+
+# --- the log path: a subscription delivery of a training log ---------------------------------------------------
+# The same kills, slow calls and concurrent copies on the log-events function: CloudWatch Logs delivers a stream's
+# batch at least once, and the function folds it into the stream's state, stops through the responder, then saves
+# the state (docs/design/log-path.md). Beyond the invariants above: every case ends with the stream's state saved
+# (unless dead-lettered), so a redelivery finds it and fires nothing again.
+LOG_T0 = NOW - timedelta(hours=1)
+
+
+def _log_job(run: Run, job: str) -> None:
+    run.aws.put_job(
+        {
+            "TrainingJobName": job,
+            "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}",
+            "TrainingJobStatus": "InProgress",
+            "SecondaryStatus": "Training",
+            "AlgorithmSpecification": {
+                "TrainingInputMode": "File",
+                "MetricDefinitions": [{"Name": n, "Regex": r} for n, r in MNIST_DEFINITIONS],
+            },
+            "Tags": {"team": "vision"},
+        }
+    )
+
+
+def _log_delivery(job: str, lines: list[str]) -> dict[str, Any]:
+    logged = events(lines, t0_ms=int(LOG_T0.timestamp() * 1000))
+    return subscription(document(f"{job}/algo-1-1764468600", logged, owner=ACCOUNT))
+
+
+LOG_HEALTHY = [f"Train Epoch: 1 [{i}0000/60000] Train_loss={3.0 - 0.1 * i:.6f};" for i in range(10)]
+
+
+def _log_stop(run: Run, job: str) -> dict[str, Any]:
+    """A loss that falls, then reads nan: the NaN rule stops the job (no other rule fires)."""
+    _log_job(run, job)
+    return _log_delivery(job, [*LOG_HEALTHY, *["Train Epoch: 2 [0/60000] Train_loss=nan;"] * 3])
+
+
+def _log_healthy(run: Run, job: str) -> dict[str, Any]:
+    """The same job's first lines, while its loss still falls: nothing fires."""
+    _log_job(run, job)
+    return _log_delivery(job, LOG_HEALTHY)
+
+
+LOG_SCENARIOS = (
+    Scenario("log-stop", _log_stop, {"log_rule": "stopped"}, stops=1, log_path=True),
+    Scenario("log-healthy", _log_healthy, {}, log_path=True),
+)
+
+
+def log_state_version(run: Run, job: str) -> int:
+    """The version of the job's stream's saved state (0: never saved)."""
+    key = state_key(f"{job}/algo-1-1764468600")
+    got = run.aws.client("dynamodb").get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}})
+    return int(got.get("Item", {}).get("version", {}).get("N", 0))
+
+
+def test_log_path_a_kill_at_any_call_loses_nothing_doubles_no_stop_and_saves_the_state(
+    run: Run, figures: dict[str, Any]
+) -> None:
+    failures: dict[str, list[str]] = {}
+    cases = 0
+    for scenario in LOG_SCENARIOS:
+        reference = reference_of(run, scenario)
+        assert log_state_version(run, reference.job) == 1
+        calls = reference.deliveries[0].attempts[0].calls
+        for step in range(1, len(calls) + 1):
+            for effect in effects(calls[step - 1]):
+                kill = Kill(step, effect=effect)
+                case = run_case(run, scenario, AttemptPlan(kill=kill))
+                cases += 1
+                where = f"{scenario.name}: {describe(kill, calls)}"
+                assert case.deliveries[0].attempts[0].killed_at == calls[step - 1], where
+                assert not case.dead_lettered, where
+                found = violations(case, reference)
+                if log_state_version(run, case.job) < 1:
+                    found.append("the stream's state was never saved")
+                if found:
+                    failures[where] = found
+    assert not failures, failures
+    killed = set(run.model.observed.kills)
+    # the state read and its save, the stop path's every step: all killed, all survived
+    assert {
+        "GetItem log state",
+        "PutItem log state",
+        "UpdateItem log job",
+        "DescribeTrainingJob",
+        FIRST_STOP_WRITE,  # the stop's one write (claim, stop record, no mute)
+        "StopTrainingJob",
+        "Publish",
+        "UpdateItem complete",
+    } <= killed, killed
+    figures.update(cases=cases, **figures_of(run))
+
+
+def test_log_path_a_timeout_before_the_save_refolds_on_retry_and_the_ledger_keeps_the_stop_once(run: Run) -> None:
+    scenario = LOG_SCENARIOS[0]
+    calls = reference_of(run, scenario).deliveries[0].attempts[0].calls
+    save = calls.index("PutItem log state") + 1
+    case = run_case(run, scenario, AttemptPlan(kill=Kill(save, effect=False)))
+    first, retry = case.deliveries[0].attempts
+    assert first.killed_at == "PutItem log state"
+    assert "StopTrainingJob" in first.calls  # the stop came before the save
+    assert retry.outcome == "ok"
+    assert "StopTrainingJob" not in retry.calls  # refolded, fired again: the ledger knew the stop was done
+    assert case.deliveries[0].result["findings"]["duplicates"] >= 1
+    assert case.stops == 1
+    assert [n["outcome"] for n in case.notes] == ["stopped"]
+    assert log_state_version(run, case.job) == 1
+
+
+def test_log_path_a_slow_call_leaves_the_batch_to_the_retry_before_the_lambda_times_out(run: Run) -> None:
+    """The first call hangs 20 s of the 30: too little left to stop and save (the reserves), so the attempt
+    fails on its own, before Lambda's timeout would kill it where it stands; the retry stops the job once."""
+    case = run_case(run, LOG_SCENARIOS[0], AttemptPlan(delays={1: 20.0}))
+    first, retry = case.deliveries[0].attempts
+    assert first.outcome.startswith("error: DeliveryUnfinished"), first.outcome
+    assert first.killed_at is None
+    assert "StopTrainingJob" not in first.calls
+    assert retry.outcome == "ok"
+    assert case.stops == 1
+    assert [n["outcome"] for n in case.notes] == ["stopped"]
+
+
+def test_log_path_a_concurrent_copy_of_the_delivery_inside_any_call_stops_once(
+    run: Run, figures: dict[str, Any]
+) -> None:
+    """CloudWatch Logs delivers the batch again while the first attempt is inside call N (both fold the same
+    state; one save wins, the other folds again on it); the first attempt finishes, or is killed later."""
+    failures: dict[str, list[str]] = {}
+    cases = 0
+    scenario = LOG_SCENARIOS[0]
+    reference = reference_of(run, scenario)
+    calls = reference.deliveries[0].attempts[0].calls
+    for at in range(1, len(calls) + 1):
+        for kill in [None, Kill(len(calls), effect=False), Kill(at, effect=True)]:
+            case = run_case(run, scenario, AttemptPlan(duplicate_at=at, kill=kill))
+            cases += 1
+            where = f"duplicate at call {at} ({calls[at - 1]})" + (f", then {describe(kill, calls)}" if kill else "")
+            assert case.deliveries[1].concurrent, where
+            assert not case.dead_lettered, where
+            found = violations(case, reference)
+            if log_state_version(run, case.job) < 1:
+                found.append("the stream's state was never saved")
+            if found:
+                failures[where] = found
+    assert not failures, failures
+    figures.update(cases=cases, **figures_of(run))
+
+
+LOG_FLEET_JOBS = 24
+LOG_HAZARD = 0.1  # chance that each call of a log delivery's attempt is where it dies
+
+
+def test_log_path_a_seeded_fleet_under_kills_slow_calls_copies_and_retries(run: Run, figures: dict[str, Any]) -> None:
+    """Jobs on 1-3 hosts, each batch delivered 1-3 times at random moments (so out of order), every attempt under
+    random kills (timeouts and crashes, before or after AWS acted), slow calls and concurrent copies; then quiet."""
+    rng = random.Random(SEED)
+    t0_ms = int(LOG_T0.timestamp() * 1000)
+    plans = plan_log_fleet(LOG_FLEET_JOBS, SEED, owner=ACCOUNT, t0_ms=t0_ms)
+    for plan in plans:
+        _log_job(run, plan.name)
+    start = run.clock.now
+
+    def plan_attempt(delivery: Delivery, number: int) -> AttemptPlan:
+        if run.clock.now >= start + QUIET_AFTER:
+            return NO_FAULT
+        copy_now = not delivery.concurrent and number == 0 and rng.random() < P_DUPLICATE
+        return AttemptPlan(
+            hazard=LOG_HAZARD,
+            duplicate_at=rng.randint(1, 6) if copy_now else None,
+            delays={rng.randint(1, 8): rng.uniform(2, 45)} if rng.random() < P_SLOW else {},
+            delay_effect=rng.random() < 0.5,
+        )
+
+    model = run.model
+    model.jitter_seconds = JITTER_SECONDS
+    model.planner = plan_attempt
+    first = len(model.deliveries)
+    for plan in plans:
+        for doc in plan.batches:
+            for _ in range(rng.randint(1, 3)):
+                at = start + timedelta(seconds=rng.uniform(0, 600))
+                model.invoke(run.log_events, subscription(copy.deepcopy(doc)), at=at)
+    model.run()
+    deliveries = model.deliveries[first:]
+    seen = model.observed
+    notes = run.aws.notifications()
+    published = Counter(n["transition"] for n in notes)
+    dead = [d for d in deliveries if d.dead_lettered]
+    dead_jobs = {_job_of(d) for d in dead}
+    items = run.aws.client("dynamodb").scan(TableName=TABLE)["Items"]
+    states = {i[contract.TABLE_PARTITION_KEY]["S"]: i.get("state", {}).get("S") for i in items}
+
+    # every job whose loss turned nan stopped once (unless every copy of its batches died), none healthy stopped
+    for plan in plans:
+        expected = 1 if plan.kind == "stop" else 0
+        if plan.name in dead_jobs:
+            assert seen.stops[plan.name] <= expected, plan.name
+        else:
+            assert seen.stops[plan.name] == expected, plan.name
+    # a finding announced at most once, once more only for an attempt killed between its publish and its record
+    assert all(n <= 1 + seen.exposed[t] for t, n in published.items())
+    assert {n["job"]["name"] for n in notes if n["outcome"] == "stopped"} == {
+        p.name for p in plans if seen.stops[p.name]
+    }
+    # nothing left in progress but what a dead-lettered delivery claimed; every stream's state saved
+    assert {k for k, s in states.items() if s == "in_progress"} <= {k for d in dead for k in d.claimed}
+    saved = {k.removeprefix("logstate#") for k in states if k.startswith("logstate#")}
+    assert saved == {s for plan in plans for s in plan.streams}
+    assert seen.retries
+    assert seen.concurrent_duplicates
+    figures.update(
+        jobs=len(plans),
+        streams=len(saved),
+        deliveries=len(deliveries),
+        **figures_of(run),
+        unfinished=sum(a.outcome.startswith("error: DeliveryUnfinished") for d in deliveries for a in d.attempts),
+    )
+
+
+def _job_of(delivery: Delivery) -> str:
+    return str(decode(delivery.event).job)

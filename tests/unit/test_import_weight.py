@@ -26,7 +26,7 @@ def loaded_after_import(handler: str, also: tuple[str, ...] = ()) -> set[str]:
     return set(json.loads(out.stdout))
 
 
-@pytest.mark.parametrize("handler", ["job_events", "alarm_events", "sweeper"])
+@pytest.mark.parametrize("handler", ["job_events", "alarm_events", "sweeper", "log_events"])
 def test_the_event_handlers_load_no_chat_library_and_no_validation_library(handler: str) -> None:
     assert loaded_after_import(handler) == set()
 

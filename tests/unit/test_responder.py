@@ -1038,6 +1038,7 @@ def muted_world(*, job: str = ALARM_JOB, account: str | None = None) -> tuple[Wo
     store = FakeMutes()
     store.put(job, mutes.silence("loss-diverging", by="cli:me", at=NOW, seconds=None), account=account, now=NOW)
     world.guard.mutes = store
+    world.ledger.mutes_in_force = store.in_force  # the stop's one write checks the mutes item (DynamoDB: same call)
     return world, store
 
 
@@ -1083,6 +1084,7 @@ def test_a_snoozed_debugger_rule_holds_back_the_stop_of_its_job_only() -> None:
     store = FakeMutes()
     store.put(JOB, mutes.silence("VanishingGradient", by="slack:U1", at=NOW, seconds=3600), now=NOW)
     world.guard.mutes = store
+    world.ledger.mutes_in_force = store.in_force
     receipt = world.see(load_event("vanishing_gradient_issues_found"))
     assert (receipt.stopped, world.jobs.stop_calls) == (False, [])
     store.put("another-job", mutes.silence("VanishingGradient", by="slack:U1", at=NOW, seconds=3600), now=NOW)

@@ -656,16 +656,21 @@ def test_mutes_silence_metric_guards_budgets_and_idle_gpus_by_their_names() -> N
     assert policy.decide_idle_gpu(job, details="d", guard=config.idle_gpu, config=config, now=NOW, mutes=held) == []
 
 
-def test_the_responder_reads_a_jobs_mutes_once_per_event_and_not_without_findings() -> None:
+def test_the_responder_reads_a_jobs_mutes_only_when_the_stops_one_write_finds_one_in_force() -> None:
     store = FakeMutes()
     jobs = FakeJobs()
-    guard = Responder(GuardConfig(), jobs, FakeLedger(), FakePublisher(), mutes=store)
+    ledger = FakeLedger(mutes_in_force=store.in_force)
+    guard = Responder(GuardConfig(), jobs, ledger, FakePublisher(), mutes=store)
     event = JobEvent("e1", "123456789012", "eu-west-1", NOW, "aws.sagemaker", "x", rule_job())
     guard.handle(event, now=NOW)
-    assert store.reads == 1
+    assert (store.reads, ledger.first_stops, jobs.stop_calls) == (0, 1, [rule_job().name])  # no mute: one write
     quiet = JobEvent("e2", "123456789012", "eu-west-1", NOW, "aws.sagemaker", "x", replace(rule_job(), rules=()))
     guard.handle(quiet, now=NOW)
-    assert store.reads == 1
+    assert store.reads == 0
+    other = replace(rule_job(), name="exempted")
+    store.put(other.name, mutes.exempt(by="slack:U1", at=NOW), now=NOW)
+    receipt = guard.handle(JobEvent("e3", "123456789012", "eu-west-1", NOW, "aws.sagemaker", "x", other), now=NOW)
+    assert (store.reads, receipt.outcomes, jobs.stop_calls) == (1, ["would_stop"], [rule_job().name])
 
 
 # --- Stop now ------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from training_guard import contract
 from training_guard.adapters.clients import error_code
+from training_guard.adapters.mutes import IN_FORCE_UNTIL
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import parse_time
 from training_guard.services.ports import Claim, StopClaim, StopRecord, StopSpend
@@ -39,13 +40,7 @@ class DynamoLedger:
         try:
             self._client.put_item(
                 TableName=self._table,
-                Item={
-                    _PK: {"S": key},
-                    "state": {"S": "in_progress"},
-                    "lease_until": {"N": str(epoch + lease_seconds)},
-                    # An abandoned claim still expires, like a done one.
-                    _TTL: {"N": str(epoch + 86400)},
-                },
+                Item=_claim_item(key, epoch, lease_seconds),
                 ConditionExpression="attribute_not_exists(#pk) OR (#state = :busy AND lease_until < :now)",
                 ExpressionAttributeNames={"#pk": _PK, "#state": "state"},
                 ExpressionAttributeValues={":busy": {"S": "in_progress"}, ":now": {"N": str(epoch)}},
@@ -89,16 +84,7 @@ class DynamoLedger:
                 raise ActionFailed(f"release {key}", exc) from exc
 
     def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
-        item = {
-            _PK: {"S": _stop_key(record.job)},
-            "job": {"S": record.job},
-            "rule": {"S": record.rule},
-            "reason": {"S": record.reason},
-            "stopped_at": {"S": record.at.isoformat()},
-            "event_id": {"S": record.event_id},
-            "stopped_by": {"S": contract.stopped_by(record.rule)},
-            _TTL: {"N": str(int(record.at.timestamp()) + ttl_seconds)},
-        }
+        item = _stop_item(record, ttl_seconds)
         try:
             self._client.put_item(
                 TableName=self._table,
@@ -118,6 +104,59 @@ class DynamoLedger:
                 return StopClaim(granted=granted, previous=previous)
             raise ActionFailed(f"record stop of {record.job}", exc) from exc
         return StopClaim(granted=True, previous=None)
+
+    def claim_first_stop(
+        self,
+        key: str,
+        record: StopRecord,
+        *,
+        now: datetime,
+        lease_seconds: int,
+        ttl_seconds: int,
+        mutes_of: str | None,
+    ) -> bool:
+        # One TransactWriteItems: all three conditions hold, or nothing is written
+        # (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html).
+        epoch = int(now.timestamp())
+        names = {"#pk": _PK}
+        items: list[Any] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": _claim_item(key, epoch, lease_seconds),
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": names,
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": _stop_item(record, ttl_seconds),
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": names,
+                }
+            },
+        ]
+        if mutes_of is not None:
+            items.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": {_PK: {"S": mutes_of}},
+                        "ConditionExpression": "attribute_not_exists(#pk) OR attribute_not_exists(#until) "
+                        "OR #until < :now",
+                        "ExpressionAttributeNames": {**names, "#until": IN_FORCE_UNTIL},
+                        "ExpressionAttributeValues": {":now": {"N": str(epoch)}},
+                    }
+                }
+            )
+        try:
+            self._client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                return False  # a duplicate, a retry, another rule's stop or a mute: the stop goes the longer way
+            raise ActionFailed(f"claim {key} and record the stop of {record.job}", exc) from exc
+        return True
 
     def confirm_stop(self, job: str) -> None:
         try:
@@ -189,6 +228,29 @@ class DynamoLedger:
             self._client.delete_item(TableName=self._table, Key={_PK: {"S": _stop_key(job)}})
         except ClientError as exc:
             raise ActionFailed(f"drop stop record of {job}", exc) from exc
+
+
+def _claim_item(key: str, epoch: int, lease_seconds: int) -> dict[str, Any]:
+    return {
+        _PK: {"S": key},
+        "state": {"S": "in_progress"},
+        "lease_until": {"N": str(epoch + lease_seconds)},
+        # An abandoned claim still expires, like a done one.
+        _TTL: {"N": str(epoch + 86400)},
+    }
+
+
+def _stop_item(record: StopRecord, ttl_seconds: int) -> dict[str, Any]:
+    return {
+        _PK: {"S": _stop_key(record.job)},
+        "job": {"S": record.job},
+        "rule": {"S": record.rule},
+        "reason": {"S": record.reason},
+        "stopped_at": {"S": record.at.isoformat()},
+        "event_id": {"S": record.event_id},
+        "stopped_by": {"S": contract.stopped_by(record.rule)},
+        _TTL: {"N": str(int(record.at.timestamp()) + ttl_seconds)},
+    }
 
 
 def _record(item: dict[str, Any]) -> StopRecord:

@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 ATTRIBUTE_PREFIX = "m:"
+# The latest end of a mute ever put in the item (epoch seconds): the stop's one write checks it instead of reading the
+# mutes (adapters/ledger.claim_first_stop). Never lowered: a removed mute only sends the stop the slower way.
+IN_FORCE_UNTIL = "in_force_until"
+UNTIL_THE_JOB_ENDS = 253402300799  # 9999-12-31T23:59:59Z
+
+
+def in_force_until(mute: Mute) -> int:
+    return UNTIL_THE_JOB_ENDS if mute.until is None else int(mute.until.timestamp()) + 1
 
 
 class DynamoMutes:
@@ -57,6 +65,20 @@ class DynamoMutes:
             names["#account"] = "account"
             values[":account"] = {"S": account}
             expression += ", #account = :account"
+        until = in_force_until(mute)
+        try:
+            # The marker first: a failure between the two writes leaves a marker without a mute (the slower stop).
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": mutes_key(job, account)}},
+                UpdateExpression="SET #until = :until",
+                ConditionExpression="attribute_not_exists(#until) OR #until < :until",
+                ExpressionAttributeNames={"#until": IN_FORCE_UNTIL},
+                ExpressionAttributeValues={":until": {"N": str(until)}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":  # a later end is there already
+                raise ActionFailed(f"record the mute {mute.key} of {job}", exc) from exc
         try:
             self._client.update_item(
                 TableName=self._table,

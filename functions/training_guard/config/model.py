@@ -641,6 +641,269 @@ class IdleGpuGuard:
         )
 
 
+# --- Log rules: Debugger's loss rules read from the training log itself (docs/design/log-rules.md) -------------
+
+
+class LogAction(StrEnum):
+    """What a log rule's firing leads to (`dry_run`: notify "would have stopped", whatever the guard's dry_run)."""
+
+    STOP = "stop"
+    NOTIFY = "notify"
+    DRY_RUN = "dry_run"
+    IGNORE = "ignore"
+
+
+# A log pattern's name is a rule name in messages and in the job's log-rules tag (`NCCL-timeout=stop`).
+_LOG_PATTERN_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
+LOG_RULE_NAMES = ("NaN", "Divergence", "LossNotDecreasing", "Overfit", "Overtraining", "StalledTrainingRule")
+# Each pattern is one more regex searched on every line a job writes: a few, not a list of hundreds.
+MAX_LOG_PATTERNS = 20
+MAX_LOG_WINDOW = 1000  # points kept per series by LossNotDecreasing: the state stays a few KB
+
+
+def _regex_problem(regex: str | None, example: str) -> str | None:
+    if regex is None:
+        return None
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        return f"not a valid Python regular expression ({exc}); write one such as {example}"
+    return None
+
+
+@dataclass(frozen=True)
+class LogNaNRule:
+    """ExplodingTensor's intent: the first NaN or infinity a loss (or any metric the job defines) takes."""
+
+    action: LogAction = setting(LogAction.STOP, doc="what the first non-finite value leads to")
+    only_nan: bool = setting(False, doc="only NaN counts (Debugger's `only_nan`); false: infinity too")
+    tensor_regex: str | None = setting(
+        None,
+        doc="the metrics checked, by regex (null: every metric the job's MetricDefinitions name, and the losses "
+        "the built-in readers recognise)",
+    )
+
+    def describe(self) -> str:
+        return f"log_rules.nan (only_nan {str(self.only_nan).lower()})"
+
+
+@_validator(LogNaNRule)
+def _check_log_nan(rule: LogNaNRule) -> Iterator[tuple[str, str]]:
+    if (problem := _regex_problem(rule.tensor_regex, "`loss|grad_norm`")) is not None:
+        yield "tensor_regex", problem
+
+
+@dataclass(frozen=True)
+class LogDivergenceRule:
+    """The loss climbs to `factor` times the best (lowest) value it has had, after `warmup` points."""
+
+    action: LogAction = setting(LogAction.STOP, doc="what a diverging loss leads to")
+    factor: float = setting(4.0, doc="the multiple of the best loss that is divergence (more than 1)")
+    warmup: int = setting(
+        10, doc="points of the loss read before it is judged (the first steps can be high)", minimum=0, maximum=100000
+    )
+
+    def describe(self) -> str:
+        return f"log_rules.divergence (factor {self.factor:g}, warmup {self.warmup})"
+
+
+@_validator(LogDivergenceRule)
+def _check_log_divergence(rule: LogDivergenceRule) -> Iterator[tuple[str, str]]:
+    if not rule.factor > 1:
+        yield "factor", f"must be more than 1 (a multiple of the best loss), got {rule.factor:g}"
+
+
+@dataclass(frozen=True)
+class LogLossNotDecreasingRule:
+    """Debugger's LossNotDecreasing: every `num_steps` points, the loss must have fallen by `diff_percent`."""
+
+    action: LogAction = setting(
+        LogAction.NOTIFY,
+        doc="what a loss that stopped falling leads to (notify: a plateau and convergence look alike)",
+    )
+    num_steps: int = setting(
+        10,
+        doc="points between two checks (each compares the mean of the last num_steps with the one before)",
+        minimum=1,
+        maximum=MAX_LOG_WINDOW,
+        why="the window is kept in the stream's state",
+    )
+    diff_percent: float = setting(0.1, doc="the least decrease, in percent, between two checks (0 < x < 100)")
+    increase_threshold_percent: float = setting(
+        5.0, doc="a rise above this percent is reported as a rising loss, not a plateau (0 < x < 100)"
+    )
+
+    def describe(self) -> str:
+        return (
+            f"log_rules.loss_not_decreasing (num_steps {self.num_steps}, diff_percent {self.diff_percent:g}, "
+            f"increase_threshold_percent {self.increase_threshold_percent:g})"
+        )
+
+
+@_validator(LogLossNotDecreasingRule)
+def _check_log_lnd(rule: LogLossNotDecreasingRule) -> Iterator[tuple[str, str]]:
+    for name in ("diff_percent", "increase_threshold_percent"):
+        value = getattr(rule, name)
+        if not 0 < value < 100:
+            yield name, f"must be a percent between 0 and 100 (both excluded), got {value:g}"
+
+
+@dataclass(frozen=True)
+class LogOverfitRule:
+    """Debugger's Overfit, measured from the validation minimum: the validation loss rises while training falls."""
+
+    action: LogAction = setting(LogAction.NOTIFY, doc="what overfitting leads to")
+    start_step: int = setting(0, doc="validation points read before the rule judges", minimum=0, maximum=100000)
+    patience: int = setting(
+        3, doc="validation points in a row that must show it (Debugger: 1)", minimum=1, maximum=MAX_LOG_WINDOW
+    )
+    ratio_threshold: float = setting(
+        0.1,
+        doc="how much the gap `(validation - training) / training` must have grown since the validation minimum "
+        "(Debugger compares the gap itself with it, which fires on any ordinary gap)",
+    )
+
+    def describe(self) -> str:
+        return (
+            f"log_rules.overfit (ratio_threshold {self.ratio_threshold:g} over the gap at the validation minimum, "
+            f"patience {self.patience})"
+        )
+
+
+@_validator(LogOverfitRule)
+def _check_log_overfit(rule: LogOverfitRule) -> Iterator[tuple[str, str]]:
+    if not rule.ratio_threshold > 0:
+        yield "ratio_threshold", f"must be more than 0, got {rule.ratio_threshold:g}"
+
+
+@dataclass(frozen=True)
+class LogOvertrainingRule:
+    """Debugger's Overtraining: a loss no longer improves by `delta` for `patience_*` points."""
+
+    action: LogAction = setting(
+        LogAction.NOTIFY, doc="what a loss that no longer improves leads to (notify: convergence looks the same)"
+    )
+    patience_train: int = setting(
+        5,
+        doc="training points without an improvement of delta",
+        minimum=1,
+        maximum=100000,
+    )
+    patience_validation: int = setting(
+        10, doc="validation points without an improvement of delta", minimum=1, maximum=100000
+    )
+    delta: float = setting(0.01, doc="the least improvement (absolute, in the loss's units) that counts")
+
+    def describe(self) -> str:
+        return (
+            f"log_rules.overtraining (patience_train {self.patience_train}, patience_validation "
+            f"{self.patience_validation}, delta {self.delta:g})"
+        )
+
+
+@_validator(LogOvertrainingRule)
+def _check_log_overtraining(rule: LogOvertrainingRule) -> Iterator[tuple[str, str]]:
+    if rule.delta < 0:
+        yield "delta", f"cannot be negative, got {rule.delta:g}"
+
+
+@dataclass(frozen=True)
+class LogStalledRule:
+    """Debugger's StalledTrainingRule: no new point in the log for `threshold` seconds."""
+
+    action: LogAction = setting(
+        LogAction.NOTIFY, doc="what a stalled job leads to (Debugger's stop_training_on_fire is false by default)"
+    )
+    threshold: int = setting(1800, doc="seconds without a new point", minimum=60, maximum=7 * 24 * 3600)
+
+    def describe(self) -> str:
+        return f"log_rules.stalled (threshold {self.threshold} s)"
+
+
+@dataclass(frozen=True)
+class LogPattern:
+    """A line matching `regex` fires the rule `name` (once per log stream)."""
+
+    name: str = setting(
+        doc="the rule's name in messages and in the job's log-rules tag",
+        pattern=_LOG_PATTERN_NAME,
+        pattern_error="pattern names are 1-40 letters, digits, '_' or '-', starting with a letter: {value!r}",
+    )
+    regex: str = setting(doc="a Python regular expression searched in each line, e.g. `NCCL.*[Tt]imeout`")
+    action: LogAction = setting(LogAction.NOTIFY, doc="what a matching line leads to")
+
+    def describe(self, index: int) -> str:
+        return f"log_rules.patterns[{index}] ({self.name}: {self.regex})"
+
+
+@_validator(LogPattern)
+def _check_log_pattern(pattern: LogPattern) -> Iterator[tuple[str, str]]:
+    if (problem := _regex_problem(pattern.regex, "`NCCL.*[Tt]imeout`")) is not None:
+        yield "regex", problem
+    if pattern.name.lower() in {n.lower() for n in LOG_RULE_NAMES}:
+        yield "name", f"{pattern.name!r} is a built-in log rule's name: choose another"
+
+
+@dataclass(frozen=True)
+class LogRules:
+    """Debugger's loss rules over each job's log lines, seconds after they are written (docs/design/log-rules.md)."""
+
+    enabled: bool = setting(True, doc="read the training log group and apply the rules below")
+    loss_metric: str | None = setting(
+        None,
+        doc="the metric that is the loss, by its name in the job's MetricDefinitions or log (null: recognised by "
+        "name: loss, train_loss, train-rmse, ...)",
+    )
+    validation_metric: str | None = setting(
+        None, doc="the metric that is the validation loss (null: recognised by name: val_loss, eval_loss, ...)"
+    )
+    nan: LogNaNRule = setting(factory=LogNaNRule, doc="the first NaN or infinity in a loss")
+    divergence: LogDivergenceRule = setting(factory=LogDivergenceRule, doc="a loss far above its best")
+    loss_not_decreasing: LogLossNotDecreasingRule = setting(
+        factory=LogLossNotDecreasingRule, doc="a loss that stopped falling"
+    )
+    overfit: LogOverfitRule = setting(factory=LogOverfitRule, doc="validation loss rising while training falls")
+    overtraining: LogOvertrainingRule = setting(factory=LogOvertrainingRule, doc="a loss that no longer improves")
+    stalled: LogStalledRule = setting(factory=LogStalledRule, doc="a job that stopped writing points")
+    patterns: tuple[LogPattern, ...] = setting(
+        (),
+        doc="a line matching a regex fires a rule of that name, e.g. "
+        '`{"name": "NCCL-timeout", "regex": "NCCL.*[Tt]imeout", "action": "stop"}`',
+        max_items=MAX_LOG_PATTERNS,
+        why="each pattern is searched in every line a job writes",
+    )
+    filter_pattern: str | None = setting(
+        None,
+        doc="the CloudWatch Logs subscription filter pattern: which lines are delivered to the guard (null: the "
+        "guard's default)",
+    )
+
+    def rule_setting(self, rule: str) -> str:
+        """The policy line of a built-in rule, e.g. `log_rules.divergence (factor 4, warmup 10)`."""
+        sections: dict[str, LogNaNRule | LogDivergenceRule | LogLossNotDecreasingRule | LogOverfitRule] = {
+            "NaN": self.nan,
+            "Divergence": self.divergence,
+            "LossNotDecreasing": self.loss_not_decreasing,
+            "Overfit": self.overfit,
+        }
+        if rule == "Overtraining":
+            return self.overtraining.describe()
+        if rule == "StalledTrainingRule":
+            return self.stalled.describe()
+        return sections[rule].describe()
+
+
+@_validator(LogRules)
+def _check_log_rules(rules: LogRules) -> Iterator[tuple[str, str]]:
+    seen: set[str] = set()
+    for i, pattern in enumerate(rules.patterns):
+        if pattern.name.lower() in seen:
+            yield f"patterns[{i}].name", f"duplicate pattern name {pattern.name!r}"
+        seen.add(pattern.name.lower())
+    if rules.loss_metric is not None and rules.loss_metric == rules.validation_metric:
+        yield "validation_metric", "names the same metric as loss_metric: the validation loss is another series"
+
+
 WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 
 
@@ -869,6 +1132,10 @@ class GuardConfig:
         None,
         doc="one guard for many accounts: this deployment is the hub, and member stacks forward their events to it "
         "(docs/organization.md; null: this account only)",
+    )
+    log_rules: LogRules = setting(
+        factory=LogRules,
+        doc="Debugger's loss rules read from each job's training log, NaN included (docs/design/log-rules.md)",
     )
 
     def budget_for(self, job_name: str, tags: Mapping[str, str]) -> tuple[str, Budget, str] | None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from mypy_boto3_pricing import PricingClient
 
     from training_guard.adapters.interactions import SigningSecret
+    from training_guard.adapters.log_state import DynamoLogState
     from training_guard.adapters.mutes import DynamoMutes
     from training_guard.adapters.price_list import PriceList
     from training_guard.adapters.slack import Deadline
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from training_guard.render.slack_actions import Click
     from training_guard.services.chat import ChatDelivery
     from training_guard.services.clicks import ClickWorker, Interactions
+    from training_guard.services.log_watch import LogWatch
     from training_guard.services.responder import Responder
     from training_guard.services.sweeper import Sweeper
 
@@ -107,6 +109,23 @@ def mutes() -> DynamoMutes:
     from training_guard.adapters.mutes import DynamoMutes
 
     return DynamoMutes(client("dynamodb"), settings().table)
+
+
+@cache
+def log_states() -> DynamoLogState:
+    """Each training log stream's rule state, in the state table (kept as long as the ledger's transitions)."""
+    from training_guard.adapters.log_state import DynamoLogState
+
+    settings_ = settings()
+    return DynamoLogState(client("dynamodb"), settings_.table, ttl_seconds=settings_.config.dedup_ttl_days * 86400)
+
+
+@cache
+def log_watch() -> LogWatch:
+    """The log-rules wing: subscription deliveries and the stall check, through the one responder."""
+    from training_guard.services.log_watch import LogWatch
+
+    return LogWatch(responder(), log_states())
 
 
 @cache
@@ -281,6 +300,8 @@ def reset() -> None:
         signing_secret,
         interactions,
         click_worker,
+        log_states,
+        log_watch,
     ):
         built.cache_clear()
     forget_member_access()

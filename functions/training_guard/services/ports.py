@@ -81,6 +81,20 @@ class LedgerPort(Protocol):
 
     def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim: ...
 
+    def claim_first_stop(
+        self,
+        key: str,
+        record: StopRecord,
+        *,
+        now: datetime,
+        lease_seconds: int,
+        ttl_seconds: int,
+        mutes_of: str | None,
+    ) -> bool:
+        """In one write: claim the transition `key` and record the stop's intent, both new, while the mutes item
+        `mutes_of` (None: none to honour) holds no mute in force. False, with nothing written, otherwise."""
+        ...
+
     def get_stop(self, job: str) -> StopRecord | None: ...
 
     def drop_stop(self, job: str) -> None: ...

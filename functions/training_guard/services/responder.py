@@ -29,7 +29,7 @@ from training_guard.domain.events import (
 )
 from training_guard.domain.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
 from training_guard.domain.metric_guards import AlarmObservation, JobAlarmSpec
-from training_guard.domain.mutes import Mutes
+from training_guard.domain.mutes import Mutes, mutes_key
 from training_guard.domain.outcome import Outcome
 from training_guard.domain.policy import NO_MUTES, Decision, GuardStop, Plan
 from training_guard.domain.pricing import Spend
@@ -191,9 +191,15 @@ class Responder:
             job = _replace_tags(job, self.jobs.tags(job.arn))
         guard_stop = self._guard_stop(job)
         findings = any(r.status in (ISSUES_FOUND, RULE_ERROR) for r in job.rules or ())
-        mutes = self.mutes_of(job.name) if findings else NO_MUTES
-        for decision in policy.decide(job, self.config, now=now, guard_stop=guard_stop, mutes=mutes):
-            self._react(event, job, decision, receipt, now)
+
+        def decide(mutes: Mutes) -> list[Decision]:
+            return policy.decide(job, self.config, now=now, guard_stop=guard_stop, mutes=mutes)
+
+        if findings:
+            self._reactions(event, job, decide, receipt, now)
+        else:
+            for decision in decide(NO_MUTES):
+                self._react(event, job, decision, receipt, now)
         if self.alarms is not None and self.config.per_job_alarms:
             self._keep_job_alarms(event, job, receipt, now)
         return receipt
@@ -278,21 +284,51 @@ class Responder:
             job=job,
         )
         guard_stop = self._guard_stop(job)
-        mutes = self.mutes_of(job.name)
-        for decision in policy.decide_metric(
-            job,
-            finding,
-            action,
-            setting,
-            self.config,
-            now=now,
-            guard_stop=guard_stop,
-            mutes=mutes,
-            kind=kind,
-            dry_run=dry_run,
-        ):
-            self._react(event, job, decision, receipt, now)
+
+        def decide(mutes: Mutes) -> list[Decision]:
+            return policy.decide_metric(
+                job,
+                finding,
+                action,
+                setting,
+                self.config,
+                now=now,
+                guard_stop=guard_stop,
+                mutes=mutes,
+                kind=kind,
+                dry_run=dry_run,
+            )
+
+        self._reactions(event, job, decide, receipt, now)
         return receipt
+
+    def _reactions(
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decide: Callable[[Mutes], list[Decision]],
+        receipt: Receipt,
+        now: datetime,
+    ) -> None:
+        """Act on the decisions about findings. A stop goes first with one write (claim, intent, and no mute in
+        force, checked in the same write); the mutes are read, and the findings decided again, only when it fails."""
+        hopeful = decide(NO_MUTES)
+        stop = next((d for d in hopeful if d.plan is Plan.STOP), None)
+        if stop is not None and job.running:
+            record = StopRecord(job=job.name, rule=_rule_of(stop), reason=stop.reason, at=now, event_id=event.event_id)
+            if self.ledger.claim_first_stop(
+                stop.key,
+                record,
+                now=now,
+                lease_seconds=self.lease_seconds,
+                ttl_seconds=AUDIT_RETENTION_SECONDS,
+                mutes_of=mutes_key(job.name, self.account_scope) if self.mutes is not None else None,
+            ):
+                for decision in hopeful:
+                    self._react(event, job, decision, receipt, now, first_stop=record if decision is stop else None)
+                return
+        for decision in decide(self.mutes_of(job.name)):
+            self._react(event, job, decision, receipt, now)
 
     def _alarm_rule(self, alarm: AlarmObservation, job: TrainingJob) -> tuple[Finding, Action, str] | str:
         """The finding, action and policy line of an alarm, or why it does not apply to this job."""
@@ -341,9 +377,15 @@ class Responder:
             return action() if held.granted else []
 
     def _held(
-        self, key: str, now: datetime, *, outcome: str, keep_if_unrecorded: bool = False
+        self,
+        key: str,
+        now: datetime,
+        *,
+        outcome: str,
+        keep_if_unrecorded: bool = False,
+        acquire: Callable[[], Claim] | None = None,
     ) -> AbstractContextManager[Held]:
-        """`once` with the responder's lease, the dedup TTL and a short wait on BUSY."""
+        """`once` with the responder's lease, the dedup TTL and a short wait on BUSY (`acquire`: claimed already)."""
         return once(
             self.ledger,
             key,
@@ -351,7 +393,7 @@ class Responder:
             lease_seconds=self.lease_seconds,
             ttl_seconds=self.config.dedup_ttl_days * 86400,
             outcome=outcome,
-            acquire=lambda: self._claim(key, now),
+            acquire=acquire or (lambda: self._claim(key, now)),
             keep_if_unrecorded=keep_if_unrecorded,
         )
 
@@ -478,12 +520,15 @@ class Responder:
         now: datetime,
         *,
         known_spend: Spend | None = None,
+        first_stop: StopRecord | None = None,
     ) -> None:
-        with self._held(decision.key, now, outcome="done", keep_if_unrecorded=True) as held:
+        """`first_stop`: the stop's claim and record, written already (`_reactions`)."""
+        granted = (lambda: Claim.GRANTED) if first_stop is not None else None
+        with self._held(decision.key, now, outcome="done", keep_if_unrecorded=True, acquire=granted) as held:
             if not held.granted:
                 receipt.duplicates += 1
                 return
-            outcome, spend = self._act(event, job, decision, receipt, now)
+            outcome, spend = self._act(event, job, decision, receipt, now, first_stop)
             if outcome is Outcome.ALREADY_ENDED:
                 job = self._as_it_ended(job)  # the state SageMaker refused the stop in, not the event's InProgress
             elif outcome is Outcome.STOPPED:
@@ -548,8 +593,14 @@ class Responder:
         spend = spend or self._spend(event, job, receipt, now)
         return messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
 
-    def _act(
-        self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime
+    def _act(  # noqa: PLR0917 - the reaction's parts, as _react holds them
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decision: Decision,
+        receipt: Receipt,
+        now: datetime,
+        first_stop: StopRecord | None = None,
     ) -> tuple[Outcome, Spend | None]:
         """What was done, and the job's spend if the action needed it (a stop records what it avoided)."""
         if decision.plan is Plan.WOULD_STOP:
@@ -558,7 +609,7 @@ class Responder:
             return Outcome.DEFERRED, None
         if decision.plan is Plan.NOTIFY:
             return Outcome.NOTIFIED, None
-        return self._stop(event, job, decision, receipt, now)
+        return self._stop(event, job, decision, receipt, now, first_stop)
 
     def _spend(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> Spend:
         """Spend so far and what a stop avoids, at list price. Never raises: unknown spend, with why, instead."""
@@ -600,12 +651,21 @@ class Responder:
             training_start_time=job.training_start_time or described.training_start_time,
         )
 
-    def _stop(
-        self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime
+    def _stop(  # noqa: PLR0917 - the reaction's parts, as _react holds them
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decision: Decision,
+        receipt: Receipt,
+        now: datetime,
+        first_stop: StopRecord | None = None,
     ) -> tuple[Outcome, Spend | None]:
-        rule = _rule_of(decision)
-        record = StopRecord(job=job.name, rule=rule, reason=decision.reason, at=now, event_id=event.event_id)
-        claim = self.ledger.claim_stop(record, ttl_seconds=AUDIT_RETENTION_SECONDS)
+        if first_stop is not None:
+            record, claim = first_stop, StopClaim(granted=True, previous=None)
+        else:
+            rule = _rule_of(decision)
+            record = StopRecord(job=job.name, rule=rule, reason=decision.reason, at=now, event_id=event.event_id)
+            claim = self.ledger.claim_stop(record, ttl_seconds=AUDIT_RETENTION_SECONDS)
         if not claim.granted:
             return Outcome.ALREADY_STOPPING, None
         try:

@@ -1,0 +1,676 @@
+"""Debugger's loss rules over a log stream's lines: folded one point at a time into bounded, idempotent state.
+
+The rules, their defaults and what duplicates and reorders can and cannot change: docs/design/log-rules.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+from training_guard import contract
+from training_guard.config.model import LOG_RULE_NAMES, LogAction, LogRules
+from training_guard.domain.log_lines import LineReader, loss_metrics, loss_role
+
+STATE_VERSION = 1
+MAX_METRIC_NAMES = 64  # names remembered for recognising the loss; a line of a hundred keys is not a hundred series
+MAX_IDS = 256  # event ids kept at the newest millisecond (duplicates older than it are told by their timestamp)
+MAX_BATCHES = 16  # fingerprints of the last batches folded: a redelivered batch is recognised whole
+MAX_SAMPLE = 200  # characters kept of the first line whose capture is not a number
+# Divergence compares the log of each point with the loss's best *level*: the lowest value of an exponential average
+# of the log over about nine points (LEVEL_ALPHA). The lowest point would not do: a per-batch loss has outliers below
+# its level (a batch of 4 images: 0.01 beside 1.0), and one of them would make any later point "4x".
+LEVEL_ALPHA = 0.2
+NOISE_ALPHA = 0.05  # the point-to-point noise: an average of |change of the log| over about forty points
+MEAN_ABS_STEP = 1.128  # E|a - b| of two independent normal draws, in standard deviations (2 / sqrt(pi))
+# A point fires when it is factor x the best level and the level itself has climbed half-way (in the log) and
+# NOISE_MARGIN standard deviations of the loss's own noise above its best: a climb, not a spike. Chosen on the real
+# logs of tests/data/training_logs and on log-normal noise: no firing in 40 runs of 10,000 points at sigma 0.4 to 1.0.
+NOISE_MARGIN = 3.5
+
+NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
+_ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
+_OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
+_RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_AROUND_EQUALS = re.compile(r"\s*=\s*")
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One log line as CloudWatch Logs delivers it (offline: `id` is the line number as text)."""
+
+    id: str
+    timestamp_ms: int
+    message: str
+    line: int | None = None  # 1-based line of a file (offline); None in the Lambda
+
+
+@dataclass(frozen=True)
+class Firing:
+    """A rule's verdict on a line: the rule, the metric, the value, the line and the setting that decided it."""
+
+    rule: str
+    metric: str | None
+    value: float | None
+    line: int | None
+    event_id: str
+    timestamp_ms: int
+    action: str  # "stop" | "notify" | "dry_run"
+    setting: str
+    reader: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class LogRuleOverrides:
+    """A job's log-rules tag, read: everything off, actions per rule, which metrics are the losses."""
+
+    off: bool = False
+    actions: Mapping[str, LogAction] = field(default_factory=dict)  # rule name as written -> action
+    loss: str | None = None
+    validation: str | None = None
+
+    def action_for(self, rule: str) -> LogAction | None:
+        return self.actions.get(rule) or self.actions.get(rule.lower())
+
+
+def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str | None]:
+    """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable.
+
+    `off`, or `Rule=action` items (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`, separated by
+    spaces (a SageMaker tag value allows letters, digits, spaces and `_.:/=+-@`, no comma) or, offline, commas.
+    """
+    value = tags.get(contract.LOG_RULES_TAG)
+    if value is None:
+        return None, None
+    text = value.strip()
+    if text.lower() in _OFF_WORDS:
+        return LogRuleOverrides(off=True), None
+    if text.lower() == "on" or not text:
+        return LogRuleOverrides(), None
+    actions: dict[str, LogAction] = {}
+    loss = validation = None
+    for item in _ITEM_SEPARATOR.split(_AROUND_EQUALS.sub("=", text)):
+        key, sep, word = item.partition("=")
+        if not sep or not key or not word:
+            return None, _tag_problem(value, f"{item!r} is not NAME=VALUE")
+        if key.lower() == "loss":
+            loss = word
+        elif key.lower() in ("val", "validation"):
+            validation = word
+        elif _RULE_KEY.match(key) and word.lower() in _ACTION_WORDS:
+            actions[_rule_key(key)] = LogAction(_ACTION_WORDS[word.lower()])
+        elif _RULE_KEY.match(key):
+            return None, _tag_problem(value, f"{key}={word}: the action is one of stop, notify, dry_run, ignore")
+        else:
+            return None, _tag_problem(value, f"{key!r} is not a rule name")
+    return LogRuleOverrides(actions=actions, loss=loss, validation=validation), None
+
+
+def _rule_key(key: str) -> str:
+    """A built-in rule by its canonical name whatever the case (`divergence` is `Divergence`); a pattern as written."""
+    return next((name for name in LOG_RULE_NAMES if name.lower() == key.lower()), key)
+
+
+def _tag_problem(value: str, why: str) -> str:
+    return (
+        f"tag {contract.LOG_RULES_TAG}={value!r} is ignored: {why}; write `off` or e.g. "
+        "`Divergence=notify NaN=stop loss=my_loss val=val_loss`"
+    )
+
+
+# --- The state of one stream -----------------------------------------------------------------------------------
+
+
+class _Series:
+    """One loss series: count, best, level and noise (Divergence), window (LossNotDecreasing), Overtraining's and
+    Overfit's marks."""
+
+    __slots__ = (
+        "best",
+        "best_line",
+        "count",
+        "last_log",
+        "level",
+        "name",
+        "noise",
+        "ot_best",
+        "ot_since",
+        "prev",
+        "streak",
+        "train_at_min",
+        "window",
+    )
+
+    def __init__(self, name: str, keep: int = 0) -> None:
+        self.name = name
+        self.count = 0  # points folded in order
+        self.best = math.inf  # loss: the lowest level, in the log (see LEVEL_ALPHA); validation: the lowest value
+        self.best_line: int | None = None
+        self.level: float | None = None  # the exponential average of the log of the loss
+        self.noise: float | None = None  # the average |change of the log| from one point to the next
+        self.prev: float | None = None  # the last value
+        self.last_log: float | None = None  # its log
+        self.window: deque[float] = deque(maxlen=keep or None)  # the last 2 x num_steps values folded in order
+        self.ot_best = math.inf  # Overtraining: the last value that improved by delta
+        self.ot_since = 0
+        self.train_at_min: float | None = None  # Overfit (validation series): the training level at the minimum
+        self.streak = 0
+
+    def keep(self, size: int) -> None:
+        """Keeps the last `size` values in the window (the configured num_steps may have changed)."""
+        if self.window.maxlen != size:
+            self.window = deque(self.window, maxlen=size)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "n": self.count,
+            "best": _finite_or_none(self.best),
+            "best_line": self.best_line,
+            "level": [self.level, self.noise, self.prev, self.last_log],
+            "w": list(self.window),
+            "ot": [_finite_or_none(self.ot_best), self.ot_since],
+            "of": [self.train_at_min, self.streak],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> _Series:
+        series = cls(str(doc["name"]))
+        series.count = int(doc.get("n", 0))
+        series.best = _float_or_inf(doc.get("best"))
+        series.best_line = doc.get("best_line")
+        series.level, series.noise, series.prev, series.last_log = doc.get("level") or [None, None, None, None]
+        series.window = deque(float(v) for v in doc.get("w", ()))
+        ot = doc.get("ot") or [None, 0]
+        series.ot_best, series.ot_since = _float_or_inf(ot[0]), int(ot[1])
+        of = doc.get("of") or [None, 0]
+        series.train_at_min, series.streak = of[0], int(of[1])
+        return series
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _float_or_inf(value: Any) -> float:
+    return math.inf if value is None else float(value)
+
+
+class StreamState:
+    """What one (job, log stream) has shown so far, in a few KB whatever the log's length; JSON-serialisable."""
+
+    def __init__(self) -> None:
+        self.ts: int | None = None  # the newest timestamp folded
+        self.ids: list[str] = []  # digests of the ids folded at `ts`
+        self.batches: list[str] = []  # digests of the last batches folded
+        self.lines = 0  # lines folded in order: a firing's line in the Lambda
+        self.first_ms: int | None = None
+        self.point_ms: int | None = None  # timestamp of the newest point read
+        self.last_event: str | None = None
+        self.names: list[str] = []  # metric names seen, at most MAX_METRIC_NAMES
+        self.fired: dict[str, int | None] = {}  # rule -> line it fired at
+        self.unparsed = 0  # captures of the job's definitions that were not numbers
+        self.unparsed_sample: str | None = None
+        self.loss: _Series | None = None
+        self.val: _Series | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": STATE_VERSION,
+            "ts": self.ts,
+            "ids": list(self.ids),
+            "batches": list(self.batches),
+            "lines": self.lines,
+            "first_ms": self.first_ms,
+            "point_ms": self.point_ms,
+            "last_event": self.last_event,
+            "names": list(self.names),
+            "fired": dict(self.fired),
+            "unparsed": self.unparsed,
+            "unparsed_sample": self.unparsed_sample,
+            "loss": self.loss.to_json() if self.loss else None,
+            "val": self.val.to_json() if self.val else None,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> StreamState:
+        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream).
+
+        Raises ValueError, in one line, for a document that is not one.
+        """
+        try:
+            return cls._read(doc) if doc.get("v") == STATE_VERSION else cls()
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"not a log-rules stream state ({type(exc).__name__}: {exc}); drop it to start afresh"
+            ) from None
+
+    @classmethod
+    def _read(cls, doc: Mapping[str, Any]) -> StreamState:
+        state = cls()
+        state.ts = doc.get("ts")
+        state.ids = [str(i) for i in doc.get("ids", ())]
+        state.batches = [str(b) for b in doc.get("batches", ())]
+        state.lines = int(doc.get("lines", 0))
+        state.first_ms = doc.get("first_ms")
+        state.point_ms = doc.get("point_ms")
+        state.last_event = doc.get("last_event")
+        state.names = [str(n) for n in doc.get("names", ())]
+        state.fired = {str(k): v for k, v in dict(doc.get("fired", {})).items()}
+        state.unparsed = int(doc.get("unparsed", 0))
+        state.unparsed_sample = doc.get("unparsed_sample")
+        state.loss = _Series.from_json(doc["loss"]) if doc.get("loss") else None
+        state.val = _Series.from_json(doc["val"]) if doc.get("val") else None
+        return state
+
+    def copy(self) -> StreamState:
+        return StreamState.from_json(self.to_json())
+
+    def mark(self, firing: Firing) -> None:
+        """Records a firing made outside `evaluate` (the stall check), so that the rule fires once per stream."""
+        self.fired.setdefault(firing.rule, firing.line)
+
+
+# --- The rules, resolved for one job ----------------------------------------------------------------------------
+
+
+class _Plan:
+    """The rules' actions and setting lines for one job: configuration, then the job's tag."""
+
+    def __init__(self, rules: LogRules, overrides: LogRuleOverrides | None) -> None:
+        self.rules = rules
+        self.actions: dict[str, LogAction] = {}
+        self.settings: dict[str, str] = {}
+        sections = {
+            NAN: rules.nan.action,
+            DIVERGENCE: rules.divergence.action,
+            LND: rules.loss_not_decreasing.action,
+            OVERFIT: rules.overfit.action,
+            OVERTRAINING: rules.overtraining.action,
+            STALLED: rules.stalled.action,
+        }
+        for name, action in sections.items():
+            self._resolve(name, action, rules.rule_setting(name), overrides)
+        self.patterns: list[tuple[str, re.Pattern[str]]] = []
+        for index, pattern in enumerate(rules.patterns):
+            self._resolve(pattern.name, pattern.action, pattern.describe(index), overrides)
+            if self.actions[pattern.name] is not LogAction.IGNORE:
+                self.patterns.append((pattern.name, re.compile(pattern.regex)))
+        tagged = overrides or LogRuleOverrides()
+        self.loss_metric = tagged.loss or rules.loss_metric
+        self.validation_metric = tagged.validation or rules.validation_metric
+        self.nan_regex = re.compile(rules.nan.tensor_regex) if rules.nan.tensor_regex is not None else None
+
+    def _resolve(self, name: str, action: LogAction, line: str, overrides: LogRuleOverrides | None) -> None:
+        tagged = overrides.action_for(name) if overrides else None
+        if tagged is not None and tagged is not action:
+            line = f"{line}; tag {contract.LOG_RULES_TAG} {name}={tagged.value}"
+            action = tagged
+        self.actions[name] = action
+        self.settings[name] = line
+
+    def on(self, rule: str) -> bool:
+        return self.actions[rule] is not LogAction.IGNORE
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def evaluate(
+    state: StreamState | None,
+    events: Sequence[LogEvent],
+    *,
+    reader: LineReader,
+    rules: LogRules,
+    tags: Mapping[str, str] | None = None,
+) -> tuple[StreamState, list[Firing]]:
+    """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings.
+
+    A rule fires at most once per stream. An event already folded changes nothing; an event older than the newest
+    folded is late: only the rules that do not depend on order (NaN, patterns) read it.
+    """
+    folded = StreamState() if state is None else state.copy()
+    if not rules.enabled or not events:
+        return folded, []
+    overrides, _ = job_overrides(tags or {})
+    if overrides is not None and overrides.off:
+        return folded, []
+    batch = _digest("\n".join(event.id for event in events))
+    if batch in folded.batches:
+        return folded, []
+    lines_before = folded.lines
+    run = _Run(folded, _Plan(rules, overrides), reader)
+    run.fold(sorted(events, key=attrgetter("timestamp_ms")))
+    if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
+        folded.batches = [*folded.batches, batch][-MAX_BATCHES:]
+    return folded, run.firings
+
+
+class _Run:
+    """One batch being folded. Each rule is a few comparisons per point: this is the hot path of a chatty job."""
+
+    def __init__(self, state: StreamState, plan: _Plan, reader: LineReader) -> None:
+        self.state = state
+        self.plan = plan
+        self.reader = reader
+        self.firings: list[Firing] = []
+        self.start_ts = state.ts
+        self.start_ids = frozenset(state.ids)
+        self.names = set(state.names)
+        self.roles = self._roles()
+        self.nan_ok: dict[tuple[str, str], bool] = {}
+        rules = self.rules = plan.rules
+        self.on = {rule: plan.on(rule) and rule not in state.fired for rule in LOG_RULE_NAMES}
+        self.log_factor, self.warmup = math.log(rules.divergence.factor), rules.divergence.warmup
+        self.steps = rules.loss_not_decreasing.num_steps
+        self.delta = rules.overtraining.delta
+        self.patience_train = rules.overtraining.patience_train
+        for series in (state.loss, state.val):
+            if series is not None:
+                series.keep(2 * self.steps)
+
+    def _roles(self) -> tuple[str | None, str | None]:
+        plan = self.plan
+        return loss_metrics(self.state.names, loss=plan.loss_metric, validation=plan.validation_metric)
+
+    def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
+        """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
+        state = self.state
+        start = -1 if self.start_ts is None else self.start_ts
+        start_ids = self.start_ids
+        scan, patterns, names = self.reader.scan, self.plan.patterns, self.names
+        lines, point_ms = state.lines, state.point_ms
+        loss_name, val_name = self.roles
+        for event in events:
+            ts = event.timestamp_ms
+            late = ts < start  # older than the newest folded before this batch
+            if not late:
+                if ts == start and start_ids and _digest(event.id) in start_ids:
+                    continue  # folded before
+                lines += 1
+            message = event.message
+            line = event.line
+            line = lines if line is None else line
+            if patterns:
+                self._patterns(message, event, line)
+            points, unparsed = scan(message)
+            if unparsed is not None:
+                self._unparsed(unparsed, message)
+            if not points:
+                continue
+            point_ms = point_ms if late else ts
+            for metric, value, source in points:
+                if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
+                    loss_name, val_name = self._new_name(metric)
+                if value - value:  # nan or an infinity (a finite x - x is 0.0)
+                    self._non_finite(metric, value, source, event, line)
+                elif late:
+                    continue  # judged by no order-dependent rule (the design)
+                elif metric == loss_name:
+                    self._loss(value, source, event, line)
+                elif metric == val_name:
+                    self._validation(value, source, event, line)
+        if lines != state.lines:  # sorted: the last event is the newest folded (a first batch: the first, the first)
+            state.first_ms = events[0].timestamp_ms if state.first_ms is None else state.first_ms
+            state.ts = events[-1].timestamp_ms
+        state.lines, state.point_ms = lines, point_ms
+        self._remember_newest(events)
+
+    def _patterns(self, message: str, event: LogEvent, line: int | None) -> None:
+        for name, pattern in self.plan.patterns:
+            if name not in self.state.fired and pattern.search(message):
+                self._fire(name, (None, None, "pattern"), f"the line matches {pattern.pattern!r}", event, line)
+
+    def _unparsed(self, name: str, message: str) -> None:
+        state = self.state
+        state.unparsed += 1
+        if state.unparsed_sample is None:
+            state.unparsed_sample = f"{name}: {message[:MAX_SAMPLE]}"
+
+    def _remember_newest(self, events: Sequence[LogEvent]) -> None:
+        """The ids folded at the newest millisecond: the only ones a later batch can repeat without being late."""
+        state = self.state
+        at_newest: list[str] = []
+        for event in reversed(events):  # sorted: the newest millisecond is at the end
+            if event.timestamp_ms != state.ts or len(at_newest) == MAX_IDS:
+                break
+            at_newest.append(event.id)
+        if not at_newest:
+            return
+        state.last_event = at_newest[0]
+        digests = [_digest(i) for i in reversed(at_newest)]
+        if state.ts == self.start_ts:
+            digests = state.ids + [d for d in digests if d not in self.start_ids]
+        state.ids = digests[-MAX_IDS:]
+
+    def _new_name(self, metric: str) -> tuple[str | None, str | None]:
+        """Remembers a metric's name; returns the roles, which a new name can change (a series is then started)."""
+        self.names.add(metric)
+        self.state.names.append(metric)
+        roles = self._roles()
+        if roles != self.roles:
+            self.roles = roles
+            state = self.state
+            if state.loss is not None and state.loss.name != roles[0]:
+                state.loss = None
+            if state.val is not None and state.val.name != roles[1]:
+                state.val = None
+        return roles
+
+    def _fire(
+        self, rule: str, what: tuple[str | None, float | None, str], detail: str, event: LogEvent, line: int | None
+    ) -> None:
+        """Records the firing; `what` is (metric, value, reader)."""
+        metric, value, reader = what
+        self.state.fired[rule] = line
+        self.on[rule] = False
+        self.firings.append(
+            Firing(
+                rule=rule,
+                metric=metric,
+                value=value,
+                line=line,
+                event_id=event.id,
+                timestamp_ms=event.timestamp_ms,
+                action=self.plan.actions[rule].value,
+                setting=self.plan.settings[rule],
+                reader=reader,
+                detail=detail,
+            )
+        )
+
+    # --- each rule ----------------------------------------------------------------------------------------------
+
+    def _non_finite(self, metric: str, value: float, source: str, event: LogEvent, line: int | None) -> None:
+        if not self.on[NAN] or (self.rules.nan.only_nan and value == value):  # noqa: PLR0124 - an infinity
+            return
+        key = (metric, source)
+        eligible = self.nan_ok.get(key)
+        if eligible is None:
+            if self.plan.nan_regex is not None:
+                eligible = self.plan.nan_regex.search(metric) is not None
+            else:
+                # The job's definitions name what it cares about; a built-in reader's key must be a loss.
+                eligible = source == "MetricDefinitions" or loss_role(metric) is not None
+            self.nan_ok[key] = eligible
+        if eligible:
+            self._fire(NAN, (metric, value, source), f"{metric} is {_shown(value)}", event, line)
+
+    def _loss(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
+        """A loss point folded in order: a few comparisons and two averages, on the hot path of every line."""
+        series = self.state.loss
+        if series is None:
+            series = self.state.loss = _Series(str(self.roles[0]), 2 * self.steps)
+        if value == series.prev:
+            return  # a progress bar repeating its last value
+        series.prev = value
+        count = series.count = series.count + 1
+        series.window.append(value)
+        if value > 0:
+            log = math.log(value)
+            last, noise, level = series.last_log, series.noise, series.level
+            if last is not None:
+                step = log - last if log > last else last - log
+                noise = series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
+            series.last_log = log
+            level = series.level = log if level is None else level + LEVEL_ALPHA * (log - level)
+            best = series.best
+            if log >= best + self.log_factor and count > self.warmup and self.on[DIVERGENCE]:
+                self._diverged(series, value, (source, event, line))
+            if level < best and count >= 3:
+                series.best, series.best_line = level, line
+            smooth = math.exp(level)  # Overtraining on the level: one low batch is no optimum to beat
+        else:
+            series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
+            smooth = value
+        if count <= self.warmup:
+            series.ot_best = smooth  # the first points are not judged (as Divergence): the level is settling
+        elif smooth < series.ot_best - self.delta:
+            series.ot_best, series.ot_since = smooth, 0
+        else:
+            series.ot_since += 1
+            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
+                self._overtrained(series, (series.name, value, source), event, line)
+        if count % self.steps == 0 and count >= 2 * self.steps and self.on[LND]:
+            self._loss_not_decreasing(series, value, source, event, line)
+
+    def _diverged(self, series: _Series, value: float, at: tuple[str, LogEvent, int | None]) -> None:
+        """The point is factor x the best level: a stop if the level climbed too, half-way and out of its noise."""
+        best, level = series.best, series.level or series.best
+        margin = max(self.log_factor / 2, NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP)
+        if level - best < margin:
+            return
+        source, event, line = at
+        where = f" (line {series.best_line})" if series.best_line is not None else ""
+        detail = (
+            f"{series.name} {value:.4g} is {value / math.exp(best):.1f}x its best level "
+            f"{math.exp(best):.4g}{where}, and its level has climbed {math.exp(level - best):.1f}x"
+        )
+        self._fire(DIVERGENCE, (series.name, value, source), detail, event, line)
+
+    def _loss_not_decreasing(
+        self, series: _Series, value: float, source: str, event: LogEvent, line: int | None
+    ) -> None:
+        rule, steps = self.rules.loss_not_decreasing, self.steps
+        window = list(series.window)
+        before = sum(window[:steps]) / steps
+        now = sum(window[steps:]) / steps
+        if before > 0 and now > before * (1 - rule.diff_percent / 100):
+            change = (now / before - 1) * 100
+            how = "rose" if change > rule.increase_threshold_percent else "changed"
+            detail = (
+                f"the mean of {series.name} over the last {steps} points ({now:.4g}) {how} by {change:+.2f} % "
+                f"against the {steps} before ({before:.4g}): less than the {rule.diff_percent:g} % decrease required"
+            )
+            self._fire(LND, (series.name, value, source), detail, event, line)
+
+    def _overtrained(self, series: _Series, what: tuple[str, float, str], event: LogEvent, line: int | None) -> None:
+        what_improves = f"the level of {series.name}" if series is self.state.loss else series.name
+        detail = (
+            f"{what_improves} has not improved by {self.delta:g} in {series.ot_since} points "
+            f"(best {series.ot_best:.4g})"
+        )
+        self._fire(OVERTRAINING, what, detail, event, line)
+
+    def _validation(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
+        state = self.state
+        series = state.val
+        if series is None:
+            series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
+        if value == series.prev:
+            return  # a progress bar repeating the last validation loss
+        if series.prev is not None:  # the point-to-point noise, in the loss's units
+            step = abs(value - series.prev)
+            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        series.prev = value
+        series.count += 1
+        train = self._train_level()
+        if value < series.best:
+            series.best, series.best_line = value, line
+            series.train_at_min, series.streak = train, 0
+        elif self.on[OVERFIT]:
+            self._overfit(series, value, train, (source, event, line))
+        if value < series.ot_best - self.delta:
+            series.ot_best, series.ot_since = value, 0
+        else:
+            series.ot_since += 1
+        if series.ot_since >= self.rules.overtraining.patience_validation and self.on[OVERTRAINING]:
+            self._overtrained(series, (series.name, value, source), event, line)
+
+    def _train_level(self) -> float | None:
+        """The training loss now: the mean of its last num_steps points (one point is too noisy to compare)."""
+        loss = self.state.loss
+        if loss is None or not loss.window:
+            return None
+        recent = list(loss.window)[-self.steps :]
+        return sum(recent) / len(recent)
+
+    def _overfit(
+        self, series: _Series, value: float, train: float | None, at: tuple[str, LogEvent, int | None]
+    ) -> None:
+        rule = self.rules.overfit
+        if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
+            series.streak = 0
+            return
+        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling),
+        # and a rise out of the validation loss's own noise (its minimum is a low draw of that noise).
+        rise = value - series.best
+        growth = rise / train
+        noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP
+        if train <= series.train_at_min and growth > rule.ratio_threshold and not noisy:
+            series.streak += 1
+        else:
+            series.streak = 0
+        if series.streak >= rule.patience:
+            source, event, line = at
+            where = f" (line {series.best_line})" if series.best_line is not None else ""
+            detail = (
+                f"{series.name} {value:.4g} rose from its minimum {series.best:.4g}{where} while the training loss "
+                f"fell to {train:.4g}: up by {growth:.2f} of the training loss for {rule.patience} points"
+            )
+            self._fire(OVERFIT, (series.name, value, source), detail, event, line)
+
+
+def _shown(value: float) -> str:
+    return "NaN" if value != value else ("+inf" if value > 0 else "-inf")  # noqa: PLR0124
+
+
+def stalled(
+    state: StreamState, *, now_ms: int, rules: LogRules, tags: Mapping[str, str] | None = None
+) -> Firing | None:
+    """StalledTrainingRule: no new point for `threshold` seconds (since the first line if none yet)."""
+    if not rules.enabled or STALLED in state.fired:
+        return None
+    overrides, _ = job_overrides(tags or {})
+    if overrides is not None and overrides.off:
+        return None
+    plan = _Plan(rules, overrides)
+    since = state.point_ms if state.point_ms is not None else state.first_ms
+    if not plan.on(STALLED) or since is None:
+        return None
+    quiet_s = (now_ms - since) / 1000
+    if quiet_s < rules.stalled.threshold:
+        return None
+    what = "a new point" if state.point_ms is not None else "a first point"
+    return Firing(
+        rule=STALLED,
+        metric=state.loss.name if state.loss else None,
+        value=None,
+        line=state.lines or None,
+        event_id=f"{STALLED}@{since}",  # one stall episode, one id: a repeated check is a duplicate
+        timestamp_ms=now_ms,
+        action=plan.actions[STALLED].value,
+        setting=plan.settings[STALLED],
+        reader="clock",
+        detail=f"no {what} in the log for {quiet_s / 60:.0f} min (threshold {rules.stalled.threshold} s)",
+    )

@@ -1,0 +1,76 @@
+"""Log-events Lambda: a CloudWatch Logs subscription delivery of the training log group in, or the scheduled stall
+check of the log rules (docs/design/log-path.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from training_guard import contract
+from training_guard.adapters import clock
+from training_guard.adapters.accounts import responder_in
+from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
+from training_guard.adapters.sqs import DeadLetterParker
+from training_guard.domain.accounts import accepts
+from training_guard.domain.events import EventError
+from training_guard.handlers import wiring
+from training_guard.services.log_watch import DeliveryUnfinished, Invocation, LogWatch, decode, is_scheduled
+from training_guard.services.responder import MemberAccessPort
+
+logger = Logger()
+metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
+    watch = wiring.log_watch()
+    watch.responder.lease_seconds = wiring.lease(context)
+    invocation = Invocation(wiring.account_of(context), wiring.region_of(context), wiring.time_left(context))
+    return process(event, watch, invocation=invocation, dead_letters=wiring.parker())
+
+
+def process(
+    event: Any,
+    watch: LogWatch,
+    *,
+    invocation: Invocation,
+    now: datetime | None = None,
+    dead_letters: DeadLetterParker | None = None,
+    members: MemberAccessPort | None = None,
+) -> dict[str, object]:
+    """Decode, one service call, a log line and metrics. An unusable delivery is parked with its reason."""
+    now = now or clock.utcnow()
+    if is_scheduled(event):
+        report = watch.check_stalls(now=now, invocation=invocation)
+        logger.info("log stall check done", extra={"report": report.as_dict()})
+        if report.findings is not None:
+            count_outcomes(report.findings)
+        return report.as_dict()
+    try:
+        delivery = decode(event)
+    except EventError as exc:
+        return reject(event, exc, dead_letters).as_dict()
+    logger.append_keys(training_job=delivery.job, log_stream=delivery.stream, account=delivery.owner)
+    guard = watch.responder
+    # A control message carries no account's logs (its owner is CloudWatch Logs itself): the service ignores it.
+    if not delivery.control and not accepts(guard.config, invocation.account, delivery.owner):
+        organization = guard.config.organization is not None
+        job = delivery.job or ""
+        return ignore_other_account(job, delivery.event_id, delivery.owner, organization=organization).as_dict()
+    guard = responder_in(guard, invocation.account, delivery.owner, members)
+    try:
+        receipt = watch.deliver(delivery, now=now, invocation=invocation, guard=guard)
+    except DeliveryUnfinished as exc:
+        logger.warning("log delivery unfinished: left to the retry", extra={"reason": str(exc)})
+        metrics.add_metric(name=contract.Metric.LOG_DELIVERIES_UNFINISHED, unit=MetricUnit.Count, value=1)
+        raise
+    logger.info("log delivery handled", extra={"receipt": receipt.as_dict()})
+    if receipt.problems:
+        metrics.add_metric(name=contract.Metric.LOG_RULE_PROBLEMS, unit=MetricUnit.Count, value=len(receipt.problems))
+    if receipt.findings is not None:
+        count_outcomes(receipt.findings)
+    return receipt.as_dict()
