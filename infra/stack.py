@@ -122,6 +122,8 @@ class TrainingGuardStack(Stack):
             log_subscription=contract.LOG_SUBSCRIPTION_FILTER_NAME if self.log_rules else None,
         )
         self._outputs()
+        if self.log_rules:
+            self._log_rules_outputs(self.log_rules)
         acknowledge_findings(self)
 
     def _outputs(self) -> None:
@@ -174,8 +176,6 @@ class TrainingGuardStack(Stack):
             queues[outputs.SUBSCRIPTIONS_DEAD_LETTERS] = (subscriptions, "notifications SNS could not deliver")
         for key, (queue, what) in queues.items():
             output(key, queue.queue_url, f"Queue URL: {what}")
-        if self.log_rules:
-            self._log_rules_outputs(self.log_rules)
         if self.chat:
             keys: dict[str, str] = {}
             for name, secret_name in self.chat.secret_names.items():

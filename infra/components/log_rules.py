@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from aws_cdk import ArnFormat, Aws, CustomResource, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -22,7 +21,8 @@ from infra.components.job_events import event_target, grant_responder, responder
 from infra.components.metric_guards import sweeper_timeout
 from infra.components.queues import DeadLetterQueue
 from training_guard import contract
-from training_guard.config.model import ConfigError, GuardConfig
+from training_guard.config.model import ConfigError, GuardConfig, LogAction
+from training_guard.config.model import LogRules as LogRulesConfig
 
 LOG_EVENTS_HANDLER = "training_guard.handlers.log_events.handler"
 SUBSCRIPTION_HANDLER = "training_guard.handlers.log_subscription.handler"
@@ -90,21 +90,20 @@ def default_filter_pattern(metrics: tuple[str | None, ...] = ()) -> str:
     return contract.LOG_FILTER_PATTERN if not extra else contract.LOG_FILTER_PATTERN[:-1] + "|" + "|".join(extra) + "%"
 
 
-def effective_filter_pattern(rules: Any) -> str:
+def effective_filter_pattern(rules: LogRulesConfig) -> str:
     """`log_rules.filter_pattern` when set; every line ("") when `log_rules.patterns` has a user's regex (any line may
     match it, and CloudWatch Logs' dialect cannot express Python's); otherwise the default, widened by the configured
     metric names."""
-    configured = getattr(rules, "filter_pattern", None)
-    if configured is not None:
-        return str(configured)
-    if getattr(rules, "patterns", ()):
+    if rules.filter_pattern is not None:
+        return rules.filter_pattern
+    if rules.patterns:
         return ""
-    return default_filter_pattern((getattr(rules, "loss_metric", None), getattr(rules, "validation_metric", None)))
+    return default_filter_pattern((rules.loss_metric, rules.validation_metric))
 
 
 @dataclass(frozen=True)
 class WingSettings:
-    """What the infrastructure reads of `GuardConfig.log_rules` (engineer A's section; its defaults until then)."""
+    """What the infrastructure reads of `GuardConfig.log_rules`."""
 
     enabled: bool = True
     filter_pattern: str = contract.LOG_FILTER_PATTERN
@@ -112,15 +111,11 @@ class WingSettings:
 
     @classmethod
     def of(cls, config: GuardConfig) -> WingSettings:
-        rules: Any = getattr(config, "log_rules", None)
-        if rules is None:
-            return cls()
-        stalled = getattr(rules, "stalled", None)
-        action = str(getattr(stalled, "action", "notify"))
+        rules = config.log_rules
         return cls(
-            enabled=bool(getattr(rules, "enabled", True)),
+            enabled=rules.enabled,
             filter_pattern=effective_filter_pattern(rules),
-            stall_check=action != "ignore",
+            stall_check=rules.stalled.action is not LogAction.IGNORE,
         )
 
 

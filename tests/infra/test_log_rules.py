@@ -4,22 +4,19 @@ custom resource, the stall check's schedule, the dead-letter queue and the alarm
 from __future__ import annotations
 
 import copy
+import importlib
 import re
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import botocore.session
 import pytest
-from aws_cdk import App
 
-from infra.app import build_app
 from infra.components import job_events, log_rules, monitoring
 from tests.infra import delivery
-from tests.infra.conftest import ConfigSynth, Synth, expected_rows, shipped_context, statement_rows, synthesized
+from tests.infra.conftest import ConfigSynth, Synth, expected_rows, statement_rows, synthesized
 from tests.infra.test_stack import getatt, scoped_arn, training_jobs_arn
 from training_guard import contract
-from training_guard.config.model import ConfigError
+from training_guard.config.model import ConfigError, GuardConfig, LogRules
 
 FUNCTION = "LogRulesHandler"
 SUBSCRIBER = "LogRulesSubscriber"
@@ -292,73 +289,58 @@ def test_the_default_pattern_selects_the_common_formats_and_skips_chatter() -> N
     assert [line for line in skipped if regex.search(line)] == []
 
 
-def rules(**settings: Any) -> SimpleNamespace:
-    """What GuardConfig.log_rules holds (engineer A's section), with its defaults."""
-    defaults: dict[str, Any] = {
-        "enabled": True,
-        "filter_pattern": None,
-        "patterns": (),
-        "loss_metric": None,
-        "validation_metric": None,
-        "stalled": SimpleNamespace(action="notify"),
-    }
-    return SimpleNamespace(**{**defaults, **settings})
+def rules(**settings: Any) -> LogRules:
+    """`log_rules` of a configuration file holding these settings."""
+    return GuardConfig.from_dict({"log_rules": settings}).log_rules
 
 
 def test_the_configuration_decides_the_pattern_and_the_stall_check() -> None:
-    assert log_rules.WingSettings.of(SimpleNamespace(log_rules=rules())) == log_rules.WingSettings()  # type: ignore[arg-type]
-    # a pattern set is used as it is; "" is every line
-    assert log_rules.effective_filter_pattern(rules(filter_pattern="")) == ""
-    assert log_rules.effective_filter_pattern(rules(filter_pattern="?loss ?NaN", patterns=("x",))) == "?loss ?NaN"
+    assert log_rules.WingSettings.of(GuardConfig()) == log_rules.WingSettings()
+    # a pattern set is used as it is ("%.%": every line that is not empty; the configuration refuses "")
+    assert log_rules.effective_filter_pattern(rules(filter_pattern="%.%")) == "%.%"
+    assert log_rules.filter_pattern_problems("%.%") == []
+    nccl = {"name": "NCCL-timeout", "regex": "NCCL.*[Tt]imeout", "action": "stop"}
+    assert log_rules.effective_filter_pattern(rules(filter_pattern="?loss ?NaN", patterns=[nccl])) == "?loss ?NaN"
     # a user's regex rule may match any line: every line is delivered unless the pattern is set
-    assert log_rules.effective_filter_pattern(rules(patterns=("NCCL-timeout",))) == ""
+    assert log_rules.effective_filter_pattern(rules(patterns=[nccl])) == ""
     # a configured metric the default would miss widens it; one it already selects, or one it cannot spell, does not
     widened = log_rules.effective_filter_pattern(rules(loss_metric="perplexity", validation_metric="val_loss"))
     assert widened == contract.LOG_FILTER_PATTERN[:-1] + "|perplexity%"
     assert log_rules.filter_pattern_problems(widened) == []
     assert log_rules.effective_filter_pattern(rules(loss_metric="train:ppl")) == contract.LOG_FILTER_PATTERN
-    ignored = SimpleNamespace(log_rules=rules(stalled=SimpleNamespace(action="ignore")))
-    assert not log_rules.WingSettings.of(ignored).stall_check  # type: ignore[arg-type]
-    assert not log_rules.WingSettings.of(SimpleNamespace(log_rules=rules(enabled=False))).enabled  # type: ignore[arg-type]
-
-
-def synth_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, wing: log_rules.WingSettings) -> dict[str, Any]:
-    """The default app with the log_rules settings `wing` (what GuardConfig.log_rules will say)."""
-    monkeypatch.setattr(log_rules.WingSettings, "of", classmethod(lambda cls, config: wing))
-    app = App(outdir=str(tmp_path), context={**shipped_context(), "aws:cdk:bundling-stacks": []})
-    _, stack = build_app(app, checks=False)
-    from aws_cdk.assertions import Template
-
-    template: dict[str, Any] = dict(Template.from_stack(stack).to_json())
-    return template
+    ignored = GuardConfig.from_dict({"log_rules": {"stalled": {"action": "ignore"}}})
+    assert not log_rules.WingSettings.of(ignored).stall_check
+    assert not log_rules.WingSettings.of(GuardConfig.from_dict({"log_rules": {"enabled": False}})).enabled
 
 
 def kinds(template: dict[str, Any]) -> list[str]:
     return [r["Type"] for r in template["Resources"].values()]
 
 
-def test_with_the_stalled_rule_ignored_there_is_no_schedule(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    template = synth_with(monkeypatch, tmp_path, log_rules.WingSettings(stall_check=False))
+def test_with_the_stalled_rule_ignored_there_is_no_schedule(tmp_path_factory: pytest.TempPathFactory) -> None:
+    document = {"log_rules": {"stalled": {"action": "ignore"}}}
+    template = synthesized(ConfigSynth, document, tmp_path_factory.mktemp("stall-ignored")).json
     assert not [k for k in template["Resources"] if k.startswith("LogRulesStallCheck")]
     assert RESOURCE in kinds(template)  # the subscription stays
     assert "LogStallCheckRuleName" not in template["Outputs"]
 
 
-def test_with_the_wing_disabled_nothing_of_it_is_deployed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    template = synth_with(monkeypatch, tmp_path, log_rules.WingSettings(enabled=False))
+def test_with_the_wing_disabled_nothing_of_it_is_deployed(tmp_path_factory: pytest.TempPathFactory) -> None:
+    template = synthesized(ConfigSynth, {"log_rules": {"enabled": False}}, tmp_path_factory.mktemp("off")).json
     assert not [k for k in template["Resources"] if k.startswith("LogRules") or "LogDelivery" in k]
     assert RESOURCE not in kinds(template)
     assert not [k for k in template["Outputs"] if k.startswith("Log")]
 
 
 def test_a_configured_pattern_feeds_the_subscription_and_a_bad_one_fails_the_synth(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    template = synth_with(monkeypatch, tmp_path / "ok", log_rules.WingSettings(filter_pattern="?loss ?NaN"))
+    document = {"log_rules": {"filter_pattern": "?loss ?NaN"}}
+    template = synthesized(ConfigSynth, document, tmp_path_factory.mktemp("pattern")).json
     [resource] = [r for r in template["Resources"].values() if r["Type"] == RESOURCE]
     assert resource["Properties"]["FilterPattern"] == "?loss ?NaN"
     with pytest.raises(ConfigError) as refused:
-        synth_with(monkeypatch, tmp_path / "bad", log_rules.WingSettings(filter_pattern="%(loss|nan)%"))
+        ConfigSynth(tmp_path_factory.mktemp("bad"), {"log_rules": {"filter_pattern": "%(loss|nan)%"}})
     assert refused.value.problems[0].startswith("log_rules.filter_pattern: %(loss|nan)% uses '(' ')'")
 
 
@@ -403,3 +385,11 @@ def test_a_permission_that_does_not_admit_the_training_group_of_this_account_is_
 ) -> None:
     [problem] = subscription_problems(synth, damage)
     assert "lambda resource policy: no Allow for lambda:InvokeFunction" in problem
+
+
+def test_the_functions_handlers_exist_in_the_package(synth: Synth) -> None:
+    """The template names handlers by module path: a renamed module would deploy and fail at every invocation."""
+    for path in (FUNCTION, SUBSCRIBER):
+        _, fn = synth.one("AWS::Lambda::Function", path)
+        module, _, name = fn["Properties"]["Handler"].rpartition(".")
+        assert callable(getattr(importlib.import_module(module), name))

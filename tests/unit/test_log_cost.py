@@ -10,7 +10,7 @@ PRICES = run.PRICES
 
 
 def test_one_delivery_is_an_invocation_and_one_state_read_and_write() -> None:
-    by_hand = 0.20 / 1e6 + 0.2 * 0.25 * 0.0000133334 + 0.625 / 1e6 + 0.125 / 1e6
+    by_hand = 0.20 / 1e6 + 0.05 * 0.25 * 0.0000133334 + 0.625 / 1e6 + 0.125 / 1e6
     assert log_cost.per_delivery(PRICES) == pytest.approx(by_hand)
 
 
