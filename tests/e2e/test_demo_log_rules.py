@@ -180,6 +180,11 @@ def test_the_healthy_job_writes_its_whole_log_and_is_never_stopped(played: LogDe
     assert "[+00:15] steady: Completed/Completed" in played.out
     assert _job(played, "steady") not in [c.job for c in sagemaker_ext.stop_calls()]
     assert f"🔴 Stopped {_job(played, 'steady')}" not in played.out
+    # nothing at all for it: the seed keeps the plateau rules quiet, and no other rule fires on a healthy run
+    steady = [part.split("\n[+", 1)[0] for part in played.out.split("] steady: writes lines")[1:]]
+    assert len(steady) == 5
+    assert not [part for part in steady if "log rule" in part or "guard:" in part or "slack" in part]
+    assert played.demo.outcomes["steady"].notifications == []
 
 
 def test_the_function_gets_cloudwatch_logs_delivery_of_the_lines_the_templates_filter_pattern_selects(
