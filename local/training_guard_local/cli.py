@@ -451,7 +451,7 @@ def _note(command: str) -> Any:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from training_guard_local import emulator, replay
+    from training_guard_local import emulator, logs_ext, replay
     from training_guard_local.emulator import Emulation
     from training_guard_local.inputs import check_writable
 
@@ -469,7 +469,7 @@ def _simulate(args: argparse.Namespace) -> int:
             args.log,
             job=args.job,
             host=args.host,
-            filter_pattern=_log_filter_pattern(config),
+            filter_pattern=logs_ext.deployed_filter_pattern(config.log_rules),
             owner=options["account"] or emulator.ACCOUNT,
             end=options["now"] or datetime.now(UTC).replace(microsecond=0),
             note=_note("simulate"),
@@ -487,14 +487,6 @@ def _simulate(args: argparse.Namespace) -> int:
             progress.close()
     sys.stdout.flush()  # inside main's try: a closed pipe is reported there, not at exit
     return EXIT_OK
-
-
-def _log_filter_pattern(config: GuardConfig) -> str:
-    """The subscription's filter pattern the configuration deploys (log_rules.filter_pattern, else the guard's)."""
-    from training_guard import contract
-
-    pattern = config.log_rules.filter_pattern
-    return contract.LOG_FILTER_PATTERN if pattern is None else pattern
 
 
 def _write_json(path: Path, value: Any) -> None:

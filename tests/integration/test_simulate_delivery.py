@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import EVENTS_DIR, load_event
 from training_guard import contract
+from training_guard.config.model import GuardConfig
 from training_guard_local import logs_ext
 from training_guard_local.cli import main
 from training_guard_local.emulator import Emulation
@@ -414,3 +415,21 @@ def test_slack_preview_shows_what_a_delivery_leads_to(tmp_path: Path, capsys: py
     assert main(["slack-preview", str(saved)]) == 0
     out = capsys.readouterr().out
     assert "Stopped mlp-lr2: log rule Divergence: loss 15 is 7.7x its best level" in out
+
+
+@pytest.mark.parametrize(
+    "log_rules",
+    [
+        {},
+        {"filter_pattern": "%nan%"},
+        {"patterns": [{"name": "NCCL-timeout", "regex": "NCCL.*[Tt]imeout", "action": "stop"}]},
+        {"loss_metric": "objective", "validation_metric": "val-acc"},
+        {"loss_metric": "train_loss"},  # the guard's pattern selects it already
+        {"loss_metric": "top 1 error"},  # a name the dialect cannot spell: not added
+    ],
+)
+def test_simulate_filters_with_the_pattern_the_stack_deploys(log_rules: dict[str, Any]) -> None:
+    from infra.components.log_rules import effective_filter_pattern
+
+    rules = GuardConfig.from_dict({"log_rules": log_rules}).log_rules
+    assert logs_ext.deployed_filter_pattern(rules) == effective_filter_pattern(rules)
