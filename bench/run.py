@@ -183,25 +183,26 @@ MUTES, CLAIM, COMPLETE, PUBLISH, PRICE = (
     "sns:Publish",
     "dynamodb:GetItem price",
 )
-# The claim, the stop record and the mutes check in one call (Responder._reactions, ledger.claim_first_stop).
-FIRST_WRITE = "dynamodb:TransactWriteItems claim + stop record"
+# The stop record with a lease, written only with no stop recorded and no mute in force (ledger.claim_first_stop).
+FIRST_WRITE = "dynamodb:UpdateItem stop record + lease"
 # What the design makes a stop call, each once (tests/unit/test_bench.py holds the bench to it).
 STOP_CALLS = (
     FIRST_WRITE,
     "sagemaker:StopTrainingJob",
     "dynamodb:UpdateItem confirm stop",
-    "sagemaker:AddTags",
     PRICE,
     "dynamodb:UpdateItem record spend",
+    "sagemaker:AddTags",
+    CLAIM,
     PUBLISH,
     COMPLETE,
 )
 BEFORE_STOP = tuple(c.removeprefix("dynamodb:") for c in STOP_CALLS[: STOP_CALLS.index("sagemaker:StopTrainingJob")])
 STOP_WHY = (
-    "one write before the stop: the claim (exactly once), the stop record (one stop per job; a retry knows the guard "
-    "did it) and the check that no mute is in force, in one TransactWriteItems; StopTrainingJob; the stop confirmed, "
-    "AddTags (attribution), the instance's list price (the state table's cache; a warm container's memory), what the "
-    "stop saved, Publish, mark done"
+    "one write before the stop: the stop record with a lease (one stop per job; a retry knows the guard did it), "
+    "written only when no stop is recorded and no mute is in force (docs/design/responder.md); StopTrainingJob; the "
+    "stop confirmed, the instance's list price (the state table's cache; a warm container's memory), what the stop "
+    "saved, AddTags (attribution), then the transition's claim (exactly once), Publish, mark done"
 )
 
 
@@ -250,7 +251,7 @@ def calls_per_reaction() -> list[dict[str, Any]]:
             DUPLICATE,
             lambda: aws.deliver(finding),
             (FIRST_WRITE, MUTES, CLAIM),
-            "the stop's one write is refused (the claim is there), then the job's mutes and the conditional claim, "
+            "the stop's one write is refused (the record is there), then the job's mutes and the conditional claim, "
             "which finds it done",
         )
         error = with_detail(load_event("rule_error"), TrainingJobName="bench-rule-error")
@@ -940,8 +941,8 @@ def calls_finding(calls: list[dict[str, Any]]) -> str:
         )
     return (
         "- **Calls per reaction** are exactly the design's, call by call (the table's why). A stop's one write before "
-        "`StopTrainingJob` is a TransactWriteItems (claim, stop record, no mute in force: docs/design/responder.md), "
-        "which consumes two write units per item."
+        "`StopTrainingJob` is one conditional UpdateItem (the stop record with a lease, no mute in force: "
+        "docs/design/responder.md); the transition's claim follows the stop."
     )
 
 

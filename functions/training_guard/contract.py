@@ -86,6 +86,7 @@ TAG_VALUE_MAX_CHARS: Final = 256
 # --- State table ------------------------------------------------------------------------------------
 TABLE_PARTITION_KEY: Final = "pk"
 TABLE_TTL_ATTRIBUTE: Final = "expires_at"  # epoch seconds, DynamoDB TTL
+STOP_KEY_PREFIX: Final = "stop#"  # + the job (a member's: <account>/<job>): its stop record and its mutes' marker
 
 # --- Metrics and logs ---------------------------------------------------------------------------------
 GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"

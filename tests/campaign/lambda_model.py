@@ -183,13 +183,11 @@ class Context:
         return max(0, int((self._deadline - self._clock.now).total_seconds() * 1000))
 
 
-FIRST_STOP_WRITE = "TransactWriteItems claim + stop record"
+FIRST_STOP_WRITE = "UpdateItem stop record + lease"  # the stop's one write before StopTrainingJob
 
 
 def step_label(operation: str, params: Mapping[str, Any]) -> str:
     """An AWS call named for what it does to the guard: `PutItem claim`, `DeleteItem release`, ..."""
-    if operation == "TransactWriteItems":  # the stop's one write before StopTrainingJob (Responder._reactions)
-        return FIRST_STOP_WRITE
     if operation not in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
         return operation
     key = _ledger_key(params)
@@ -202,12 +200,23 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
     if key.startswith(LOG_JOB_PREFIX):  # ... and its job's streams and problems reported
         return f"{operation} log job"
     if key.startswith("stop#"):
-        if operation == "UpdateItem":  # confirming the stop, folding a transition into it, or what it avoided
+        if operation == "UpdateItem":  # writing the record, confirming it, folding into it, what it avoided
             expression = str(params.get("UpdateExpression"))
+            names = set((params.get("ExpressionAttributeNames") or {}).values())
+            if expression == "REMOVE lease_until":
+                return "UpdateItem release stop lease"
+            if "lease_until" in names:
+                return FIRST_STOP_WRITE
+            if "stopped_at" in names:
+                return "UpdateItem stop record"
+            if "in_force_until" in names:
+                return "UpdateItem mute marker"
+            if expression.startswith("REMOVE"):
+                return "UpdateItem drop stop record"
             if "ADD" in expression:
                 return "UpdateItem fold"
             return "UpdateItem record spend" if "spend_avoided_usd" in expression else "UpdateItem confirm stop"
-        return {"PutItem": "PutItem stop record", "DeleteItem": "DeleteItem drop stop record"}.get(
+        return {"PutItem": "UpdateItem stop record", "DeleteItem": "DeleteItem drop stop record"}.get(
             operation, f"{operation} stop record"
         )
     return {"PutItem": "PutItem claim", "UpdateItem": "UpdateItem complete", "DeleteItem": "DeleteItem release"}.get(
@@ -398,10 +407,6 @@ class LambdaModel:
             self.observed.ledger[_ledger_key(params)] = "done"
         elif accepted and label == "DeleteItem release":
             self.observed.ledger.pop(_ledger_key(params), None)
-        elif accepted and label == FIRST_STOP_WRITE:  # the claim, written with the stop record
-            key = _ledger_key(params["TransactItems"][0]["Put"])
-            attempt.delivery.claimed.add(key)
-            self.observed.ledger[key] = "in_progress"
         elif accepted and label == "PutItem claim":
             key = _ledger_key(params)
             attempt.delivery.claimed.add(key)
