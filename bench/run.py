@@ -32,6 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "functions"), str(ROOT / "local")]
 
+from bench import log_cost  # noqa: E402 - after the path set-up above
+
 REPORT = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 IMPORT_RUNS = 15
@@ -453,9 +455,10 @@ ASSUMPTIONS = {
     # https://aws.amazon.com/cloudwatch/pricing/): the sweeper sends none while no job runs, so an idle month pays 0.
     "guard metrics (custom, EMF)": 14,
     "distinct hours with guard metrics per job": 4,  # start, rule updates, end: the hours a job's events fall in
-    # The shipped template's (tests/infra/test_monitoring.py keeps this equal to it): 5 functions x (errors,
-    # throttles) + 5 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap.
-    "self-monitoring alarms": 17,
+    # The shipped template's (tests/infra/test_monitoring.py keeps this equal to it): 6 functions x (errors,
+    # throttles) + 6 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap + the log rules' subscription
+    # delivery errors and throttling (the log path's 5 of them: $0.50 of the fixed cost).
+    "self-monitoring alarms": 22,
     "dashboard (off unless `dashboard`)": 0,
     "sweeps per month (every 5 min)": 8640,
     "GPU hosts per job (idle_gpu, when on)": 1,
@@ -1067,6 +1070,7 @@ def main(argv: list[str] | None = None) -> int:
         + "; ".join(f"{call} ({why})" for call, why in UNPRICED.items())
         + ".",
         "",
+        *log_cost.section(PRICES),
         *interactions_section(clicks_cold, clicks_ack),
         *cold_ack_section(clicks_cold, clicks_ack),
         *slack_app_section(app_calls),

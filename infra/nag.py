@@ -12,7 +12,8 @@ ACKNOWLEDGED: dict[str, str] = {
         "(xray:PutTraceSegments, xray:PutTelemetryRecords), the list prices of training instances "
         "(pricing:GetProducts: AWS Price List supports no resource ARN in a policy, "
         "https://docs.aws.amazon.com/service-authorization/latest/reference/list_awspricelist.html) and the "
-        "sweeper's reads sagemaker:ListTrainingJobs and cloudwatch:GetMetricData (the weekly digest's too); the "
+        "sweeper's reads sagemaker:ListTrainingJobs (the log rules' stall check's too) and cloudwatch:GetMetricData "
+        "(the weekly digest's too); the "
         "Slack app mode notifier's cloudwatch:GetMetricWidgetImage (a metric's graph, read-only); and the sweeper's "
         "alarm reads "
         "(cloudwatch:DescribeAlarms by name prefix, DescribeAlarmContributors), read-only, where a "
@@ -26,6 +27,11 @@ ACKNOWLEDGED: dict[str, str] = {
         "The guard watches every training job of its account and region; job names are only known "
         "at run time. The statement is limited to Describe/Stop/AddTags on training jobs of this "
         "account and region."
+    ),
+    "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/TrainingJobs:*]": (  # noqa: E501 (a rule id)
+        "The ARN of the one log group /aws/sagemaker/TrainingJobs in the form CloudWatch Logs gives it (':*', its "
+        "streams): the log rules' subscription calls (create the group, describe, put and delete the guard's own "
+        "filter) reach no other group (infra/components/log_rules.py)."
     ),
     "AwsSolutions::AwsSolutions-SQS3": (
         "The flagged queue is the dead-letter queue of the EventBridge target and the functions' "

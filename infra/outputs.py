@@ -15,10 +15,12 @@ SWEEPER_FUNCTION = "SweeperFunctionName"
 SLACK_NOTIFIER_FUNCTION = "SlackNotifierFunctionName"  # only with Slack configured
 SLACK_INTERACTIONS_FUNCTION = "SlackInteractionsFunctionName"  # only in Slack app mode
 SLACK_CLICK_WORKER_FUNCTION = "SlackClickWorkerFunctionName"  # only in Slack app mode
+LOG_EVENTS_FUNCTION = "LogEventsFunctionName"  # only with log_rules.enabled
 
 JOB_EVENTS_RULE = "JobEventsRuleName"
 ALARM_EVENTS_RULE = "AlarmEventsRuleName"
 SWEEP_SCHEDULE_RULE = "SweepScheduleRuleName"
+LOG_STALL_CHECK_RULE = "LogStallCheckRuleName"  # only with log_rules.enabled and the stalled rule not ignored
 
 JOB_EVENTS_DEAD_LETTERS = "JobEventsDeadLetterQueueUrl"
 METRIC_GUARDS_DEAD_LETTERS = "MetricGuardsDeadLetterQueueUrl"
@@ -26,7 +28,11 @@ CHAT_QUEUE = "ChatQueueUrl"  # only with Slack configured
 CHAT_DEAD_LETTERS = "ChatDeadLetterQueueUrl"  # only with Slack configured
 SLACK_CLICK_QUEUE = "SlackClickQueueUrl"  # only in Slack app mode
 SLACK_CLICK_DEAD_LETTERS = "SlackClickDeadLetterQueueUrl"  # only in Slack app mode
+LOG_RULES_DEAD_LETTERS = "LogRulesDeadLetterQueueUrl"  # only with log_rules.enabled
 SUBSCRIPTIONS_DEAD_LETTERS = "SubscriptionsDeadLetterQueueUrl"  # only when the topic has a subscription with one
+
+# The log rules' subscription after the deploy: subscribed, updated or not-subscribed (adapters/log_subscription).
+LOG_SUBSCRIPTION_STATUS = "LogSubscriptionStatus"  # only with log_rules.enabled
 
 # Slack app mode: the interactivity request URL (the function URL) for the app manifest, and the app's secrets.
 SLACK_INTERACTIVITY_URL = "SlackInteractivityUrl"

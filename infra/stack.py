@@ -15,11 +15,14 @@ from infra.components.chat import ChatDelivery, QDeveloperTeamsChannel
 from infra.components.digest import WeeklyDigest
 from infra.components.encryption import GuardKey
 from infra.components.job_events import JobEvents
+from infra.components.log_rules import LogRules
+from infra.components.log_rules import enabled as log_rules_enabled
 from infra.components.metric_guards import MetricGuards
 from infra.components.monitoring import Monitoring
 from infra.components.slack_app import SlackApp
 from infra.components.state import GuardState
 from infra.nag import acknowledge_findings
+from training_guard import contract
 from training_guard.config.model import ConfigError, GuardConfig
 
 
@@ -77,6 +80,12 @@ class TrainingGuardStack(Stack):
             if config.digest.enabled
             else None
         )
+        # The log-rules wing (on by default): the training log group's lines, read as they are written.
+        self.log_rules = (
+            LogRules(self, "LogRules", config=config, key=key, table=self.state.table, topic=self.alerting.topic)
+            if log_rules_enabled(config)
+            else None
+        )
         functions: dict[str, lambda_.IFunction] = {
             "JobEvents": self.job_events.handler.function,
             "AlarmEvents": self.metric_guards.alarm_handler.function,
@@ -96,6 +105,9 @@ class TrainingGuardStack(Stack):
         if self.digest:
             functions["Digest"] = self.digest.handler.function
             queues["Digest"] = self.digest.dead_letters
+        if self.log_rules:
+            functions["LogEvents"] = self.log_rules.handler.function
+            queues["LogRules"] = self.log_rules.dead_letters
         # E-mail subscriptions have one too, with or without Slack.
         if self.alerting.created_dead_letters is not None:
             queues["Subscriptions"] = self.alerting.created_dead_letters
@@ -107,8 +119,11 @@ class TrainingGuardStack(Stack):
             dead_letter_queues=queues,
             watch_secrets=bool(self.chat or self.slack_app),
             dashboard=config.dashboard,
+            log_subscription=contract.LOG_SUBSCRIPTION_FILTER_NAME if self.log_rules else None,
         )
         self._outputs()
+        if self.log_rules:
+            self._log_rules_outputs(self.log_rules)
         acknowledge_findings(self)
 
     def _outputs(self) -> None:
@@ -184,3 +199,34 @@ class TrainingGuardStack(Stack):
             )
             output(outputs.SLACK_BOT_TOKEN_SECRET, app.bot_token_secret_name, "The secret holding the bot token")
             output(outputs.SLACK_SIGNING_SECRET, app.signing_secret_name, "The secret holding the signing secret")
+
+    def _log_rules_outputs(self, wing: LogRules) -> None:
+        """The log rules' function, dead letters, stall check and what the deploy did to the subscription."""
+        CfnOutput(
+            self,
+            outputs.LOG_EVENTS_FUNCTION,
+            value=wing.handler.function.function_name,
+            description="The function that applies the log rules to training logs",
+        )
+        CfnOutput(
+            self,
+            outputs.LOG_RULES_DEAD_LETTERS,
+            value=wing.dead_letters.queue_url,
+            description="Queue URL: log deliveries and stall checks the guard could not handle",
+        )
+        if wing.schedule is not None:
+            CfnOutput(
+                self,
+                outputs.LOG_STALL_CHECK_RULE,
+                value=wing.schedule.rule_name,
+                description="The log rules' stall check",
+            )
+        CfnOutput(
+            self,
+            outputs.LOG_SUBSCRIPTION_STATUS,
+            value=wing.status,
+            description=(
+                f"The log rules' subscription to {contract.TRAINING_LOG_GROUP}: subscribed, updated or not-subscribed "
+                "(the group holds two filters of others: see the custom resource's status reason)"
+            ),
+        )

@@ -142,6 +142,10 @@ RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
 # ("off", or "Divergence=notify,NaN=stop,loss=<metric>,val=<metric>").
 LOG_SUBSCRIPTION_FILTER_NAME: Final = "training-guard-log-rules"
 LOG_RULES_TAG: Final = "training-guard:log-rules"
+# The subscription filter's default pattern (log_rules.filter_pattern): one regex of CloudWatch Logs' dialect, so only
+# lines that can carry a loss, a validation metric or a non-finite value cost an invocation (docs/limits.md).
+# Case-sensitive, matched anywhere in the line; the dialect has no "(", ")", space, quote or colon.
+LOG_FILTER_PATTERN: Final = "%[Ll]oss|LOSS|[Nn]a[Nn]|NAN|[Ii]nfinity|=-?inf|#011|[Ee]val|[Vv]alid|mse|mae|error%"
 
 # --- Slack --------------------------------------------------------------------------------------------
 # Value of a webhook secret the stack creates, until an operator puts the webhook URL in it.

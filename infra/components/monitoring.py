@@ -50,6 +50,21 @@ SPEND_AVOIDED_PER_RULE_QUERY = (
     f"GROUP BY {contract.RULE_DIMENSION} ORDER BY SUM() DESC"
 )
 DAY = Duration.days(1)
+# CloudWatch Logs' own metrics of a subscription's delivery (namespace AWS/Logs, dimensions LogGroupName,
+# DestinationType, FilterName; https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/CloudWatch-Logs-Monitoring-CloudWatch-Metrics.html).
+# Asked by Metrics Insights on the group and the filter's name: the alarm needs no DestinationType value, which the page
+# does not spell, and counts whatever dimension set CloudWatch Logs publishes them under.
+LOG_DELIVERY_METRICS = ("DeliveryErrors", "DeliveryThrottling")
+
+
+def log_delivery_query(metric: str, filter_name: str) -> str:
+    """Metrics Insights, not SQL: the contract's group and the guard's filter name only."""
+    return (
+        f'SELECT SUM({metric}) FROM "AWS/Logs" '  # noqa: S608
+        f"WHERE LogGroupName = '{contract.TRAINING_LOG_GROUP}' AND FilterName = '{filter_name}'"
+    )
+
+
 SECRET_NOT_SET_ALARM = "SlackSecretNotSet"  # noqa: S105 - an alarm name
 
 
@@ -74,6 +89,7 @@ class Monitoring(Construct):
         dead_letter_queues: Mapping[str, sqs.IQueue],
         watch_secrets: bool = False,
         dashboard: bool = False,
+        log_subscription: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self).stack_name
@@ -131,6 +147,25 @@ class Monitoring(Construct):
             "PARTIAL_DATA past 500 series): breaching jobs may get no alarm event. The sweeper judges them itself, "
             "once a sweep instead of every minute; `training-guard doctor` names the guard (docs/limits.md).",
         )
+
+        if log_subscription:
+            alarm(
+                "LogDeliveryErrors",
+                cloudwatch.MathExpression(
+                    expression=log_delivery_query("DeliveryErrors", log_subscription), period=PERIOD, label=""
+                ),
+                "CloudWatch Logs could not deliver training log lines to the log rules. After a non-retryable error "
+                "(AccessDenied, ResourceNotFound) it disables the subscription for up to 10 minutes and skips those "
+                "lines: check the LogEvents function's resource policy and that it exists (README, log rules).",
+            )
+            alarm(
+                "LogDeliveryThrottling",
+                cloudwatch.MathExpression(
+                    expression=log_delivery_query("DeliveryThrottling", log_subscription), period=PERIOD, label=""
+                ),
+                "CloudWatch Logs was throttled delivering training log lines to the log rules (account concurrency). "
+                "It retries for up to 24 hours; the rules see those lines late.",
+            )
 
         self.dashboard = self._dashboard(stack, functions, dead_letter_queues) if dashboard else None
 

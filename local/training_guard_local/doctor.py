@@ -75,12 +75,14 @@ FUNCTIONS: Final = (
     (outputs.ALARM_EVENTS_FUNCTION, "alarm-events"),
     (outputs.SWEEPER_FUNCTION, "sweeper"),
     (outputs.SLACK_NOTIFIER_FUNCTION, "slack-notifier"),
+    (outputs.LOG_EVENTS_FUNCTION, "log-events"),  # only with log_rules.enabled
 )
 # (output key, label, what is lost while the rule is disabled)
 RULES: Final = (
     (outputs.JOB_EVENTS_RULE, "job-events", "no training-job state change reaches the guard"),
     (outputs.ALARM_EVENTS_RULE, "alarm-events", "no metric guard's alarm reaches the guard"),
     (outputs.SWEEP_SCHEDULE_RULE, "sweep", "nothing sweeps (orphaned alarms, lost events, stalled jobs)"),
+    (outputs.LOG_STALL_CHECK_RULE, "log-stall-check", "the log rules see no stalled job"),
 )
 BASE_OUTPUTS: Final = (
     outputs.TOPIC_ARN,
@@ -1025,6 +1027,43 @@ def _action_on(
         waited += SELF_ALARM_POLL_SECONDS
 
 
+def check_log_subscription(logs: Any, stack: Stack) -> list[Check]:
+    """The log rules read the training log group only while the guard's filter on it sends to their function: the
+    group's filters as they are now, not as the deploy left them (docs/design/log-subscription.md)."""
+    function = stack.output(outputs.LOG_EVENTS_FUNCTION)
+    if function is None:  # log_rules.enabled is false: nothing to read
+        return []
+    check, group, ours = "log-subscription", contract.TRAINING_LOG_GROUP, contract.LOG_SUBSCRIPTION_FILTER_NAME
+    deploy = "deploy again: make deploy (the subscription is put at every deploy)"
+    try:
+        found = logs.describe_subscription_filters(logGroupName=group)["subscriptionFilters"]
+    except ClientError as exc:
+        if error_code(exc) != "ResourceNotFoundException":
+            raise
+        return [Check(check, FAIL, f"no log group {group}: the log rules read nothing", deploy)]
+    filters = {str(f["filterName"]): str(f.get("destinationArn", "")) for f in found}
+    if ours not in filters:
+        others = sorted(filters)
+        if len(others) >= 2:
+            free = (
+                f"aws logs delete-subscription-filter --region {stack.region} --log-group-name {group} "
+                "--filter-name NAME"
+            )
+            return [
+                Check(
+                    check,
+                    FAIL,
+                    f"not subscribed: {group} holds 2 subscription filters of others ({', '.join(others)}), "
+                    "CloudWatch Logs' limit; the log rules read nothing",
+                    f"free one ({free}), then make deploy",
+                )
+            ]
+        return [Check(check, FAIL, f"no filter {ours} on {group}: the log rules read nothing", deploy)]
+    if not filters[ours].endswith(f":function:{function}"):
+        return [Check(check, FAIL, f"{ours} on {group} sends to {filters[ours]}, not to {function}", deploy)]
+    return [Check(check, OK, f"{ours} sends {group} to {function}")]
+
+
 # --- putting it together ---------------------------------------------------------------------------------
 
 
@@ -1090,6 +1129,7 @@ def examine(
     )
     report.checks += dead_letters
     report.checks += check_alarms(cloudwatch, stack)
+    report.checks += _guard(lambda: check_log_subscription(client("logs"), stack), "log-subscription", [])
     report.checks += _guard(lambda: check_fleet_caps(cloudwatch), "metric-guard-caps", [])
     if self_alarm is not None:  # `--self-alarm`: changes an alarm's state, so only when asked
         report.checks += _guard(lambda: [self_alarm(cloudwatch, stack)], "self-alarm", [])

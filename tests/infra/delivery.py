@@ -55,6 +55,12 @@ SENT: dict[tuple[str, str], tuple[frozenset[str], str]] = {
         frozenset({"aws:sourcearn", "aws:sourceaccount"}),
         "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html",
     ),
+    # A subscription's delivery to a Lambda function: the user guide grants it with --source-arn (the log group's ARN
+    # with ":*", CDK issue 7328) and --source-account.
+    (f"logs.{REGION}.amazonaws.com", "lambda"): (
+        frozenset({"aws:sourcearn", "aws:sourceaccount"}),
+        "https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/SubscriptionFilters.html#LambdaFunctionExample",
+    ),
     (f"logs.{REGION}.amazonaws.com", "kms"): (
         frozenset({"kms:encryptioncontext:aws:logs:arn"}),
         "https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html",
@@ -236,7 +242,22 @@ def edges(t: Template) -> list[Edge]:
         if t.key_of(group_id):
             context = {"kms:encryptioncontext:aws:logs:arn": t.arn(group_id)}
             found.append(Edge(f"logs.{REGION}.amazonaws.com", group_id, "logs", "encrypted log group", context))
-    return list(dict.fromkeys(found + role_edges(t) + url_edges(t)))  # an alarm's ALARM and OK actions are one edge
+    return list(
+        dict.fromkeys(found + role_edges(t) + url_edges(t) + subscription_edges(t))
+    )  # an alarm's ALARM and OK actions are one edge
+
+
+def subscription_edges(t: Template) -> list[Edge]:
+    """The log rules' subscription (a custom resource puts the filter): CloudWatch Logs invokes its destination."""
+    found = []
+    for subscription in t.of_type("Custom::TrainingGuardLogSubscription").values():
+        props = subscription["Properties"]
+        group = f"arn:{PARTITION}:logs:{REGION}:{ACCOUNT}:log-group:{props['LogGroupName']}:*"
+        context = {"aws:sourcearn": group, "aws:sourceaccount": ACCOUNT}
+        via = f"subscription filter {props['FilterName']} on {props['LogGroupName']}"
+        receiver = t.target(props["DestinationArn"])
+        found.append(Edge(f"logs.{REGION}.amazonaws.com", receiver, "lambda:InvokeFunction", via, context))
+    return found
 
 
 def url_edges(t: Template) -> list[Edge]:
@@ -300,7 +321,7 @@ def resource_statements(t: Template, receiver: str) -> list[dict[str, Any]]:
                 statements.append(
                     {
                         "Effect": "Allow",
-                        "Principal": {"Service": props["Principal"]},
+                        "Principal": {"Service": t.resolve(props["Principal"])},
                         "Action": props["Action"],
                         "Resource": t.arn(receiver),
                         "Condition": conditions,

@@ -75,11 +75,18 @@ def test_the_graph_has_every_kind_of_delivery(full: Synth) -> None:
         (delivery.ROLE, "sqs:ReceiveMessage", "event source"),  # the notifier polls the chat queue
         (delivery.ROLE, "sns:Publish", "granted to its function"),  # responders publish notifications
         (f"logs.{delivery.REGION}.amazonaws.com", "logs", "encrypted log group"),
+        # the training log group's subscription -> the log rules' function
+        (
+            f"logs.{delivery.REGION}.amazonaws.com",
+            "lambda:InvokeFunction",
+            "subscription filter training-guard-log-rules on /aws/sagemaker/TrainingJobs",
+        ),
     }
     alarms = [e for e in edges_of(full) if e.sender == "cloudwatch.amazonaws.com"]
     assert (
-        len(alarms) == 17
-    )  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap
+        len(alarms) == 22
+    )  # 6 functions x (errors, throttles) + 6 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap
+    # + the log rules' LogDeliveryErrors and LogDeliveryThrottling
 
 
 def test_every_sender_has_a_documented_request_context() -> None:
@@ -95,7 +102,7 @@ def test_a_topic_policy_without_the_cloudwatch_allow_is_reported_for_every_alarm
         document["Statement"] = [s for s in document["Statement"] if s["Effect"] == "Deny"]
 
     problems = broken(full, drop_cloudwatch_allow)
-    assert len(problems) == 17
+    assert len(problems) == 22
     assert all(p.startswith("cloudwatch.amazonaws.com -> AlertingTopic") for p in problems)
     assert (
         "cloudwatch.amazonaws.com -> AlertingTopic08189029 (alarm action of TrainingGuard-self-JobEventsErrors): "
@@ -111,7 +118,7 @@ def test_a_condition_on_the_eventbridge_key_grant_is_reported_for_every_rule_dea
 
     problems = broken(full, condition_events_grant)
     rules = {e.via for e in edges_of(full) if e.via.startswith("dead-letter queue of rule")}
-    assert len(rules) == 4  # job events, alarm events, the sweeper's schedule, the digest's schedule
+    assert len(rules) == 5  # job events, alarm events, the sweeper's and the stall check's schedules, the digest's
     assert len(problems) == 2 * len(rules)  # kms:GenerateDataKey and kms:Decrypt each
     assert all(p.startswith("events.amazonaws.com -> ") and "dead-letter queue of rule" in p for p in problems)
     assert all(

@@ -146,7 +146,7 @@ def test_its_errors_throttles_and_dead_letters_alarm_to_the_topic(synth: Synth) 
 def test_a_disabled_digest_has_neither_function_nor_schedule_nor_alarms(disabled: Synth) -> None:
     handlers = [fn["Properties"]["Handler"] for fn in disabled.resources("AWS::Lambda::Function").values()]
     assert HANDLER not in handlers
-    assert len(handlers) == 4  # job events, alarm events, sweeper, Slack notifier
+    assert len(handlers) == 6  # job events, alarm events, sweeper, Slack notifier, log events, log subscription
     assert not [k for k in disabled.resources("AWS::Events::Rule") if "Digest" in k]
     assert not [k for k in disabled.resources("AWS::SQS::Queue") if "Digest" in k]
     assert not [

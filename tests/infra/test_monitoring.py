@@ -18,6 +18,7 @@ FUNCTIONS = {
     "Sweeper": "Sweeper",
     "SlackNotifier": "ChatNotifier",
     "Digest": "DigestFunction",
+    "LogEvents": "LogRulesHandler",
 }
 QUEUES = {
     "JobEvents": "JobEventsDeadLetters",
@@ -25,6 +26,7 @@ QUEUES = {
     "Chat": "ChatDeadLetters",
     "Subscriptions": "AlertingDeadLetters",
     "Digest": "DigestDeadLetters",
+    "LogRules": "LogRulesDeadLetters",
 }
 
 
@@ -60,8 +62,8 @@ def test_every_dead_letter_queue_alarms_when_it_holds_a_message(synth: Synth) ->
         assert alarm["Threshold"] == 1
         assert "redrive" in alarm["AlarmDescription"]
     assert (
-        len(alarms) == 2 * len(FUNCTIONS) + len(QUEUES) + 2
-    )  # + SlackSecretNotSet and FleetAlarmsOverCap (tests below)
+        len(alarms) == 2 * len(FUNCTIONS) + len(QUEUES) + 4
+    )  # + SlackSecretNotSet, FleetAlarmsOverCap (tests below), LogDeliveryErrors and LogDeliveryThrottling (test_log_rules)
 
 
 def test_a_fleet_alarm_over_a_cloudwatch_cap_alarms_to_the_topic(synth: Synth) -> None:

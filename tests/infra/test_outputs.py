@@ -55,7 +55,7 @@ def values(synth: Synth) -> dict[str, Any]:
 
 
 def test_the_module_declares_the_keys_the_runbooks_use() -> None:
-    assert len(declared_keys()) == 22
+    assert len(declared_keys()) == 26
     assert outputs.slack_secret("on-call") == "SlackWebhookSecretoncall"
 
 
@@ -77,6 +77,13 @@ def test_with_slack_every_output_is_the_reference_of_its_resource(synth: Synth) 
         outputs.CHAT_DEAD_LETTERS: ref(synth, queue, "ChatDeadLetters"),
         outputs.SUBSCRIPTIONS_DEAD_LETTERS: ref(synth, queue, "AlertingDeadLetters"),
         outputs.slack_secret("default"): "TrainingGuard/slack/default",
+        # the log rules (tests/infra/test_log_rules.py)
+        outputs.LOG_EVENTS_FUNCTION: ref(synth, function, "LogRulesHandler"),
+        outputs.LOG_RULES_DEAD_LETTERS: ref(synth, queue, "LogRulesDeadLetters"),
+        outputs.LOG_STALL_CHECK_RULE: ref(synth, rule, "LogRulesStallCheck"),
+        outputs.LOG_SUBSCRIPTION_STATUS: {
+            "Fn::GetAtt": [synth.one("Custom::TrainingGuardLogSubscription")[0], "Status"]
+        },
     }
     # no dashboard unless asked for (`dashboard`: $3 a month)
     assert set(values(synth)) == declared_keys() - APP_MODE - {outputs.DASHBOARD_NAME} | {

@@ -314,8 +314,9 @@ def test_the_topic_lets_the_guards_own_alarms_publish_and_nothing_else_of_cloudw
         if {"Ref": topic_id} in a["Properties"].get("AlarmActions", []) + a["Properties"].get("OKActions", [])
     ]
     assert (
-        len(publishers) == 17
-    )  # 5 functions x (errors, throttles) + 5 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap
+        len(publishers) == 22
+    )  # 6 functions x (errors, throttles) + 6 dead-letter queues + SlackSecretNotSet + FleetAlarmsOverCap
+    # + the log rules' LogDeliveryErrors and LogDeliveryThrottling
     assert all(name.startswith(contract.self_alarm_prefix(synth.stack.stack_name)) for name in publishers)
 
 

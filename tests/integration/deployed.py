@@ -100,6 +100,7 @@ _ORDER = (
     "AWS::Chatbot::SlackChannelConfiguration",
     "AWS::CloudWatch::Alarm",
     "AWS::CloudWatch::Dashboard",
+    "Custom::TrainingGuardLogSubscription",
 )
 
 
@@ -349,6 +350,14 @@ class Deployment:
         )
         self.refs[logical] = name
         self.attrs[(logical, "Arn")] = function["FunctionArn"]
+
+    def _trainingguardlogsubscription(self, logical: str, props: dict[str, Any]) -> None:
+        # The log rules' subscription, put by the custom resource's own code on moto's CloudWatch Logs.
+        from training_guard.adapters.log_subscription import LogSubscriptions, Subscription
+
+        plan = LogSubscriptions(self._deploying("logs")).subscribe(Subscription.from_properties(self.resolve(props)))
+        self.refs[logical] = f"{props['LogGroupName']}|{props['FilterName']}"
+        self.attrs.update({(logical, "Status"): plan.status.value, (logical, "Detail"): plan.detail})
 
     def _lambda_url(self, logical: str, props: dict[str, Any]) -> None:
         # The URL's address as Lambda makes it (https://<url-id>.lambda-url.<region>.on.aws/); moto serves none, the

@@ -78,6 +78,9 @@ def test_the_synthesized_stack_deployed_and_set_up_passes_every_check(stack: Dep
         "function:alarm-events",
         "function:sweeper",
         "function:slack-notifier",
+        "function:log-events",
+        "rule:log-stall-check",
+        "log-subscription",
         "powertools-layer",
         "slack-secret:default",
         "slack-secret:on-call",
@@ -95,7 +98,7 @@ def test_the_synthesized_stack_deployed_and_set_up_passes_every_check(stack: Dep
     assert checks["metric-guard-caps"].message == "1 fleet alarm within CloudWatch's caps"
     # the layer check compared each function with the layer CloudFormation resolved for the stack
     assert "AWSLambdaPowertoolsPythonV3-python313-arm64" in checks["powertools-layer"].message
-    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 17 alarm(s)"
+    assert checks["topic-policy"].message == "CloudWatch may publish for the guard's 22 alarm(s)"  # 5 the log rules'
 
 
 def test_a_fresh_deployment_fails_only_on_the_webhook_urls_not_yet_put() -> None:
@@ -127,7 +130,7 @@ def test_the_command_prints_a_checklist_and_exits_0_or_1(
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"Training Guard doctor: stack {STACK} in {REGION} (account 123456789012)"
     assert "✓  rule:job-events" in out
-    assert out.rstrip().endswith("doctor: healthy (22 checks, 0 warning(s))")
+    assert out.rstrip().endswith("doctor: healthy (25 checks, 0 warning(s))")  # 3 of them the log rules'
 
     stack.client("events").disable_rule(Name=stack.outputs[outputs.JOB_EVENTS_RULE])
     assert cli.main(["doctor", "--json"]) == 1
