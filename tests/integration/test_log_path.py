@@ -242,7 +242,6 @@ def test_the_largest_state_fits_a_dynamodb_item(aws: Emulation) -> None:
     assert states(aws).get(stream())[0] is not None
 
 
-@pytest.mark.xfail(strict=True, reason="Open: the built-in readers' metric names are not bounded in length")
 def test_a_log_whose_keys_are_10_kb_long_still_fits_a_dynamodb_item() -> None:
     """64 names are remembered whatever their length: a log printing dicts with 10 KB keys would make the state
     larger than an item, and its save would fail at every delivery (reported to the log rules' owner)."""

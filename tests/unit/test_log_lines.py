@@ -213,3 +213,20 @@ def test_a_subclass_sees_every_line_the_evaluator_reads() -> None:
     lines = ["loss: 0.5", "chatter", "loss: 0.4"]
     evaluate(None, [LogEvent(str(i), i, m) for i, m in enumerate(lines)], reader=reader, rules=LogRules())
     assert reader.seen == lines
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{'{key}': 1.0, 'loss': 0.5}}",
+        "[3]\t{key}:1.0\ttrain-rmse:0.5",
+        "100/100 - 1s - {key}: 1.0 - loss: 0.5",
+        "10.0it/s, {key}=1.0, loss=0.5]",
+        "{key} loss: 0.5",
+    ],
+)
+def test_a_name_is_never_longer_than_a_metric_name_can_be(template: str) -> None:
+    read = points(template.format(key="k" + "x" * 10_000))
+    assert read
+    assert all(len(metric) <= 255 for metric, _, _ in read)
+    assert ("loss", 0.5) in [(m, v) for m, v, _ in read] or ("train-rmse", 0.5) in [(m, v) for m, v, _ in read]

@@ -11,22 +11,25 @@ from dataclasses import dataclass
 from math import isfinite
 
 TAB = "#011"  # how CloudWatch Logs shows a tab written by a SageMaker training container
+# The longest name a built-in reader gives a metric, as the configuration's metric names (255): a key of 10 KB in a
+# printed dict is no metric, and the state that remembers names must fit a DynamoDB item. The regexes bound it.
+MAX_NAME = 255
 MAX_COVER_CACHE = 4096  # (definition, key) answers kept; a log's keys are few, a hostile log's are not
 
 # A number as Python, C and the frameworks print it, nan and inf included (float() reads every form).
 _NUM = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF](?:inity|INITY)?)"
 # Hugging Face Trainer: `{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 4.5e-05, 'epoch': 0.5}`.
 # Transformers 5 quotes the values: `{'loss': '2.192', 'grad_norm': '1.151', 'epoch': '0.1111'}`.
-_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]*)['"]: ['"]?(""" + _NUM + r""")['"]?(?=[,}\s])""")
+_DICT_ITEM = re.compile(r"""['"]([A-Za-z_][\w/.\-]{0,254})['"]: ['"]?(""" + _NUM + r""")['"]?(?=[,}\s])""")
 # XGBoost `[12]\ttrain-rmse:0.1\tvalidation-rmse:0.2`, LightGBM `[10]\tvalid_0's l2: 0.123`.
-_XGB_ITEM = re.compile(r"(?:^|\t)([A-Za-z_][\w.@\-]*):(" + _NUM + r")(?=\t|\s*$)")
-_LGBM_ITEM = re.compile(r"(?:^|\t)(\w+)'s ([\w.@\-]+): (" + _NUM + r")(?=\t|\s*$)")
+_XGB_ITEM = re.compile(r"(?:^|\t)([A-Za-z_][\w.@\-]{0,254}):(" + _NUM + r")(?=\t|\s*$)")
+_LGBM_ITEM = re.compile(r"(?:^|\t)(\w{1,127})'s ([\w.@\-]{1,127}): (" + _NUM + r")(?=\t|\s*$)")
 # SageMaker's built-in algorithms: `#quality_metric: host=algo-1, epoch=0, train mse_objective <loss>=0.12`.
-_QUALITY = re.compile(r"#quality_metric: .*?\b(train|validation|test) (\S+) <(\w+)>=(" + _NUM + r")")
+_QUALITY = re.compile(r"#quality_metric: .*?\b(train|validation|test) (\S{1,200}) <(\w+)>=(" + _NUM + r")")
 # Keras: `469/469 [===] - 3s 6ms/step - loss: 0.2345 - accuracy: 0.91 - val_loss: 0.31` (Keras 3: any order).
-_KERAS_ITEM = re.compile(r"- ([A-Za-z_]\w*): (" + _NUM + r")(?![\w.])")  # a literal first: re skips fast
+_KERAS_ITEM = re.compile(r"- ([A-Za-z_]\w{0,254}): (" + _NUM + r")(?![\w.])")  # a literal first: re skips fast
 # PyTorch Lightning's progress bar: `... 30.00it/s, loss=0.123, v_num=0, train_loss=0.123, val_loss=0.2]`.
-_LIGHTNING_ITEM = re.compile(r"(?<![\w.])([A-Za-z_][\w/.]*)=(" + _NUM + r")(?=[,\]\s]|$)")
+_LIGHTNING_ITEM = re.compile(r"(?<![\w.])([A-Za-z_][\w/.]{0,254})=(" + _NUM + r")(?=[,\]\s]|$)")
 # Anything else that names a loss: `loss = nan`, `Loss: 2.305`, `Average loss: 0.0335`, `train loss: inf`.
 # Matched after "oss" is found with str.find: a regex that must try every position is ten times slower.
 _AFTER_LOSS = re.compile(r"'?\s*[:=]\s*(" + _NUM + r")(?![\w.])")
@@ -191,13 +194,13 @@ def _generic(message: str) -> list[RawPoint]:
         match = _AFTER_LOSS.match(message, end)
         if match is not None and message[at - 1] in _LOSS_INITIALS and message[end : end + 1] not in _NAME_CHARS:
             start = at - 1
-            while start > 0 and message[start - 1] in _NAME_CHARS:
+            while start > 0 and message[start - 1] in _NAME_CHARS and end - start < MAX_NAME:
                 start -= 1
             if end - start == 4 and start > 1 and message[start - 1] == " ":  # `Average loss`, `train loss`
                 word = start - 1
                 while word > 0 and message[word - 1].isalpha():
                     word -= 1
-                start = word if word < start - 1 else start
+                start = word if word < start - 1 and end - word <= MAX_NAME else start
             out.append((message[start:end], float(match.group(1)), "generic"))
         at = message.find("oss", end)
     return out
