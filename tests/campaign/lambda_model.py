@@ -200,28 +200,33 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
     if key.startswith(LOG_JOB_PREFIX):  # ... and its job's streams and problems reported
         return f"{operation} log job"
     if key.startswith("stop#"):
-        if operation == "UpdateItem":  # writing the record, confirming it, folding into it, what it avoided
-            expression = str(params.get("UpdateExpression"))
-            names = set((params.get("ExpressionAttributeNames") or {}).values())
-            if expression == "REMOVE lease_until":
-                return "UpdateItem release stop lease"
-            if "lease_until" in names:
-                return FIRST_STOP_WRITE
-            if "stopped_at" in names:
-                return "UpdateItem stop record"
-            if "in_force_until" in names:
-                return "UpdateItem mute marker"
-            if expression.startswith("REMOVE"):
-                return "UpdateItem drop stop record"
-            if "ADD" in expression:
-                return "UpdateItem fold"
-            return "UpdateItem record spend" if "spend_avoided_usd" in expression else "UpdateItem confirm stop"
-        return {"PutItem": "UpdateItem stop record", "DeleteItem": "DeleteItem drop stop record"}.get(
-            operation, f"{operation} stop record"
-        )
+        return _stop_item_label(operation, params)
     return {"PutItem": "PutItem claim", "UpdateItem": "UpdateItem complete", "DeleteItem": "DeleteItem release"}.get(
         operation, operation
     )
+
+
+def _stop_item_label(operation: str, params: Mapping[str, Any]) -> str:
+    """A call on a job's stop item: its record (the stop's one write, the longer way's), its mutes' marker, ..."""
+    if operation != "UpdateItem":
+        return {"DeleteItem": "DeleteItem drop stop record"}.get(operation, f"{operation} stop record")
+    expression = str(params.get("UpdateExpression"))
+    names = set((params.get("ExpressionAttributeNames") or {}).values())
+    if expression == "REMOVE lease_until":
+        return "UpdateItem release stop lease"
+    labels = {
+        "lease_until": FIRST_STOP_WRITE,
+        "stopped_at": "UpdateItem stop record",
+        "in_force_until": "UpdateItem mute marker",
+    }
+    for name, label in labels.items():
+        if name in names:
+            return label
+    if expression.startswith("REMOVE"):
+        return "UpdateItem drop stop record"
+    if "ADD" in expression:
+        return "UpdateItem fold"
+    return "UpdateItem record spend" if "spend_avoided_usd" in expression else "UpdateItem confirm stop"
 
 
 def _ledger_key(params: Mapping[str, Any]) -> str:
