@@ -38,6 +38,8 @@ class MuteError(ValueError):
 
 @dataclass(frozen=True)
 class Mute:
+    """One snooze, exemption or mute of a job: its rule, who made it, when, and until when."""
+
     effect: Effect
     rule: str  # ALL_RULES for an exemption
     by: str  # who made it: "slack:U0123ABC" or "cli:<the caller's ARN>"
