@@ -45,11 +45,24 @@ def test_the_price_tables_load_on_first_use_not_at_import(handler: str) -> None:
     assert loaded_after_import(handler, also=tables) & set(tables) == set()
 
 
-def test_the_notifier_loads_slack_sdk_but_nothing_heavier_and_not_the_policy() -> None:
-    assert loaded_after_import("slack_notifier") <= {"slack_sdk"}
-    assert loaded_after_import(
-        "slack_notifier", also=("training_guard.domain.policy", "training_guard.services.responder")
-    ) <= {"slack_sdk"}
+def test_the_notifier_loads_no_slack_sdk_nothing_heavier_and_not_the_policy() -> None:
+    # Webhooks are HTTPS+JSON and Block Kit is JSON: the standard library does both. slack_sdk's package __init__
+    # imports its whole Web API client (about 0.25x a bare `import boto3` of cold start).
+    also = ("training_guard.domain.policy", "training_guard.services.responder")
+    assert loaded_after_import("slack_notifier", also=also) == set()
+
+
+def test_the_notifier_first_call_loads_no_slack_sdk_in_webhook_mode() -> None:
+    # What its first invocation adds (handlers/wiring.py's delivery in webhook mode): the sender and the secrets.
+    code = (
+        "import json, sys; import training_guard.handlers.slack_notifier, training_guard.adapters.slack, "
+        "training_guard.adapters.secrets, training_guard.adapters.ledger, training_guard.adapters.sqs; "
+        "print(json.dumps([m for m in sys.modules if m.split('.')[0] == 'slack_sdk']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == []
 
 
 def test_the_slack_acknowledgement_and_its_builders_load_no_configuration_and_no_policy() -> None:

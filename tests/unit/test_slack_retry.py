@@ -1,9 +1,11 @@
-"""The Slack retry handlers through slack_sdk's public `can_retry`: if slack_sdk stopped delegating to
-`_can_retry` (the extension point our handlers override), these tests would fail."""
+"""The retry rules of adapters/slack.py: in the webhook sender's own loop (standard library), and in the Slack app's
+handlers through slack_sdk's public `can_retry` (if slack_sdk stopped delegating to `_can_retry`, the extension point
+those handlers override, these tests would fail)."""
 
 from __future__ import annotations
 
 import inspect
+from urllib.error import URLError
 
 import pytest
 from slack_sdk.http_retry.handler import RetryHandler
@@ -17,8 +19,9 @@ from training_guard.adapters.slack import (
     MAX_RETRIES,
     MAX_RETRY_AFTER_SECONDS,
     Deadline,
-    retry_handlers,
+    WebhookSender,
 )
+from training_guard.adapters.slack_app import retry_handlers
 
 REQUEST = HttpRequest(method="POST", url="https://hooks.example/x", headers={}, body_params=None, data=None)
 
@@ -90,3 +93,49 @@ def test_server_and_connection_errors_are_not_retried_without_time_for_the_longe
 
 def test_without_an_invocation_the_deadline_never_stops_a_retry() -> None:
     assert Deadline().allows(3600)
+
+
+# --- the webhook sender's loop: the same rules, without slack_sdk -------------------------------------------------
+
+
+def webhook_wait(
+    status: int | None, headers: dict[str, str] | None = None, error: Exception | None = None, attempt: int = 0
+) -> float | None:
+    return WebhookSender(backoff_factor=0.5)._wait(attempt, status, headers or {}, error)
+
+
+def test_the_webhook_waits_retry_after_plus_under_a_second_within_the_wait_budget() -> None:
+    wait = webhook_wait(429, {"retry-after": "5"})
+    assert wait is not None
+    assert 5 <= wait < 6
+    assert webhook_wait(429, {"Retry-After": str(MAX_RETRY_AFTER_SECONDS + 1)}) is None
+    unreadable = webhook_wait(429, {"Retry-After": "soon"})
+    assert unreadable is not None
+    assert 1 <= unreadable < 2
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 599])
+def test_the_webhook_backs_off_on_every_server_error(status: int) -> None:
+    wait = webhook_wait(status, attempt=2)
+    assert wait is not None
+    assert 2.0 <= wait <= MAX_BACKOFF_SECONDS
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 410])
+def test_the_webhook_does_not_retry_client_errors(status: int) -> None:
+    assert webhook_wait(status) is None
+
+
+def test_the_webhook_retries_timeouts_and_connection_errors_until_the_count_runs_out() -> None:
+    for error in (TimeoutError("timed out"), ConnectionResetError("reset"), URLError("refused")):
+        assert webhook_wait(None, error=error) is not None
+        assert webhook_wait(None, error=error, attempt=MAX_RETRIES) is None
+    assert webhook_wait(None, error=ValueError("not a connection error")) is None
+
+
+def test_the_webhook_retries_nothing_without_time_for_the_wait_and_one_more_attempt() -> None:
+    sender = WebhookSender(deadline=deadline_with(MAX_BACKOFF_SECONDS + ATTEMPT_SECONDS - 0.01))
+    assert sender._wait(0, 503, {}, None) is None
+    assert sender._wait(0, None, {}, TimeoutError("timed out")) is None
+    assert sender._wait(0, 429, {"Retry-After": "1"}, None) is not None  # 1 s and an attempt still fit
+    assert sender._wait(0, 429, {"Retry-After": "5"}, None) is None

@@ -1,31 +1,21 @@
-"""Slack incoming webhooks through slack_sdk's WebhookClient and its retry handlers.
+"""Slack incoming webhooks as HTTPS+JSON with the standard library, and the retry rules every Slack call shares.
 
 429, 5xx and timeouts are transient, other 4xx permanent (docs/design/chat-delivery.md); URLs are never logged.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.error import URLError
-
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
-from slack_sdk.http_retry.jitter import Jitter
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
-from slack_sdk.webhook import WebhookClient
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
 
 SEND_TIMEOUT_SECONDS = 10
 MAX_RETRIES = 3
@@ -40,6 +30,9 @@ MAX_BACKOFF_SECONDS = 2 * BACKOFF_FACTOR * 2 ** (MAX_RETRIES - 1)
 # One attempt at most (pacing, the HTTP timeout): started only with this much time left, since a timed-out
 # notifier returns its whole batch to the queue.
 ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
+CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError)  # retried as a 5xx is
+# A webhook is a JSON POST (https://docs.slack.dev/messaging/sending-messages-using-incoming-webhooks)
+_HEADERS = {"Content-Type": "application/json;charset=utf-8", "User-Agent": "training-guard"}
 _URL = re.compile(r"https?://\S+")
 
 
@@ -58,10 +51,8 @@ def _sdk_logger() -> logging.Logger:
     return logger
 
 
-# `_can_retry` is slack_sdk's extension point despite the underscore
-# (https://docs.slack.dev/tools/python-slack-sdk/reference/http_retry/handler.html); test_slack_retry.py pins it.
 class Deadline:
-    """The invocation's time left, shared by the sender and its retry handlers (unbounded locally)."""
+    """The invocation's time left, shared by the sender and its retries (unbounded locally)."""
 
     def __init__(self) -> None:
         self.time_left: Callable[[], float] = lambda: math.inf
@@ -70,82 +61,39 @@ class Deadline:
         return self.time_left() >= wait + ATTEMPT_SECONDS
 
 
-class _WithDeadline:
-    """A retry handler that also holds the invocation's deadline (slack_sdk's handlers take kwargs)."""
-
-    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.deadline = deadline
-
-
-class _BoundedRateLimitHandler(_WithDeadline, RateLimitErrorRetryHandler):
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if response is None or response.status_code != 429:
-            return False
-        values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after") or ["1"]
-        try:
-            wait = int(values[0])
-        except ValueError:
-            wait = 1
-        return wait <= MAX_RETRY_AFTER_SECONDS and self.deadline.allows(wait)
+# --- the retry rules (the webhook sender below and slack_app's WebClient handlers) --------------------------------
+def retry_after(headers: Mapping[str, Any]) -> int:
+    """A 429's Retry-After in whole seconds (header names in any case, a value or a list of them); 1 if unreadable."""
+    values = {k.lower(): v for k, v in headers.items()}.get("retry-after") or ["1"]
+    value = values[0] if isinstance(values, list | tuple) else values
+    try:
+        return int(value)
+    except ValueError:
+        return 1
 
 
-class _AllServerErrorsHandler(_WithDeadline, ServerErrorRetryHandler):
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        return response is not None and 500 <= response.status_code < 600 and self.deadline.allows(MAX_BACKOFF_SECONDS)
+def retries_rate_limit(status: int | None, wait: int, deadline: Deadline) -> bool:
+    """A 429 is waited for when its Retry-After is short and the wait and one more attempt fit the time left."""
+    return status == 429 and wait <= MAX_RETRY_AFTER_SECONDS and deadline.allows(wait)
 
 
-class _ConnectionErrorHandler(_WithDeadline, ConnectionErrorRetryHandler):
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        retry = super()._can_retry(state=state, request=request, response=response, error=error)
-        return retry and self.deadline.allows(MAX_BACKOFF_SECONDS)
+def retries_server_error(status: int | None, deadline: Deadline) -> bool:
+    return status is not None and 500 <= status < 600 and deadline.allows(MAX_BACKOFF_SECONDS)
 
 
-class _ProportionalJitter(Jitter):
-    """Up to one more interval of random delay (slack_sdk's default adds up to a whole second)."""
-
-    def recalculate(self, duration: float) -> float:
-        return duration * (1 + random.random())  # noqa: S311 - jitter, not cryptography
+def retries_connection_error(error: BaseException | None, deadline: Deadline) -> bool:
+    return isinstance(error, CONNECTION_ERRORS) and deadline.allows(MAX_BACKOFF_SECONDS)
 
 
-def retry_handlers(backoff_factor: float, deadline: Deadline | None = None) -> list[Any]:
-    interval = BackoffRetryIntervalCalculator(backoff_factor=backoff_factor, jitter=_ProportionalJitter())
-    deadline = deadline or Deadline()
-    return [
-        _BoundedRateLimitHandler(max_retry_count=MAX_RETRIES, deadline=deadline),
-        _AllServerErrorsHandler(max_retry_count=MAX_RETRIES, interval_calculator=interval, deadline=deadline),
-        _ConnectionErrorHandler(
-            max_retry_count=MAX_RETRIES,
-            interval_calculator=interval,
-            error_types=[URLError, ConnectionError, TimeoutError],
-            deadline=deadline,
-        ),
-    ]
+def backoff(attempt: int, factor: float) -> float:
+    """The wait before retry `attempt` + 1 of a 5xx or a connection error: factor x 2^attempt, plus up to as much."""
+    return factor * 2.0**attempt * (1 + random.random())  # noqa: S311 - jitter, not cryptography
 
 
 @dataclass(frozen=True)
 class Delivery:
+    """One webhook post's result: delivered, or why not and whether a retry can help."""
+
     ok: bool
     permanent: bool = False  # True: retrying the same request cannot succeed
     detail: str = ""  # status and Slack's error text; never the URL
@@ -162,7 +110,7 @@ class WebhookSender:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.deadline = deadline or Deadline()
-        self._handlers = retry_handlers(BACKOFF_FACTOR if backoff_factor is None else backoff_factor, self.deadline)
+        self._backoff = BACKOFF_FACTOR if backoff_factor is None else backoff_factor
         self._logger = _sdk_logger()
         self._min_interval = min_interval
         self._clock = clock
@@ -171,18 +119,52 @@ class WebhookSender:
 
     def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Delivery:
         self._pace(url)
-        client = WebhookClient(url, timeout=SEND_TIMEOUT_SECONDS, logger=self._logger, retry_handlers=self._handlers)
+        body = {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
         try:
-            response = client.send(text=text, blocks=blocks, unfurl_links=False, unfurl_media=False)
+            status, answer = self._post(url, json.dumps(body).encode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - connection errors after retries: transient
             return Delivery(ok=False, detail=f"{type(exc).__name__}: {_URL.sub('<webhook url>', str(exc))}")
         finally:
             self._last_sent[url] = self._clock()
-        if response.status_code == 200:
+        if status == 200:
             return Delivery(ok=True, detail="200")
-        body = (response.body or "")[:200]
-        transient = response.status_code == 429 or response.status_code >= 500
-        return Delivery(ok=False, permanent=not transient, detail=f"HTTP {response.status_code} {body}")
+        transient = status == 429 or status >= 500
+        return Delivery(ok=False, permanent=not transient, detail=f"HTTP {status} {answer[:200]}")
+
+    def _post(self, url: str, data: bytes) -> tuple[int, str]:
+        """POST with up to MAX_RETRIES retries (429 after Retry-After, 5xx and connection errors after a back-off);
+        the last answer's status and body, or the last connection error raised."""
+        if not url.lower().startswith(("https://", "http://")):
+            raise ValueError(f"Invalid URL detected: {url}")
+        request = Request(url, data=data, headers=_HEADERS, method="POST")  # noqa: S310 - http(s) only, checked above
+        attempt = 0
+        while True:
+            try:
+                with urlopen(request, timeout=SEND_TIMEOUT_SECONDS) as response:  # noqa: S310 - as above
+                    return response.status, response.read().decode(response.headers.get_content_charset() or "utf-8")
+            except HTTPError as exc:
+                answer = exc.read().decode(exc.headers.get_content_charset() or "utf-8")
+                wait = self._wait(attempt, exc.code, exc.headers, None)
+                if wait is None:
+                    return exc.code, answer
+            except Exception as exc:
+                self._logger.error("Failed to send a request to Slack API server: %s", exc)  # redacted by its filter
+                wait = self._wait(attempt, None, {}, exc)
+                if wait is None:
+                    raise
+            time.sleep(wait)
+            attempt += 1
+
+    def _wait(self, attempt: int, status: int | None, headers: Any, error: Exception | None) -> float | None:
+        """Seconds to wait before the next attempt; None: no retry."""
+        if attempt >= MAX_RETRIES:
+            return None
+        if status == 429:
+            wait = retry_after(dict(headers.items()))
+            return wait + random.random() if retries_rate_limit(status, wait, self.deadline) else None  # noqa: S311
+        if retries_server_error(status, self.deadline) or retries_connection_error(error, self.deadline):
+            return backoff(attempt, self._backoff)
+        return None
 
     def _pace(self, url: str) -> None:
         last = self._last_sent.get(url)

@@ -5,24 +5,39 @@ Failures are classified as the webhook sender's are (docs/design/chat-delivery.m
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.error import URLError
 
 from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+from slack_sdk.http_retry.jitter import Jitter
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.client import WebClient
 
 from training_guard.adapters.slack import (
     ATTEMPT_SECONDS,
     BACKOFF_FACTOR,
+    CONNECTION_ERRORS,
+    MAX_RETRIES,
     MIN_INTERVAL_SECONDS,
     SEND_TIMEOUT_SECONDS,
     Deadline,
     _sdk_logger,
-    retry_handlers,
+    retries_connection_error,
+    retries_rate_limit,
+    retries_server_error,
+    retry_after,
 )
 from training_guard.domain import credentials
 from training_guard.domain.credentials import BOT_TOKEN_PREFIX
@@ -40,6 +55,78 @@ TRANSIENT_ERRORS = frozenset(
 OUT_OF_TIME = "out_of_time"  # the error when the invocation has too little time left to start a call
 UPLOAD_CALLS = 3  # files_upload_v2: files.getUploadURLExternal, the POST of the bytes, files.completeUploadExternal
 _URL = re.compile(r"https?://\S+")
+
+
+# The WebClient's retries follow adapters/slack.py's rules through slack_sdk's handlers. `_can_retry` is slack_sdk's
+# extension point despite the underscore (https://docs.slack.dev/tools/python-slack-sdk/reference/http_retry/handler.html);
+# test_slack_retry.py pins it.
+class _WithDeadline:
+    """A retry handler that also holds the invocation's deadline (slack_sdk's handlers take kwargs)."""
+
+    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.deadline = deadline
+
+
+class _BoundedRateLimitHandler(_WithDeadline, RateLimitErrorRetryHandler):
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if response is None:
+            return False
+        return retries_rate_limit(response.status_code, retry_after(response.headers), self.deadline)
+
+
+class _AllServerErrorsHandler(_WithDeadline, ServerErrorRetryHandler):
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is not None and retries_server_error(response.status_code, self.deadline)
+
+
+class _ConnectionErrorHandler(_WithDeadline, ConnectionErrorRetryHandler):
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        retry = super()._can_retry(state=state, request=request, response=response, error=error)
+        return retry and retries_connection_error(error, self.deadline)
+
+
+class _ProportionalJitter(Jitter):
+    """Up to one more interval of random delay (slack_sdk's default adds up to a whole second)."""
+
+    def recalculate(self, duration: float) -> float:
+        return duration * (1 + random.random())  # noqa: S311 - jitter, not cryptography
+
+
+def retry_handlers(backoff_factor: float, deadline: Deadline | None = None) -> list[Any]:
+    interval = BackoffRetryIntervalCalculator(backoff_factor=backoff_factor, jitter=_ProportionalJitter())
+    deadline = deadline or Deadline()
+    return [
+        _BoundedRateLimitHandler(max_retry_count=MAX_RETRIES, deadline=deadline),
+        _AllServerErrorsHandler(max_retry_count=MAX_RETRIES, interval_calculator=interval, deadline=deadline),
+        _ConnectionErrorHandler(
+            max_retry_count=MAX_RETRIES,
+            interval_calculator=interval,
+            error_types=list(CONNECTION_ERRORS),
+            deadline=deadline,
+        ),
+    ]
 
 
 class SlackAppError(ActionFailed):
@@ -189,7 +276,7 @@ def _failure(action: str, exc: BaseException) -> SlackAppError:
     detail = _URL.sub("<url>", f"{type(exc).__name__}: {exc}")  # an upload URL is a ticket: never shown
     if isinstance(exc, SlackRequestError):  # the POST of the bytes was refused; the next attempt gets a new ticket
         return SlackAppError(action, detail, error="upload_failed", permanent=False)
-    if isinstance(exc, (URLError, ConnectionError, TimeoutError)):
+    if isinstance(exc, CONNECTION_ERRORS):
         return SlackAppError(action, detail, error="connection", permanent=False)
     return SlackAppError(action, detail, error=type(exc).__name__, permanent=False)
 
