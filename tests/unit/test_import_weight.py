@@ -65,6 +65,19 @@ def test_the_notifier_first_call_loads_no_slack_sdk_in_webhook_mode() -> None:
     assert json.loads(out.stdout) == []
 
 
+def test_the_click_workers_slack_app_loads_no_slack_sdk() -> None:
+    # The bot's Web API calls are HTTPS+JSON (or a form) through adapters/slack.py's one retrying loop.
+    code = (
+        "import json, sys; import training_guard.handlers.interactions, training_guard.adapters.slack_app, "
+        "training_guard.adapters.interactions; "
+        "print(json.dumps([m for m in sys.modules if m.split('.')[0] == 'slack_sdk']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == []
+
+
 def test_the_slack_acknowledgement_and_its_builders_load_no_configuration_and_no_policy() -> None:
     # The interactivity endpoint answers Slack within 3 seconds, cold start included: its handler, the wiring that
     # builds it and the settings it reads stay clear of the configuration reader and the policy.

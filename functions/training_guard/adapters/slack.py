@@ -31,8 +31,9 @@ MAX_BACKOFF_SECONDS = 2 * BACKOFF_FACTOR * 2 ** (MAX_RETRIES - 1)
 # notifier returns its whole batch to the queue.
 ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
 CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError)  # retried as a 5xx is
+USER_AGENT = "training-guard"
 # A webhook is a JSON POST (https://docs.slack.dev/messaging/sending-messages-using-incoming-webhooks)
-_HEADERS = {"Content-Type": "application/json;charset=utf-8", "User-Agent": "training-guard"}
+_JSON_HEADERS = {"Content-Type": "application/json;charset=utf-8", "User-Agent": USER_AGENT}
 _URL = re.compile(r"https?://\S+")
 
 
@@ -45,7 +46,7 @@ class _RedactUrls(logging.Filter):
 
 def _sdk_logger() -> logging.Logger:
     logger = logging.getLogger("training_guard.slack_sdk")
-    logger.setLevel(logging.WARNING)  # slack_sdk writes URLs at INFO/DEBUG: never emit those
+    logger.setLevel(logging.WARNING)  # slack_sdk (the response_url's client) logs URLs below WARNING: never emit those
     if not any(isinstance(f, _RedactUrls) for f in logger.filters):
         logger.addFilter(_RedactUrls())
     return logger
@@ -61,33 +62,66 @@ class Deadline:
         return self.time_left() >= wait + ATTEMPT_SECONDS
 
 
-# --- the retry rules (the webhook sender below and slack_app's WebClient handlers) --------------------------------
+# --- the retry rules, and the one loop that applies them (the webhook sender and slack_app's bot) ---------------
 def retry_after(headers: Mapping[str, Any]) -> int:
-    """A 429's Retry-After in whole seconds (header names in any case, a value or a list of them); 1 if unreadable."""
-    values = {k.lower(): v for k, v in headers.items()}.get("retry-after") or ["1"]
-    value = values[0] if isinstance(values, list | tuple) else values
+    """A 429's Retry-After in whole seconds (header names in any case); 1 when unreadable."""
+    value = {k.lower(): v for k, v in headers.items()}.get("retry-after") or "1"
     try:
         return int(value)
     except ValueError:
         return 1
 
 
-def retries_rate_limit(status: int | None, wait: int, deadline: Deadline) -> bool:
-    """A 429 is waited for when its Retry-After is short and the wait and one more attempt fit the time left."""
-    return status == 429 and wait <= MAX_RETRY_AFTER_SECONDS and deadline.allows(wait)
+def retry_wait(
+    attempt: int,
+    status: int | None,
+    headers: Mapping[str, Any],
+    error: BaseException | None,
+    *,
+    deadline: Deadline,
+    backoff_factor: float,
+) -> float | None:
+    """Seconds to wait before retrying attempt `attempt` (0 the first); None: no retry. A 429 waits Retry-After plus
+    up to a second when that is short and fits the time left; a 5xx, a timeout or a connection error backs off
+    factor x 2^attempt plus up to as much, when the longest back-off fits; at most MAX_RETRIES retries."""
+    if attempt >= MAX_RETRIES:
+        return None
+    jitter = random.random()  # noqa: S311 - jitter, not cryptography
+    if status == 429:
+        wait = retry_after(headers)
+        return wait + jitter if wait <= MAX_RETRY_AFTER_SECONDS and deadline.allows(wait) else None
+    server_error = status is not None and 500 <= status < 600
+    if (server_error or isinstance(error, CONNECTION_ERRORS)) and deadline.allows(MAX_BACKOFF_SECONDS):
+        return backoff_factor * 2.0**attempt * (1 + jitter)
+    return None
 
 
-def retries_server_error(status: int | None, deadline: Deadline) -> bool:
-    return status is not None and 500 <= status < 600 and deadline.allows(MAX_BACKOFF_SECONDS)
-
-
-def retries_connection_error(error: BaseException | None, deadline: Deadline) -> bool:
-    return isinstance(error, CONNECTION_ERRORS) and deadline.allows(MAX_BACKOFF_SECONDS)
-
-
-def backoff(attempt: int, factor: float) -> float:
-    """The wait before retry `attempt` + 1 of a 5xx or a connection error: factor x 2^attempt, plus up to as much."""
-    return factor * 2.0**attempt * (1 + random.random())  # noqa: S311 - jitter, not cryptography
+def exchange(
+    request: Request, *, deadline: Deadline, backoff_factor: float, timeout: float, logger: logging.Logger
+) -> tuple[int, Mapping[str, str], str]:
+    """Send `request` (http or https only), retried by `retry_wait`: the last answer's status, headers and body, or
+    the last connection error raised."""
+    if not request.full_url.lower().startswith(("https://", "http://")):
+        raise ValueError(f"Invalid URL detected: {request.full_url}")
+    attempt = 0
+    while True:
+        try:
+            with urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked above
+                body = response.read().decode(response.headers.get_content_charset() or "utf-8")
+                return response.status, response.headers, body
+        except HTTPError as exc:
+            headers = dict(exc.headers.items())
+            body = exc.read().decode(exc.headers.get_content_charset() or "utf-8")
+            wait = retry_wait(attempt, exc.code, headers, None, deadline=deadline, backoff_factor=backoff_factor)
+            if wait is None:
+                return exc.code, headers, body
+        except Exception as exc:
+            logger.error("Failed to send a request to Slack API server: %s", exc)  # URLs blanked by its filter
+            wait = retry_wait(attempt, None, {}, exc, deadline=deadline, backoff_factor=backoff_factor)
+            if wait is None:
+                raise
+        time.sleep(wait)
+        attempt += 1
 
 
 @dataclass(frozen=True)
@@ -120,8 +154,15 @@ class WebhookSender:
     def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Delivery:
         self._pace(url)
         body = {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
+        request = Request(url, data=json.dumps(body).encode("utf-8"), headers=_JSON_HEADERS, method="POST")  # noqa: S310
         try:
-            status, answer = self._post(url, json.dumps(body).encode("utf-8"))
+            status, _, answer = exchange(
+                request,
+                deadline=self.deadline,
+                backoff_factor=self._backoff,
+                timeout=SEND_TIMEOUT_SECONDS,
+                logger=self._logger,
+            )
         except Exception as exc:  # noqa: BLE001 - connection errors after retries: transient
             return Delivery(ok=False, detail=f"{type(exc).__name__}: {_URL.sub('<webhook url>', str(exc))}")
         finally:
@@ -130,41 +171,6 @@ class WebhookSender:
             return Delivery(ok=True, detail="200")
         transient = status == 429 or status >= 500
         return Delivery(ok=False, permanent=not transient, detail=f"HTTP {status} {answer[:200]}")
-
-    def _post(self, url: str, data: bytes) -> tuple[int, str]:
-        """POST with up to MAX_RETRIES retries (429 after Retry-After, 5xx and connection errors after a back-off);
-        the last answer's status and body, or the last connection error raised."""
-        if not url.lower().startswith(("https://", "http://")):
-            raise ValueError(f"Invalid URL detected: {url}")
-        request = Request(url, data=data, headers=_HEADERS, method="POST")  # noqa: S310 - http(s) only, checked above
-        attempt = 0
-        while True:
-            try:
-                with urlopen(request, timeout=SEND_TIMEOUT_SECONDS) as response:  # noqa: S310 - as above
-                    return response.status, response.read().decode(response.headers.get_content_charset() or "utf-8")
-            except HTTPError as exc:
-                answer = exc.read().decode(exc.headers.get_content_charset() or "utf-8")
-                wait = self._wait(attempt, exc.code, exc.headers, None)
-                if wait is None:
-                    return exc.code, answer
-            except Exception as exc:
-                self._logger.error("Failed to send a request to Slack API server: %s", exc)  # redacted by its filter
-                wait = self._wait(attempt, None, {}, exc)
-                if wait is None:
-                    raise
-            time.sleep(wait)
-            attempt += 1
-
-    def _wait(self, attempt: int, status: int | None, headers: Any, error: Exception | None) -> float | None:
-        """Seconds to wait before the next attempt; None: no retry."""
-        if attempt >= MAX_RETRIES:
-            return None
-        if status == 429:
-            wait = retry_after(dict(headers.items()))
-            return wait + random.random() if retries_rate_limit(status, wait, self.deadline) else None  # noqa: S311
-        if retries_server_error(status, self.deadline) or retries_connection_error(error, self.deadline):
-            return backoff(attempt, self._backoff)
-        return None
 
     def _pace(self, url: str) -> None:
         last = self._last_sent.get(url)
