@@ -36,7 +36,8 @@ REPORT = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 IMPORT_RUNS = 15
 HANDLERS = ("job_events", "alarm_events", "sweeper", "slack_notifier")
-# What handlers/wiring.py imports inside the builder each function calls on its first invocation.
+# What handlers/wiring.py imports inside the builders each function calls on its first invocation (the responder's
+# prices and mutes included); tests/unit/test_bench.py checks the builders add nothing.
 _RESPONDER_IMPORTS = (
     "training_guard.config.settings",
     "training_guard.adapters.sqs",
@@ -44,11 +45,13 @@ _RESPONDER_IMPORTS = (
     "training_guard.adapters.ledger",
     "training_guard.adapters.sagemaker",
     "training_guard.adapters.sns",
+    "training_guard.adapters.price_list",
+    "training_guard.adapters.mutes",
 )
 FIRST_CALL_IMPORTS = {
     "job_events": _RESPONDER_IMPORTS,
     "alarm_events": _RESPONDER_IMPORTS,
-    "sweeper": (*_RESPONDER_IMPORTS, "training_guard.services.sweeper"),
+    "sweeper": (*_RESPONDER_IMPORTS, "training_guard.adapters.receipts", "training_guard.services.sweeper"),
     "slack_notifier": (
         "training_guard.config.settings",
         "training_guard.adapters.ledger",
