@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -63,6 +64,18 @@ def test_the_notifier_first_call_loads_no_slack_sdk_in_webhook_mode() -> None:
         [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout) == []
+
+
+def test_no_function_module_imports_slack_sdk() -> None:
+    # Webhooks, the bot's Web API calls and a click's answer are HTTPS+JSON, Block Kit is JSON and the signature is
+    # an HMAC: the standard library does all of it, and the asset ships no slack_sdk (functions/requirements.txt).
+    importing = []
+    for path in sorted((FUNCTIONS / "training_guard").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            importing += [f"{path.relative_to(FUNCTIONS)}: {n}" for n in names if n.split(".")[0] == "slack_sdk"]
+    assert importing == []
 
 
 def test_the_click_workers_slack_app_loads_no_slack_sdk() -> None:

@@ -13,6 +13,7 @@ from training_guard.adapters.slack import (
     MAX_RETRIES,
     MAX_RETRY_AFTER_SECONDS,
     Deadline,
+    retry_connection_once,
     retry_wait,
 )
 
@@ -94,3 +95,15 @@ def test_server_and_connection_errors_are_not_retried_without_time_for_the_longe
 
 def test_without_an_invocation_the_deadline_never_stops_a_retry() -> None:
     assert Deadline().allows(3600)
+
+
+def test_a_click_answer_retries_a_refused_or_reset_connection_once_and_nothing_else() -> None:
+    # The response_url's answers keep what slack_sdk's WebhookClient did by default.
+    for error in (URLError("refused"), ConnectionResetError("reset")):
+        waited = retry_connection_once(0, None, {}, error)
+        assert waited is not None
+        assert 0.5 <= waited < 1.5
+        assert retry_connection_once(1, None, {}, error) is None
+    assert retry_connection_once(0, None, {}, TimeoutError("read timed out")) is None
+    assert retry_connection_once(0, 503, {}, None) is None
+    assert retry_connection_once(0, 429, {"Retry-After": "1"}, None) is None

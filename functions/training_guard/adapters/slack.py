@@ -13,6 +13,8 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from http.client import RemoteDisconnected
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
@@ -33,7 +35,7 @@ ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
 CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError)  # retried as a 5xx is
 USER_AGENT = "training-guard"
 # A webhook is a JSON POST (https://docs.slack.dev/messaging/sending-messages-using-incoming-webhooks)
-_JSON_HEADERS = {"Content-Type": "application/json;charset=utf-8", "User-Agent": USER_AGENT}
+JSON_HEADERS = {"Content-Type": "application/json;charset=utf-8", "User-Agent": USER_AGENT}
 _URL = re.compile(r"https?://\S+")
 
 
@@ -46,7 +48,7 @@ class _RedactUrls(logging.Filter):
 
 def _sdk_logger() -> logging.Logger:
     logger = logging.getLogger("training_guard.slack_sdk")
-    logger.setLevel(logging.WARNING)  # slack_sdk (the response_url's client) logs URLs below WARNING: never emit those
+    logger.setLevel(logging.WARNING)  # nothing below WARNING: URLs never reach the logs
     if not any(isinstance(f, _RedactUrls) for f in logger.filters):
         logger.addFilter(_RedactUrls())
     return logger
@@ -96,10 +98,29 @@ def retry_wait(
     return None
 
 
+# (attempt, status or None, headers, error or None) -> seconds to wait before the next attempt, or None: no retry
+RetryRule = Callable[[int, int | None, Mapping[str, Any], BaseException | None], float | None]
+
+
+def slack_retries(deadline: Deadline, backoff_factor: float) -> RetryRule:
+    """`retry_wait` for one sender: its invocation's deadline and its back-off factor."""
+    return partial(retry_wait, deadline=deadline, backoff_factor=backoff_factor)
+
+
+def retry_connection_once(
+    attempt: int, status: int | None, headers: Mapping[str, Any], error: BaseException | None
+) -> float | None:
+    """One retry of a refused or reset connection after 0.5 s plus up to a second, nothing else (what slack_sdk's
+    WebhookClient did by default: the response_url's answers)."""
+    if attempt == 0 and status is None and isinstance(error, URLError | ConnectionResetError | RemoteDisconnected):
+        return 0.5 + random.random()  # noqa: S311 - jitter, not cryptography
+    return None
+
+
 def exchange(
-    request: Request, *, deadline: Deadline, backoff_factor: float, timeout: float, logger: logging.Logger
+    request: Request, *, retry: RetryRule, timeout: float, logger: logging.Logger
 ) -> tuple[int, Mapping[str, str], str]:
-    """Send `request` (http or https only), retried by `retry_wait`: the last answer's status, headers and body, or
+    """Send `request` (http or https only), retried as `retry` says: the last answer's status, headers and body, or
     the last connection error raised."""
     if not request.full_url.lower().startswith(("https://", "http://")):
         raise ValueError(f"Invalid URL detected: {request.full_url}")
@@ -112,12 +133,12 @@ def exchange(
         except HTTPError as exc:
             headers = dict(exc.headers.items())
             body = exc.read().decode(exc.headers.get_content_charset() or "utf-8")
-            wait = retry_wait(attempt, exc.code, headers, None, deadline=deadline, backoff_factor=backoff_factor)
+            wait = retry(attempt, exc.code, headers, None)
             if wait is None:
                 return exc.code, headers, body
         except Exception as exc:
             logger.error("Failed to send a request to Slack API server: %s", exc)  # URLs blanked by its filter
-            wait = retry_wait(attempt, None, {}, exc, deadline=deadline, backoff_factor=backoff_factor)
+            wait = retry(attempt, None, {}, exc)
             if wait is None:
                 raise
         time.sleep(wait)
@@ -154,15 +175,10 @@ class WebhookSender:
     def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Delivery:
         self._pace(url)
         body = {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
-        request = Request(url, data=json.dumps(body).encode("utf-8"), headers=_JSON_HEADERS, method="POST")  # noqa: S310
+        request = Request(url, data=json.dumps(body).encode("utf-8"), headers=JSON_HEADERS, method="POST")  # noqa: S310
         try:
-            status, _, answer = exchange(
-                request,
-                deadline=self.deadline,
-                backoff_factor=self._backoff,
-                timeout=SEND_TIMEOUT_SECONDS,
-                logger=self._logger,
-            )
+            retry = slack_retries(self.deadline, self._backoff)
+            status, _, answer = exchange(request, retry=retry, timeout=SEND_TIMEOUT_SECONDS, logger=self._logger)
         except Exception as exc:  # noqa: BLE001 - connection errors after retries: transient
             return Delivery(ok=False, detail=f"{type(exc).__name__}: {_URL.sub('<webhook url>', str(exc))}")
         finally:

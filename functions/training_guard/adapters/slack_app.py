@@ -24,6 +24,7 @@ from training_guard.adapters.slack import (
     Deadline,
     _sdk_logger,
     exchange,
+    slack_retries,
 )
 from training_guard.domain import credentials
 from training_guard.domain.credentials import BOT_TOKEN_PREFIX
@@ -191,9 +192,8 @@ class SlackApp:
         elif form:
             data, headers["Content-Type"] = urlencode(form).encode("utf-8"), "application/x-www-form-urlencoded"
         request = Request(self._base_url + method, data=data, headers=headers, method="POST")  # noqa: S310 - exchange checks
-        status, _, body = exchange(
-            request, deadline=self.deadline, backoff_factor=self._backoff, timeout=self._timeout, logger=self._logger
-        )
+        retry = slack_retries(self.deadline, self._backoff)
+        status, _, body = exchange(request, retry=retry, timeout=self._timeout, logger=self._logger)
         try:
             answer = json.loads(body)
         except ValueError:
