@@ -242,7 +242,7 @@ def test_the_largest_notification_with_letters_outside_ascii_fits_in_one_sns_mes
 
 def test_the_largest_notification_renders_within_block_kit_limits() -> None:
     """Header 150 characters, section text 3000, at most 10 fields of 2000 each, button text 75, at most 50
-    blocks a message (slack_sdk's block classes check all but the last; Slack's Block Kit reference:
+    blocks a message (slack_messages._checked checks all but the last; Slack's Block Kit reference:
     https://docs.slack.dev/tools/node-slack-sdk/reference/web-api/interfaces/SectionBlock,
     https://docs.slack.dev/reference/block-kit/blocks)."""
     [request, *_] = published(largest_event("x", guard_tags=False))
