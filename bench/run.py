@@ -38,7 +38,8 @@ REPORT = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 IMPORT_RUNS = 15
 HANDLERS = ("job_events", "alarm_events", "sweeper", "slack_notifier")
-# What handlers/wiring.py imports inside the builder each function calls on its first invocation.
+# What handlers/wiring.py imports inside the builders each function calls on its first invocation (the responder's
+# prices and mutes included); tests/unit/test_bench.py checks the builders add nothing.
 _RESPONDER_IMPORTS = (
     "training_guard.config.settings",
     "training_guard.adapters.sqs",
@@ -46,11 +47,13 @@ _RESPONDER_IMPORTS = (
     "training_guard.adapters.ledger",
     "training_guard.adapters.sagemaker",
     "training_guard.adapters.sns",
+    "training_guard.adapters.price_list",
+    "training_guard.adapters.mutes",
 )
 FIRST_CALL_IMPORTS = {
     "job_events": _RESPONDER_IMPORTS,
     "alarm_events": _RESPONDER_IMPORTS,
-    "sweeper": (*_RESPONDER_IMPORTS, "training_guard.services.sweeper"),
+    "sweeper": (*_RESPONDER_IMPORTS, "training_guard.adapters.receipts", "training_guard.services.sweeper"),
     "slack_notifier": (
         "training_guard.config.settings",
         "training_guard.adapters.ledger",
@@ -185,25 +188,26 @@ MUTES, CLAIM, COMPLETE, PUBLISH, PRICE = (
     "sns:Publish",
     "dynamodb:GetItem price",
 )
-# The claim, the stop record and the mutes check in one call (Responder._reactions, ledger.claim_first_stop).
-FIRST_WRITE = "dynamodb:TransactWriteItems claim + stop record"
+# The stop record with a lease, written only with no stop recorded and no mute in force (ledger.claim_first_stop).
+FIRST_WRITE = "dynamodb:UpdateItem stop record + lease"
 # What the design makes a stop call, each once (tests/unit/test_bench.py holds the bench to it).
 STOP_CALLS = (
     FIRST_WRITE,
     "sagemaker:StopTrainingJob",
     "dynamodb:UpdateItem confirm stop",
-    "sagemaker:AddTags",
     PRICE,
     "dynamodb:UpdateItem record spend",
+    "sagemaker:AddTags",
+    CLAIM,
     PUBLISH,
     COMPLETE,
 )
 BEFORE_STOP = tuple(c.removeprefix("dynamodb:") for c in STOP_CALLS[: STOP_CALLS.index("sagemaker:StopTrainingJob")])
 STOP_WHY = (
-    "one write before the stop: the claim (exactly once), the stop record (one stop per job; a retry knows the guard "
-    "did it) and the check that no mute is in force, in one TransactWriteItems; StopTrainingJob; the stop confirmed, "
-    "AddTags (attribution), the instance's list price (the state table's cache; a warm container's memory), what the "
-    "stop saved, Publish, mark done"
+    "one write before the stop: the stop record with a lease (one stop per job; a retry knows the guard did it), "
+    "written only when no stop is recorded and no mute is in force (docs/design/responder.md); StopTrainingJob; the "
+    "stop confirmed, the instance's list price (the state table's cache; a warm container's memory), what the stop "
+    "saved, AddTags (attribution), then the transition's claim (exactly once), Publish, mark done"
 )
 
 
@@ -252,7 +256,7 @@ def calls_per_reaction() -> list[dict[str, Any]]:
             DUPLICATE,
             lambda: aws.deliver(finding),
             (FIRST_WRITE, MUTES, CLAIM),
-            "the stop's one write is refused (the claim is there), then the job's mutes and the conditional claim, "
+            "the stop's one write is refused (the record is there), then the job's mutes and the conditional claim, "
             "which finds it done",
         )
         error = with_detail(load_event("rule_error"), TrainingJobName="bench-rule-error")
@@ -844,10 +848,10 @@ def findings(measured: Measured) -> list[str]:
         "the build machine. The notifier no longer imports the policy, messages or metrics modules (ports moved to "
         "`ports.py`). "
         + (
-            f"Still over {TARGETS['cold start']}x: {', '.join(over)}. The Slack notifier carries slack_sdk, whose package "
-            "`__init__` imports its whole Web API client even for the webhook client (~30 ms); it is not on the stop path "
-            "(it only delays chat delivery), and the issue that introduced it asked for slack_sdk's WebhookClient and retry "
-            "handlers. A 40-line urllib client would meet the target; that trade is left open."
+            f"Still over {TARGETS['cold start']}x: {', '.join(over)}. The notifier no longer imports slack_sdk (whose "
+            "package `__init__` loads its whole Web API client): webhooks go through urllib and Block Kit is written as "
+            "JSON. What is left beyond boto3 is mostly Powertools and class creation at import, the configuration "
+            "model's dataclasses first (`python -X importtime` shows each module's share)."
             if over
             else "Every handler is within the target."
         ),
@@ -867,8 +871,8 @@ def findings(measured: Measured) -> list[str]:
         f"{measured.throughput['events_per_second']} events/s in one process on the emulation, peak {measured.throughput['peak_rss_mb']} MB, "
         f"{measured.throughput['wrong_decisions']} wrong decisions ({measured.throughput['stops']} stops, {measured.throughput['notifications']} "
         "notifications, each exactly once).",
-        f"- **Size.** {measured.size['zipped_mb']} MB zipped with bytecode, under the {TARGETS['asset zipped MB']} MB target; "
-        "slack_sdk is most of it.",
+        f"- **Size.** {measured.size['zipped_mb']} MB zipped with bytecode, under the {TARGETS['asset zipped MB']} MB target "
+        "(the `training_guard` package alone: Slack goes through the standard library).",
     ]
     return out
 
@@ -900,7 +904,7 @@ def headline(measured: Measured) -> list[str]:
         "| cold start, job-events / alarm-events / sweeper (import time with what the first invocation imports, vs a "
         f"bare `import boto3`) | {' / '.join(f'{v}x' for v in first[:3])} | {TARGETS['cold start']}x "
         f"({verdict(worst, TARGETS['cold start'])}; runs on a 2-core machine vary by about ±0.1x) |",
-        f"| cold start, Slack notifier (carries slack_sdk; not on the stop path) | {first[3]}x | "
+        f"| cold start, Slack notifier (not on the stop path) | {first[3]}x | "
         f"{TARGETS['cold start']}x ({verdict(first[3], TARGETS['cold start'])}) |",
         "| AWS calls for a stop / a notification / a duplicate / an event that needs nothing | "
         f"{' / '.join(str(r['calls']) for r in shown)} | the design's ({' / '.join(str(r['design']) for r in shown)}): "
@@ -943,8 +947,8 @@ def calls_finding(calls: list[dict[str, Any]]) -> str:
         )
     return (
         "- **Calls per reaction** are exactly the design's, call by call (the table's why). A stop's one write before "
-        "`StopTrainingJob` is a TransactWriteItems (claim, stop record, no mute in force: docs/design/responder.md), "
-        "which consumes two write units per item."
+        "`StopTrainingJob` is one conditional UpdateItem (the stop record with a lease, no mute in force: "
+        "docs/design/responder.md); the transition's claim follows the stop."
     )
 
 

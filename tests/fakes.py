@@ -53,7 +53,7 @@ class FakeJobs:
 class FakeLedger:
     items: dict[str, dict[str, object]] = field(default_factory=dict)
     stops: dict[str, StopRecord] = field(default_factory=dict)
-    # The stop's one write checks the job's mutes item (DynamoDB: in the same transaction): FakeMutes.in_force.
+    # The stop's one write checks the job's mutes' marker (DynamoDB: in its own condition): FakeMutes.in_force.
     mutes_in_force: Callable[[str, datetime], bool] | None = None
     first_stops: int = 0
 
@@ -77,28 +77,26 @@ class FakeLedger:
     def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
         previous = self.stops.get(record.job)
         if previous is not None:  # kept whole: granted to a retry of the same rule's stop only
-            return StopClaim(granted=previous.rule == record.rule, previous=previous)
+            same = previous.rule == record.rule
+            busy = same and (previous.lease_until or 0) > int(record.at.timestamp())
+            return StopClaim(granted=same and not busy, previous=previous, busy=busy)
         self.stops[record.job] = record
         return StopClaim(granted=True, previous=None)
 
     def claim_first_stop(
-        self,
-        key: str,
-        record: StopRecord,
-        *,
-        now: datetime,
-        lease_seconds: int,
-        ttl_seconds: int,
-        mutes_of: str | None,
+        self, record: StopRecord, *, now: datetime, lease_seconds: int, ttl_seconds: int, check_mutes: bool
     ) -> bool:
         self.first_stops += 1
-        if key in self.items or record.job in self.stops:
+        if record.job in self.stops:
             return False
-        if mutes_of is not None and self.mutes_in_force is not None and self.mutes_in_force(mutes_of, now):
+        if check_mutes and self.mutes_in_force is not None and self.mutes_in_force(record.job, now):
             return False
-        self.items[key] = {"state": "in_progress", "lease_until": int(now.timestamp()) + lease_seconds}
-        self.stops[record.job] = record
+        self.stops[record.job] = replace(record, lease_until=int(now.timestamp()) + lease_seconds)
         return True
+
+    def release_stop_lease(self, job: str) -> None:
+        if job in self.stops:
+            self.stops[job] = replace(self.stops[job], lease_until=None)
 
     def get_stop(self, job: str) -> StopRecord | None:
         return self.stops.get(job)

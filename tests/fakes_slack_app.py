@@ -10,7 +10,7 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
-from training_guard.domain.mutes import RECORD_TTL_SECONDS, Mute, Mutes, mutes_key
+from training_guard.domain.mutes import RECORD_TTL_SECONDS, Mute, Mutes
 from training_guard.services.threads import ClaimOutcome, ParentClaim, ThreadRecord, lease_expiry
 
 
@@ -70,7 +70,6 @@ class FakeMutes:
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Mute]] = {}
         self.expires: dict[str, int] = {}
-        self.scopes: dict[str, str] = {}  # mutes_key -> scope
         self.reads = 0
 
     def read(self, job: str, account: str | None = None) -> Mutes:
@@ -79,16 +78,16 @@ class FakeMutes:
 
     def put(self, job: str, mute: Mute, *, account: str | None = None, now: datetime) -> None:
         scope = _scope(job, account)
-        self.scopes[mutes_key(job, account)] = scope
         self.items.setdefault(scope, {})[mute.key] = mute
         self.expires[scope] = int(now.timestamp()) + RECORD_TTL_SECONDS
 
     def remove(self, job: str, key: str, *, account: str | None = None) -> bool:
         return self.items.get(_scope(job, account), {}).pop(key, None) is not None
 
-    def in_force(self, key: str, now: datetime) -> bool:
-        """Whether the mutes item `key` (mutes_key) holds a mute that has not ended (what the stop's write checks)."""
-        entries = self.items.get(self.scopes.get(key, ""), {})
+    def in_force(self, scope: str, now: datetime) -> bool:
+        """Whether the job `scope` (`<account>/<job>` for a member's) has a mute that has not ended (what the stop's
+        one write checks, on the marker the real store keeps)."""
+        entries = self.items.get(scope, {})
         return any(m.until is None or m.until > now for m in entries.values())
 
     def jobs(self) -> list[tuple[str, Mutes]]:

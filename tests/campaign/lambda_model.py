@@ -183,13 +183,11 @@ class Context:
         return max(0, int((self._deadline - self._clock.now).total_seconds() * 1000))
 
 
-FIRST_STOP_WRITE = "TransactWriteItems claim + stop record"
+FIRST_STOP_WRITE = "UpdateItem stop record + lease"  # the stop's one write before StopTrainingJob
 
 
 def step_label(operation: str, params: Mapping[str, Any]) -> str:
     """An AWS call named for what it does to the guard: `PutItem claim`, `DeleteItem release`, ..."""
-    if operation == "TransactWriteItems":  # the stop's one write before StopTrainingJob (Responder._reactions)
-        return FIRST_STOP_WRITE
     if operation not in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
         return operation
     key = _ledger_key(params)
@@ -202,17 +200,33 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
     if key.startswith(LOG_JOB_PREFIX):  # ... and its job's streams and problems reported
         return f"{operation} log job"
     if key.startswith("stop#"):
-        if operation == "UpdateItem":  # confirming the stop, folding a transition into it, or what it avoided
-            expression = str(params.get("UpdateExpression"))
-            if "ADD" in expression:
-                return "UpdateItem fold"
-            return "UpdateItem record spend" if "spend_avoided_usd" in expression else "UpdateItem confirm stop"
-        return {"PutItem": "PutItem stop record", "DeleteItem": "DeleteItem drop stop record"}.get(
-            operation, f"{operation} stop record"
-        )
+        return _stop_item_label(operation, params)
     return {"PutItem": "PutItem claim", "UpdateItem": "UpdateItem complete", "DeleteItem": "DeleteItem release"}.get(
         operation, operation
     )
+
+
+def _stop_item_label(operation: str, params: Mapping[str, Any]) -> str:
+    """A call on a job's stop item: its record (the stop's one write, the longer way's), its mutes' marker, ..."""
+    if operation != "UpdateItem":
+        return {"DeleteItem": "DeleteItem drop stop record"}.get(operation, f"{operation} stop record")
+    expression = str(params.get("UpdateExpression"))
+    names = set((params.get("ExpressionAttributeNames") or {}).values())
+    if expression == "REMOVE lease_until":
+        return "UpdateItem release stop lease"
+    labels = {
+        "lease_until": FIRST_STOP_WRITE,
+        "stopped_at": "UpdateItem stop record",
+        "in_force_until": "UpdateItem mute marker",
+    }
+    for name, label in labels.items():
+        if name in names:
+            return label
+    if expression.startswith("REMOVE"):
+        return "UpdateItem drop stop record"
+    if "ADD" in expression:
+        return "UpdateItem fold"
+    return "UpdateItem record spend" if "spend_avoided_usd" in expression else "UpdateItem confirm stop"
 
 
 def _ledger_key(params: Mapping[str, Any]) -> str:
@@ -398,10 +412,6 @@ class LambdaModel:
             self.observed.ledger[_ledger_key(params)] = "done"
         elif accepted and label == "DeleteItem release":
             self.observed.ledger.pop(_ledger_key(params), None)
-        elif accepted and label == FIRST_STOP_WRITE:  # the claim, written with the stop record
-            key = _ledger_key(params["TransactItems"][0]["Put"])
-            attempt.delivery.claimed.add(key)
-            self.observed.ledger[key] = "in_progress"
         elif accepted and label == "PutItem claim":
             key = _ledger_key(params)
             attempt.delivery.claimed.add(key)

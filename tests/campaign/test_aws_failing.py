@@ -35,7 +35,6 @@ RATES = {  # share of calls answered with a fault
     ("sagemaker", "StopTrainingJob"): 0.3,
     ("sagemaker", "AddTags"): 0.3,
     ("dynamodb", "PutItem"): 0.2,
-    ("dynamodb", "TransactWriteItems"): 0.2,  # the stop's one write: claim, stop record, no mute in force
     ("dynamodb", "UpdateItem"): 0.2,
     ("sns", "Publish"): 0.4,
 }

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 from moto.core.botocore_stubber import MockRawResponse
-from slack_sdk.http_retry import builtin_handlers
 
 from tests.campaign.streams import plan_fleet
 from tests.helpers import readme_campaign_row
@@ -35,8 +34,8 @@ def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlackListener]:
     monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
     monkeypatch.setattr("training_guard.adapters.slack.BACKOFF_FACTOR", 0.001)
     monkeypatch.setattr("training_guard.adapters.slack.SEND_TIMEOUT_SECONDS", 0.3)
-    # slack_sdk waits Retry-After plus up to 1 s of jitter; the jitter only slows the campaign down
-    monkeypatch.setattr(builtin_handlers, "random", types.SimpleNamespace(random=lambda: 0.0))
+    # Slack's 429s are waited for Retry-After plus up to 1 s of jitter; the jitter only slows the campaign down
+    monkeypatch.setattr("training_guard.adapters.slack.random", types.SimpleNamespace(random=lambda: 0.0))
     with SlackListener() as listener:
         yield listener
 

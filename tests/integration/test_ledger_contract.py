@@ -105,6 +105,72 @@ def record(rule: str, at_offset: int = 0) -> StopRecord:
     return StopRecord(job="mnist-1", rule=rule, reason="why", at=NOW + timedelta(seconds=at_offset), event_id="e1")
 
 
+def first(ledger: LedgerPort, rule: str = "VanishingGradient", *, at: int = 0, lease: int = 120) -> bool:
+    return ledger.claim_first_stop(
+        record(rule, at), now=NOW + timedelta(seconds=at), lease_seconds=lease, ttl_seconds=3600, check_mutes=True
+    )
+
+
+def test_the_stops_one_write_records_it_with_a_lease_once(tables: Tables) -> None:
+    ledger = tables.ledger
+    assert first(ledger)
+    assert ledger.get_stop("mnist-1") == replace(record("VanishingGradient"), lease_until=int(NOW.timestamp()) + 120)
+    assert not first(ledger)  # a duplicate: the longer way
+    assert not first(ledger, "LossNotDecreasing")  # another rule's: the longer way
+
+
+def test_a_stop_record_within_its_lease_is_busy_for_the_same_rule_then_taken_over(tables: Tables) -> None:
+    ledger = tables.ledger
+    assert first(ledger, lease=120)
+    busy = ledger.claim_stop(record("VanishingGradient", 60), ttl_seconds=3600)
+    assert (busy.granted, busy.busy) == (False, True)  # the writer may still be stopping the job
+    other = ledger.claim_stop(record("LossNotDecreasing", 60), ttl_seconds=3600)
+    assert (other.granted, other.busy) == (False, False)  # another rule: already stopping
+    taken = ledger.claim_stop(record("VanishingGradient", 121), ttl_seconds=3600)
+    assert (taken.granted, taken.busy) == (True, False)  # the writer died: its record is taken over, kept whole
+    assert taken.previous is not None
+    assert taken.previous.event_id == "e1"
+
+
+def test_a_failed_writer_releases_its_lease_for_the_retry(tables: Tables) -> None:
+    ledger = tables.ledger
+    assert first(ledger, lease=120)
+    ledger.release_stop_lease("mnist-1")
+    assert ledger.claim_stop(record("VanishingGradient", 1), ttl_seconds=3600).granted
+    ledger.release_stop_lease("nothing-here")  # no record: nothing to release, no error
+
+
+def test_a_mute_in_force_refuses_the_stops_one_write_and_its_end_does_not() -> None:
+    from training_guard.adapters.mutes import DynamoMutes
+    from training_guard.domain import mutes
+
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        ledger, store = DynamoLedger(dynamodb, TABLE), DynamoMutes(dynamodb, TABLE)
+        store.put("mnist-1", mutes.silence("VanishingGradient", by="slack:U1", at=NOW, seconds=600), now=NOW)
+        assert not first(ledger, at=599)  # the snooze is in force: the responder reads the mutes instead
+        assert ledger.get_stop("mnist-1") is None  # the marker alone is no stop record
+        assert first(ledger, at=601)  # it ended: the one write goes through, on the item that holds the marker
+        ledger.drop_stop("mnist-1")  # a stop that found the job ended: the record goes, the marker stays
+        assert ledger.get_stop("mnist-1") is None
+        store.put("mnist-1", mutes.exempt(by="slack:U1", at=NOW), now=NOW)  # until the job ends
+        assert not first(ledger, at=10**6)
+        assert ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600).granted  # the longer way still works
+        member = "444455556666"
+        store.put("mnist-2", mutes.exempt(by="slack:U1", at=NOW), account=member, now=NOW)
+        from training_guard.adapters.accounts import AccountLedger
+
+        scoped = AccountLedger(ledger, member)
+        refused = scoped.claim_first_stop(
+            replace(record("VanishingGradient"), job="mnist-2"),
+            now=NOW,
+            lease_seconds=60,
+            ttl_seconds=60,
+            check_mutes=True,
+        )
+        assert not refused  # a member's mute is honoured in the member's scope
+
+
 def test_a_second_rules_stop_claim_is_refused_and_shows_the_first(tables: Tables) -> None:
     ledger = tables.ledger
     first = ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600)
@@ -285,7 +351,7 @@ def test_every_read_of_a_stop_record_is_strongly_consistent() -> None:
         reads = [kwargs for name, kwargs in client.calls if name == "get_item"]
         assert [read.get("ConsistentRead") for read in reads] == [True]
         # the refused claim read the record that refused it in the same write, not in a second read
-        [refused] = [kwargs for name, kwargs in client.calls if name == "put_item"][1:]
+        [refused] = [kwargs for name, kwargs in client.calls if name == "update_item"][1:]
         assert refused["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
 
 
@@ -309,7 +375,12 @@ def test_a_stop_record_missing_a_field_reads_back_with_it_empty() -> None:
 def test_a_stop_record_without_a_readable_time_fails_naming_the_record() -> None:
     with Emulation() as aws:
         dynamodb = aws.client("dynamodb")
-        item = {contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"}, "job": {"S": "mnist-1"}, "stopped_at": {"S": "x"}}
+        item = {
+            contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"},
+            "job": {"S": "mnist-1"},
+            "rule": {"S": "VanishingGradient"},
+            "stopped_at": {"S": "x"},
+        }
         dynamodb.put_item(TableName=TABLE, Item=item)
         with pytest.raises(ActionFailed) as failed:
             DynamoLedger(dynamodb, TABLE).get_stop("mnist-1")

@@ -1,4 +1,4 @@
-"""Slack app mode against the local Slack Web API: slack_sdk's real WebClient over HTTP on 127.0.0.1.
+"""Slack app mode against the local Slack Web API: the bot's real Web API calls over HTTP on 127.0.0.1.
 
 The bot adapter (post, reply, update, upload), its errors as the guard classifies them, the thread record that
 makes the parent exactly once (DynamoDB on moto, two notifications at once), the mute records, and signed
@@ -180,7 +180,7 @@ def test_server_errors_are_retried_with_backoff_then_transient(slack: SlackWebAp
     parent = bot.post_parent(DEFAULT_CHANNEL, "x", BLOCKS)
     error = failure(lambda: bot.update(DEFAULT_CHANNEL, parent.ts, "y", BLOCKS))
     assert (error.error, error.permanent, error.status) == ("service_unavailable", False, 503)
-    assert len(slack.called("chat.update")) == 4  # the first try and slack_sdk's three retries
+    assert len(slack.called("chat.update")) == 4  # the first try and its three retries
 
 
 def test_a_server_error_then_success_updates_once(slack: SlackWebApi) -> None:

@@ -1,4 +1,4 @@
-"""Slack app mode wired in, with the real adapters: the notifier's thread and card through slack_sdk to the local
+"""Slack app mode wired in, with the real adapters: the notifier's thread and card over HTTP to the local
 Slack Web API, the records on moto's DynamoDB, the bot token from Secrets Manager; Stop now through the responder
 and the DynamoDB ledger, two people at once."""
 

@@ -165,7 +165,7 @@ def test_a_redelivered_message_reaches_only_the_channels_that_missed_it(slack: S
 def test_the_webhook_url_never_appears_in_logs(
     slack: SlackListener, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Everything the guard and slack_sdk log, at their most verbose. (botocore's own DEBUG wire log
+    # Everything the guard and the HTTP libraries log, at their most verbose. (botocore's own DEBUG wire log
     # prints every API response, secrets included; Lambda never runs it unless asked to.)
     caplog.set_level(logging.INFO)
     for name in ("training-guard", "training_guard", "slack_sdk", "urllib3"):

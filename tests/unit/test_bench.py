@@ -127,6 +127,28 @@ def test_the_workers_listed_imports_are_all_its_builders_import() -> None:
     assert builders_import(preload, build, env) == []
 
 
+@pytest.mark.parametrize(
+    ("handler", "build"),
+    [
+        ("job_events", "wiring.responder(); wiring.parker()"),
+        ("alarm_events", "wiring.responder(); wiring.parker()"),
+        ("sweeper", "wiring.sweeper()"),
+        ("slack_notifier", "wiring.delivery(); wiring.chat_deadline()"),
+    ],
+)
+def test_each_functions_listed_first_call_imports_are_all_its_builders_import(handler: str, build: str) -> None:
+    # Section 1's cold start counts these: a builder importing a module the list lacks would go unmeasured.
+    env = {
+        contract.ENV_CONFIG: "{}",
+        contract.ENV_TABLE: "t",
+        contract.ENV_TOPIC_ARN: "arn:aws:sns:us-east-1:123456789012:t",
+        contract.ENV_WEBHOOK_SECRETS: '{"default": "s"}',
+        contract.ENV_DEAD_LETTER_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/q",
+    }
+    preload = (f"training_guard.handlers.{handler}", *run.FIRST_CALL_IMPORTS[handler])
+    assert builders_import(preload, build, env) == []
+
+
 def test_the_slack_app_section_counts_each_method_and_leaves_the_image_unpriced() -> None:
     app = {
         "jobs": 2,

@@ -242,7 +242,7 @@ def test_the_largest_notification_with_letters_outside_ascii_fits_in_one_sns_mes
 
 def test_the_largest_notification_renders_within_block_kit_limits() -> None:
     """Header 150 characters, section text 3000, at most 10 fields of 2000 each, button text 75, at most 50
-    blocks a message (slack_sdk's block classes check all but the last; Slack's Block Kit reference:
+    blocks a message (slack_messages._checked checks all but the last; Slack's Block Kit reference:
     https://docs.slack.dev/tools/node-slack-sdk/reference/web-api/interfaces/SectionBlock,
     https://docs.slack.dev/reference/block-kit/blocks)."""
     [request, *_] = published(largest_event("x", guard_tags=False))
@@ -490,21 +490,28 @@ def test_the_longest_keys_and_records_the_guard_writes_fit_dynamodb() -> None:
     updates = capture(client, "UpdateItem")
     stub = Stubber(client)
     stub.add_response("put_item", {})
-    stub.add_response("put_item", {})
+    stub.add_response("update_item", {})
     stub.add_response("update_item", {})
     dynamo = DynamoLedger(client, "training-guard-state")
     # The longest spend a stop records: five instance types, a price source naming each (made-up amounts).
     source = "; ".join(f"shipped price table ({t} 2026-09-22)" for t in GROUP_TYPES)
     with stub:
         dynamo.claim(max(keys, key=lambda k: len(k.encode())), now=NOW, lease_seconds=120)
-        dynamo.claim_stop(ledger.stops[name], ttl_seconds=AUDIT_RETENTION_SECONDS)
+        dynamo.claim_first_stop(
+            ledger.stops[name], now=NOW, lease_seconds=120, ttl_seconds=AUDIT_RETENTION_SECONDS, check_mutes=True
+        )
         dynamo.record_stop_spend(name, StopSpend(10.0**12, 10.0**12, source, GROUP_TYPES))
-    spend = {k.lstrip(":"): v for k, v in updates[0]["ExpressionAttributeValues"].items()}
-    items[1]["Item"].update(spend)  # the record as it is once the spend is added to it
-    stop_item = items[1]["Item"]
-    assert stop_item[contract.TABLE_PARTITION_KEY]["S"] == f"stop#{name}"
+    written, spent = updates
+    assert written["Key"][contract.TABLE_PARTITION_KEY]["S"] == f"stop#{name}"
+    names, values = written["ExpressionAttributeNames"], written["ExpressionAttributeValues"]
+    # the record as it is once the spend is added to it, on the item that holds the job's mutes' marker
+    stop_item = {names[f"#{v[1:]}"]: value for v, value in values.items() if v.startswith(":a")}
+    stop_item |= {k.lstrip(":"): v for k, v in spent["ExpressionAttributeValues"].items()}
+    stop_item |= {contract.TABLE_PARTITION_KEY: written["Key"][contract.TABLE_PARTITION_KEY]}
+    stop_item |= {"in_force_until": {"N": "253402300799"}, "confirmed": {"BOOL": True}}
     assert rule in stop_item["rule"]["S"]
-    assert all(item_bytes(i["Item"]) <= DYNAMODB_ITEM_MAX_BYTES for i in items)
+    assert "lease_until" in stop_item
+    assert all(item_bytes(i) <= DYNAMODB_ITEM_MAX_BYTES for i in [stop_item, *(i["Item"] for i in items)])
     assert all(
         len(i["Item"][contract.TABLE_PARTITION_KEY]["S"].encode()) <= DYNAMODB_PARTITION_KEY_MAX_BYTES for i in items
     )

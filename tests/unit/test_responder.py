@@ -158,7 +158,8 @@ def test_a_failed_tag_call_is_retried_and_still_reported_as_a_stop() -> None:
     assert world.kinds() == [("issues_found", "stopped")]
 
 
-VANISHING_KEY = "t#pytorch-mnist-lr01-2026-11-30-02-10-00-123#debugger#VanishingGradient#IssuesFound"
+VANISHING_JOB = "pytorch-mnist-lr01-2026-11-30-02-10-00-123"
+VANISHING_KEY = f"t#{VANISHING_JOB}#debugger#VanishingGradient#IssuesFound"
 
 
 def test_an_expired_lease_of_a_crashed_attempt_can_be_taken_over() -> None:
@@ -169,21 +170,44 @@ def test_an_expired_lease_of_a_crashed_attempt_can_be_taken_over() -> None:
     assert world.kinds() == [("issues_found", "stopped")]
 
 
+def holders_first_write(world: World, lease_seconds: int = 120) -> None:
+    """Another attempt made the stop's one write (its record, with a lease) and may still be acting on it."""
+    record = StopRecord(VANISHING_JOB, "VanishingGradient", "rules.debugger_default = stop", NOW, "holder")
+    assert world.ledger.claim_first_stop(
+        record, now=NOW, lease_seconds=lease_seconds, ttl_seconds=3600, check_mutes=False
+    )
+
+
 def test_a_retry_inside_a_live_lease_is_not_a_duplicate_it_must_come_back_later() -> None:
     # The holder may be an attempt that timed out: counting the retry as a duplicate would lose the stop.
     world = World()
-    world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=120)
+    holders_first_write(world)
     event = load_event("vanishing_gradient_issues_found")
     with pytest.raises(TransitionBusy, match="being handled by another attempt"):
         world.see(event, now=NOW + timedelta(seconds=60))
-    assert sum(world.sleeps) >= BUSY_WAIT_SECONDS  # it waited for the holder before giving up
-    assert world.jobs.stop_calls == []
+    assert world.jobs.stop_calls == []  # the holder's stop is not made twice
     assert world.publisher.published == []
+    assert VANISHING_KEY not in world.ledger.items  # the retry released the transition it had claimed
+    assert world.ledger.stops[VANISHING_JOB].event_id == "holder"  # the holder's record is untouched
+    # once the lease is over (the holder died), the retry takes the stop over and announces it
+    world.see(event, now=NOW + timedelta(seconds=121))
+    assert world.kinds() == [("issues_found", "stopped")]
+
+
+def test_a_retry_of_a_claim_held_by_another_attempt_waits_for_it() -> None:
+    world = World()
+    holders_first_write(world)
+    world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=120)  # the holder stopped the job and claimed
+    with pytest.raises(TransitionBusy, match="being handled by another attempt"):
+        world.see(load_event("vanishing_gradient_issues_found"), now=NOW + timedelta(seconds=60))
+    assert sum(world.sleeps) >= BUSY_WAIT_SECONDS  # it waited for the holder before giving up
     assert world.ledger.items[VANISHING_KEY]["state"] == "in_progress"  # the holder's claim is untouched
+    assert world.jobs.stop_calls == []
 
 
 def test_a_busy_transition_whose_holder_finishes_during_the_wait_is_a_duplicate() -> None:
     world = World()
+    holders_first_write(world)
     world.ledger.claim(VANISHING_KEY, now=NOW, lease_seconds=120)
 
     def holder_finishes(seconds: float) -> None:

@@ -225,3 +225,38 @@ def test_a_message_parked_for_want_of_urls_names_each_webhook_before_what_to_do(
     for webhook in webhooks:
         assert f"webhook {webhook!r}: secret TrainingGuard/slack/{webhook} {NOT_CONFIGURED}" in reason
     assert reason.index("on-call") < reason.index("; set it with aws secretsmanager put-secret-value")
+
+
+# --- Block Kit as plain JSON: the JSON slack_sdk's classes wrote, byte for byte, and their limits --------------------
+
+
+@pytest.mark.parametrize("event", ["vanishing_gradient_issues_found", "rule_error", "failed", "spot_interrupted"])
+def test_the_blocks_are_the_json_slack_sdks_block_kit_classes_write(event: str) -> None:
+    # slack_sdk stays a development dependency for this check; the notifier no longer imports it (cold start).
+    from slack_sdk.models.blocks import Block
+
+    from training_guard.render.slack_actions import Act, button
+    from training_guard.render.slack_messages import render_alarm, render_card
+
+    doc = document(load_event(event), Outcome.WOULD_STOP)
+    stop = [button(Act.STOP, label="Stop now", job="j", rule="r", style="danger")]
+    alarm = {"AlarmName": "TrainingGuard-X", "NewStateValue": "ALARM", "StateChangeTime": "2026-11-30T01:39:12Z"}
+    for _, blocks in (
+        render(doc, actions=stop, extra_links={"graph": "https://console.aws.amazon.com/x"}),
+        render_card(doc, actions=stop),
+        render_alarm(alarm),
+    ):
+        parsed = [b.to_dict() for b in Block.parse_all(blocks)]
+        assert json.dumps(blocks) == json.dumps(parsed)
+
+
+@pytest.mark.parametrize(
+    ("links", "error"),
+    [
+        ({f"link {i}": "https://x" for i in range(26)}, r"actions block: \d+ items, Block Kit takes at most 25"),
+        ({"graph": "https://x/" + "a" * 3000}, "button url: 3010 characters, Block Kit takes at most 3000"),
+    ],
+)
+def test_a_message_over_a_block_kit_limit_is_refused_with_the_limit_named(links: dict[str, str], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        render(document(load_event("rule_error"), Outcome.NOTIFIED), extra_links=links)

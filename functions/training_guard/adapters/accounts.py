@@ -215,24 +215,18 @@ class AccountLedger:
         return replace(claim, previous=self._unscoped(claim.previous))
 
     def claim_first_stop(
-        self,
-        key: str,
-        record: StopRecord,
-        *,
-        now: datetime,
-        lease_seconds: int,
-        ttl_seconds: int,
-        mutes_of: str | None,
+        self, record: StopRecord, *, now: datetime, lease_seconds: int, ttl_seconds: int, check_mutes: bool
     ) -> bool:
-        # `mutes_of` is the member's already (mutes_key with the account).
         return self.inner.claim_first_stop(
-            scoped(self.account, key),
             replace(record, job=scoped(self.account, record.job)),
             now=now,
             lease_seconds=lease_seconds,
             ttl_seconds=ttl_seconds,
-            mutes_of=mutes_of,
+            check_mutes=check_mutes,
         )
+
+    def release_stop_lease(self, job: str) -> None:
+        self.inner.release_stop_lease(scoped(self.account, job))
 
     def get_stop(self, job: str) -> StopRecord | None:
         record = self.inner.get_stop(scoped(self.account, job))

@@ -103,7 +103,7 @@ class SigningSecret:
 
 
 class ResponseUrl:
-    """Answers to a click through its response_url (slack_sdk's WebhookClient, as Bolt's `respond` does)."""
+    """Answers to a click through its response_url: a JSON POST, as Bolt's `respond` does."""
 
     def __init__(
         self,
@@ -121,13 +121,14 @@ class ResponseUrl:
     def _post(self, url: str, body: dict[str, Any]) -> None:
         if not url.startswith(self._allowed):
             raise ActionFailed("answer the click", ValueError("its response_url is not Slack's"))
-        from slack_sdk.webhook import WebhookClient
+        from urllib.request import Request
 
-        from training_guard.adapters.slack import _sdk_logger
+        from training_guard.adapters.slack import JSON_HEADERS, _sdk_logger, exchange, retry_connection_once
 
+        request = Request(url, data=json.dumps(body).encode("utf-8"), headers=JSON_HEADERS, method="POST")  # noqa: S310
         try:
-            response = WebhookClient(url, timeout=self._timeout, logger=_sdk_logger()).send_dict(body)
+            status, _, _ = exchange(request, retry=retry_connection_once, timeout=self._timeout, logger=_sdk_logger())
         except Exception as exc:  # noqa: BLE001 - connection errors: the queue delivers the click again
             raise ActionFailed("answer the click", RuntimeError(type(exc).__name__)) from None
-        if response.status_code != 200:
-            raise ActionFailed("answer the click", RuntimeError(f"HTTP {response.status_code}"))
+        if status != 200:
+            raise ActionFailed("answer the click", RuntimeError(f"HTTP {status}"))

@@ -84,15 +84,13 @@ class DynamoLedger:
                 raise ActionFailed(f"release {key}", exc) from exc
 
     def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
-        item = _stop_item(record, ttl_seconds)
         try:
-            self._client.put_item(
+            self._client.update_item(
                 TableName=self._table,
-                Item=item,
-                # Written only when there is none: a retry of the same rule's stop finds its earlier record and
-                # keeps it whole, with what it gathered since (its confirmation, the transitions folded into it).
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": _PK},
+                Key={_PK: {"S": _stop_key(record.job)}},
+                # Written only when there is none (the item may hold the job's mutes' marker): a retry of the same
+                # rule's stop finds its earlier record and keeps it whole, with what it gathered since.
+                **_stop_update(record, ttl_seconds, lease_until=None, condition="attribute_not_exists(#rule)"),
                 # The record that made the condition fail, read in the same write.
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -100,63 +98,46 @@ class DynamoLedger:
             if error_code(exc) == "ConditionalCheckFailedException":
                 old = exc.response.get("Item")
                 previous = _record(old) if old else self.get_stop(record.job)
-                granted = previous is not None and previous.rule == record.rule
-                return StopClaim(granted=granted, previous=previous)
+                same = previous is not None and previous.rule == record.rule
+                # An attempt that wrote its record before its stop and may still be acting: not ours to redo yet.
+                busy = same and previous is not None and (previous.lease_until or 0) > int(record.at.timestamp())
+                return StopClaim(granted=same and not busy, previous=previous, busy=busy)
             raise ActionFailed(f"record stop of {record.job}", exc) from exc
         return StopClaim(granted=True, previous=None)
 
     def claim_first_stop(
-        self,
-        key: str,
-        record: StopRecord,
-        *,
-        now: datetime,
-        lease_seconds: int,
-        ttl_seconds: int,
-        mutes_of: str | None,
+        self, record: StopRecord, *, now: datetime, lease_seconds: int, ttl_seconds: int, check_mutes: bool
     ) -> bool:
-        # One TransactWriteItems: all three conditions hold, or nothing is written
-        # (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html).
-        epoch = int(now.timestamp())
-        names = {"#pk": _PK}
-        items: list[Any] = [
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": _claim_item(key, epoch, lease_seconds),
-                    "ConditionExpression": "attribute_not_exists(#pk)",
-                    "ExpressionAttributeNames": names,
-                }
-            },
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": _stop_item(record, ttl_seconds),
-                    "ConditionExpression": "attribute_not_exists(#pk)",
-                    "ExpressionAttributeNames": names,
-                }
-            },
-        ]
-        if mutes_of is not None:
-            items.append(
-                {
-                    "ConditionCheck": {
-                        "TableName": self._table,
-                        "Key": {_PK: {"S": mutes_of}},
-                        "ConditionExpression": "attribute_not_exists(#pk) OR attribute_not_exists(#until) "
-                        "OR #until < :now",
-                        "ExpressionAttributeNames": {**names, "#until": IN_FORCE_UNTIL},
-                        "ExpressionAttributeValues": {":now": {"N": str(epoch)}},
-                    }
-                }
-            )
+        # One UpdateItem: the job's stop item may hold its mutes' marker already, never a stop record.
+        condition = "attribute_not_exists(#rule)"
+        values = {":now": {"N": str(int(now.timestamp()))}} if check_mutes else {}
+        if check_mutes:
+            condition += " AND (attribute_not_exists(#until) OR #until < :now)"
+        lease = int(now.timestamp()) + lease_seconds
         try:
-            self._client.transact_write_items(TransactItems=items)
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": _stop_key(record.job)}},
+                **_stop_update(record, ttl_seconds, lease_until=lease, condition=condition, values=values),
+            )
         except ClientError as exc:
-            if error_code(exc) == "TransactionCanceledException":
-                return False  # a duplicate, a retry, another rule's stop or a mute: the stop goes the longer way
-            raise ActionFailed(f"claim {key} and record the stop of {record.job}", exc) from exc
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False  # a stop recorded (a duplicate, a retry, another rule) or a mute: the longer way
+            raise ActionFailed(f"record the stop of {record.job}", exc) from exc
         return True
+
+    def release_stop_lease(self, job: str) -> None:
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": _stop_key(job)}},
+                UpdateExpression="REMOVE lease_until",
+                ConditionExpression="attribute_exists(#rule)",  # nothing to release once the record was dropped
+                ExpressionAttributeNames={"#rule": "rule"},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise ActionFailed(f"release the stop lease of {job}", exc) from exc
 
     def confirm_stop(self, job: str) -> None:
         try:
@@ -165,8 +146,8 @@ class DynamoLedger:
                 Key={_PK: {"S": _stop_key(job)}},
                 UpdateExpression="SET #confirmed = :true",
                 # Never create a record that holds nothing but the confirmation.
-                ConditionExpression="attribute_exists(#pk)",
-                ExpressionAttributeNames={"#pk": _PK, "#confirmed": "confirmed"},
+                ConditionExpression="attribute_exists(#rule)",
+                ExpressionAttributeNames={"#rule": "rule", "#confirmed": "confirmed"},
                 ExpressionAttributeValues={":true": {"BOOL": True}},
             )
         except ClientError as exc:
@@ -201,8 +182,8 @@ class DynamoLedger:
                     "price_source = :source, instance_types = :types"
                 ),
                 # Never create a record that holds nothing but the spend.
-                ConditionExpression="attribute_exists(#pk)",
-                ExpressionAttributeNames={"#pk": _PK},
+                ConditionExpression="attribute_exists(#rule)",
+                ExpressionAttributeNames={"#rule": "rule"},
                 ExpressionAttributeValues={
                     ":avoided": _usd(spend.avoided_usd),
                     ":so_far": _usd(spend.so_far_usd),
@@ -221,11 +202,28 @@ class DynamoLedger:
         except ClientError as exc:
             raise ActionFailed(f"read stop record of {job}", exc) from exc
         item = response.get("Item")
-        return _record(item) if item else None
+        return _record(item) if item and "rule" in item else None  # the mutes' marker alone is no stop record
 
     def drop_stop(self, job: str) -> None:
+        key = {_PK: {"S": _stop_key(job)}}
         try:
-            self._client.delete_item(TableName=self._table, Key={_PK: {"S": _stop_key(job)}})
+            try:
+                # The whole item, unless it holds the job's mutes' marker: then only the record's attributes.
+                self._client.delete_item(
+                    TableName=self._table,
+                    Key=key,
+                    ConditionExpression="attribute_not_exists(#until)",
+                    ExpressionAttributeNames={"#until": IN_FORCE_UNTIL},
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                self._client.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="REMOVE " + ", ".join(f"#r{i}" for i in range(len(_RECORD_ATTRIBUTES))),
+                    ExpressionAttributeNames={f"#r{i}": name for i, name in enumerate(_RECORD_ATTRIBUTES)},
+                )
         except ClientError as exc:
             raise ActionFailed(f"drop stop record of {job}", exc) from exc
 
@@ -240,9 +238,33 @@ def _claim_item(key: str, epoch: int, lease_seconds: int) -> dict[str, Any]:
     }
 
 
-def _stop_item(record: StopRecord, ttl_seconds: int) -> dict[str, Any]:
-    return {
-        _PK: {"S": _stop_key(record.job)},
+_RECORD_ATTRIBUTES = (
+    "job",
+    "rule",
+    "reason",
+    "stopped_at",
+    "event_id",
+    "stopped_by",
+    "lease_until",
+    "confirmed",
+    "folded",
+    "spend_avoided_usd",
+    "spend_so_far_usd",
+    "price_source",
+    "instance_types",
+)
+
+
+def _stop_update(
+    record: StopRecord,
+    ttl_seconds: int,
+    *,
+    lease_until: int | None,
+    condition: str,
+    values: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The UpdateItem arguments that write a stop record (`lease_until`: the stop's one write, before the stop)."""
+    sets = {
         "job": {"S": record.job},
         "rule": {"S": record.rule},
         "reason": {"S": record.reason},
@@ -250,6 +272,17 @@ def _stop_item(record: StopRecord, ttl_seconds: int) -> dict[str, Any]:
         "event_id": {"S": record.event_id},
         "stopped_by": {"S": contract.stopped_by(record.rule)},
         _TTL: {"N": str(int(record.at.timestamp()) + ttl_seconds)},
+    }
+    if lease_until is not None:
+        sets["lease_until"] = {"N": str(lease_until)}
+    names = {f"#a{i}": name for i, name in enumerate(sets)} | {"#rule": "rule"}
+    if "#until" in condition:
+        names["#until"] = IN_FORCE_UNTIL
+    return {
+        "UpdateExpression": "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets))),
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {f":a{i}": value for i, value in enumerate(sets.values())} | (values or {}),
     }
 
 
@@ -269,6 +302,7 @@ def _record(item: dict[str, Any]) -> StopRecord:
         confirmed=item.get("confirmed", {}).get("BOOL") is True,
         folded=tuple(sorted(item.get("folded", {}).get("SS", ()))),
         spend=_spend(item),
+        lease_until=int(item["lease_until"]["N"]) if "N" in item.get("lease_until", {}) else None,
     )
 
 

@@ -5,6 +5,7 @@ One map attribute per mute, `m:<effect>:<rule>`; each write pushes the item's TT
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from training_guard import contract
 from training_guard.adapters.clients import error_code
+from training_guard.domain.accounts import scoped
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import parse_time
 from training_guard.domain.mutes import KEY_PREFIX, RECORD_TTL_SECONDS, Effect, Mute, Mutes, mutes_key
@@ -23,14 +25,15 @@ if TYPE_CHECKING:
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 ATTRIBUTE_PREFIX = "m:"
-# The latest end of a mute ever put in the item (epoch seconds): the stop's one write checks it instead of reading the
-# mutes (adapters/ledger.claim_first_stop). Never lowered: a removed mute only sends the stop the slower way.
+# The latest end of a mute ever put for the job (epoch seconds), kept on the job's stop item (`stop#<job>`): the stop's
+# one write checks it in its own condition instead of reading the mutes (adapters/ledger.claim_first_stop). Never
+# lowered: a removed mute only sends the stop the slower way until it would have ended.
 IN_FORCE_UNTIL = "in_force_until"
 UNTIL_THE_JOB_ENDS = 253402300799  # 9999-12-31T23:59:59Z
 
 
 def in_force_until(mute: Mute) -> int:
-    return UNTIL_THE_JOB_ENDS if mute.until is None else int(mute.until.timestamp()) + 1
+    return UNTIL_THE_JOB_ENDS if mute.until is None else math.ceil(mute.until.timestamp())
 
 
 class DynamoMutes:
@@ -70,11 +73,14 @@ class DynamoMutes:
             # The marker first: a failure between the two writes leaves a marker without a mute (the slower stop).
             self._client.update_item(
                 TableName=self._table,
-                Key={_PK: {"S": mutes_key(job, account)}},
-                UpdateExpression="SET #until = :until",
+                Key={_PK: {"S": contract.STOP_KEY_PREFIX + (scoped(account, job) if account else job)}},
+                UpdateExpression="SET #until = :until, #ttl = if_not_exists(#ttl, :ttl)",
                 ConditionExpression="attribute_not_exists(#until) OR #until < :until",
-                ExpressionAttributeNames={"#until": IN_FORCE_UNTIL},
-                ExpressionAttributeValues={":until": {"N": str(until)}},
+                ExpressionAttributeNames={"#until": IN_FORCE_UNTIL, "#ttl": _TTL},
+                ExpressionAttributeValues={
+                    ":until": {"N": str(until)},
+                    ":ttl": {"N": str(int(now.timestamp()) + RECORD_TTL_SECONDS)},
+                },
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":  # a later end is there already

@@ -1,31 +1,23 @@
-"""Slack incoming webhooks through slack_sdk's WebhookClient and its retry handlers.
+"""Slack incoming webhooks as HTTPS+JSON with the standard library, and the retry rules every Slack call shares.
 
 429, 5xx and timeouts are transient, other 4xx permanent (docs/design/chat-delivery.md); URLs are never logged.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from http.client import RemoteDisconnected
 from typing import Any
-from urllib.error import URLError
-
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
-from slack_sdk.http_retry.jitter import Jitter
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
-from slack_sdk.webhook import WebhookClient
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
 
 SEND_TIMEOUT_SECONDS = 10
 MAX_RETRIES = 3
@@ -40,6 +32,10 @@ MAX_BACKOFF_SECONDS = 2 * BACKOFF_FACTOR * 2 ** (MAX_RETRIES - 1)
 # One attempt at most (pacing, the HTTP timeout): started only with this much time left, since a timed-out
 # notifier returns its whole batch to the queue.
 ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
+CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError)  # retried as a 5xx is
+USER_AGENT = "training-guard"
+# A webhook is a JSON POST (https://docs.slack.dev/messaging/sending-messages-using-incoming-webhooks)
+JSON_HEADERS = {"Content-Type": "application/json;charset=utf-8", "User-Agent": USER_AGENT}
 _URL = re.compile(r"https?://\S+")
 
 
@@ -52,16 +48,14 @@ class _RedactUrls(logging.Filter):
 
 def _sdk_logger() -> logging.Logger:
     logger = logging.getLogger("training_guard.slack_sdk")
-    logger.setLevel(logging.WARNING)  # slack_sdk writes URLs at INFO/DEBUG: never emit those
+    logger.setLevel(logging.WARNING)  # nothing below WARNING: URLs never reach the logs
     if not any(isinstance(f, _RedactUrls) for f in logger.filters):
         logger.addFilter(_RedactUrls())
     return logger
 
 
-# `_can_retry` is slack_sdk's extension point despite the underscore
-# (https://docs.slack.dev/tools/python-slack-sdk/reference/http_retry/handler.html); test_slack_retry.py pins it.
 class Deadline:
-    """The invocation's time left, shared by the sender and its retry handlers (unbounded locally)."""
+    """The invocation's time left, shared by the sender and its retries (unbounded locally)."""
 
     def __init__(self) -> None:
         self.time_left: Callable[[], float] = lambda: math.inf
@@ -70,82 +64,91 @@ class Deadline:
         return self.time_left() >= wait + ATTEMPT_SECONDS
 
 
-class _WithDeadline:
-    """A retry handler that also holds the invocation's deadline (slack_sdk's handlers take kwargs)."""
+# --- the retry rules, and the one loop that applies them (the webhook sender and slack_app's bot) ---------------
+def retry_after(headers: Mapping[str, Any]) -> int:
+    """A 429's Retry-After in whole seconds (header names in any case); 1 when unreadable."""
+    value = {k.lower(): v for k, v in headers.items()}.get("retry-after") or "1"
+    try:
+        return int(value)
+    except ValueError:
+        return 1
 
-    def __init__(self, *, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.deadline = deadline
+
+def retry_wait(
+    attempt: int,
+    status: int | None,
+    headers: Mapping[str, Any],
+    error: BaseException | None,
+    *,
+    deadline: Deadline,
+    backoff_factor: float,
+) -> float | None:
+    """Seconds to wait before retrying attempt `attempt` (0 the first); None: no retry. A 429 waits Retry-After plus
+    up to a second when that is short and fits the time left; a 5xx, a timeout or a connection error backs off
+    factor x 2^attempt plus up to as much, when the longest back-off fits; at most MAX_RETRIES retries."""
+    if attempt >= MAX_RETRIES:
+        return None
+    jitter = random.random()  # noqa: S311 - jitter, not cryptography
+    if status == 429:
+        wait = retry_after(headers)
+        return wait + jitter if wait <= MAX_RETRY_AFTER_SECONDS and deadline.allows(wait) else None
+    server_error = status is not None and 500 <= status < 600
+    if (server_error or isinstance(error, CONNECTION_ERRORS)) and deadline.allows(MAX_BACKOFF_SECONDS):
+        return backoff_factor * 2.0**attempt * (1 + jitter)
+    return None
 
 
-class _BoundedRateLimitHandler(_WithDeadline, RateLimitErrorRetryHandler):
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if response is None or response.status_code != 429:
-            return False
-        values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after") or ["1"]
+# (attempt, status or None, headers, error or None) -> seconds to wait before the next attempt, or None: no retry
+RetryRule = Callable[[int, int | None, Mapping[str, Any], BaseException | None], float | None]
+
+
+def slack_retries(deadline: Deadline, backoff_factor: float) -> RetryRule:
+    """`retry_wait` for one sender: its invocation's deadline and its back-off factor."""
+    return partial(retry_wait, deadline=deadline, backoff_factor=backoff_factor)
+
+
+def retry_connection_once(
+    attempt: int, status: int | None, headers: Mapping[str, Any], error: BaseException | None
+) -> float | None:
+    """One retry of a refused or reset connection after 0.5 s plus up to a second, nothing else (what slack_sdk's
+    WebhookClient did by default: the response_url's answers)."""
+    if attempt == 0 and status is None and isinstance(error, URLError | ConnectionResetError | RemoteDisconnected):
+        return 0.5 + random.random()  # noqa: S311 - jitter, not cryptography
+    return None
+
+
+def exchange(
+    request: Request, *, retry: RetryRule, timeout: float, logger: logging.Logger
+) -> tuple[int, Mapping[str, str], str]:
+    """Send `request` (http or https only), retried as `retry` says: the last answer's status, headers and body, or
+    the last connection error raised."""
+    if not request.full_url.lower().startswith(("https://", "http://")):
+        raise ValueError(f"Invalid URL detected: {request.full_url}")
+    attempt = 0
+    while True:
         try:
-            wait = int(values[0])
-        except ValueError:
-            wait = 1
-        return wait <= MAX_RETRY_AFTER_SECONDS and self.deadline.allows(wait)
-
-
-class _AllServerErrorsHandler(_WithDeadline, ServerErrorRetryHandler):
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        return response is not None and 500 <= response.status_code < 600 and self.deadline.allows(MAX_BACKOFF_SECONDS)
-
-
-class _ConnectionErrorHandler(_WithDeadline, ConnectionErrorRetryHandler):
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        retry = super()._can_retry(state=state, request=request, response=response, error=error)
-        return retry and self.deadline.allows(MAX_BACKOFF_SECONDS)
-
-
-class _ProportionalJitter(Jitter):
-    """Up to one more interval of random delay (slack_sdk's default adds up to a whole second)."""
-
-    def recalculate(self, duration: float) -> float:
-        return duration * (1 + random.random())  # noqa: S311 - jitter, not cryptography
-
-
-def retry_handlers(backoff_factor: float, deadline: Deadline | None = None) -> list[Any]:
-    interval = BackoffRetryIntervalCalculator(backoff_factor=backoff_factor, jitter=_ProportionalJitter())
-    deadline = deadline or Deadline()
-    return [
-        _BoundedRateLimitHandler(max_retry_count=MAX_RETRIES, deadline=deadline),
-        _AllServerErrorsHandler(max_retry_count=MAX_RETRIES, interval_calculator=interval, deadline=deadline),
-        _ConnectionErrorHandler(
-            max_retry_count=MAX_RETRIES,
-            interval_calculator=interval,
-            error_types=[URLError, ConnectionError, TimeoutError],
-            deadline=deadline,
-        ),
-    ]
+            with urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked above
+                body = response.read().decode(response.headers.get_content_charset() or "utf-8")
+                return response.status, response.headers, body
+        except HTTPError as exc:
+            headers = dict(exc.headers.items())
+            body = exc.read().decode(exc.headers.get_content_charset() or "utf-8")
+            wait = retry(attempt, exc.code, headers, None)
+            if wait is None:
+                return exc.code, headers, body
+        except Exception as exc:
+            logger.error("Failed to send a request to Slack API server: %s", exc)  # URLs blanked by its filter
+            wait = retry(attempt, None, {}, exc)
+            if wait is None:
+                raise
+        time.sleep(wait)
+        attempt += 1
 
 
 @dataclass(frozen=True)
 class Delivery:
+    """One webhook post's result: delivered, or why not and whether a retry can help."""
+
     ok: bool
     permanent: bool = False  # True: retrying the same request cannot succeed
     detail: str = ""  # status and Slack's error text; never the URL
@@ -162,7 +165,7 @@ class WebhookSender:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.deadline = deadline or Deadline()
-        self._handlers = retry_handlers(BACKOFF_FACTOR if backoff_factor is None else backoff_factor, self.deadline)
+        self._backoff = BACKOFF_FACTOR if backoff_factor is None else backoff_factor
         self._logger = _sdk_logger()
         self._min_interval = min_interval
         self._clock = clock
@@ -171,18 +174,19 @@ class WebhookSender:
 
     def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Delivery:
         self._pace(url)
-        client = WebhookClient(url, timeout=SEND_TIMEOUT_SECONDS, logger=self._logger, retry_handlers=self._handlers)
+        body = {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
+        request = Request(url, data=json.dumps(body).encode("utf-8"), headers=JSON_HEADERS, method="POST")  # noqa: S310
         try:
-            response = client.send(text=text, blocks=blocks, unfurl_links=False, unfurl_media=False)
+            retry = slack_retries(self.deadline, self._backoff)
+            status, _, answer = exchange(request, retry=retry, timeout=SEND_TIMEOUT_SECONDS, logger=self._logger)
         except Exception as exc:  # noqa: BLE001 - connection errors after retries: transient
             return Delivery(ok=False, detail=f"{type(exc).__name__}: {_URL.sub('<webhook url>', str(exc))}")
         finally:
             self._last_sent[url] = self._clock()
-        if response.status_code == 200:
+        if status == 200:
             return Delivery(ok=True, detail="200")
-        body = (response.body or "")[:200]
-        transient = response.status_code == 429 or response.status_code >= 500
-        return Delivery(ok=False, permanent=not transient, detail=f"HTTP {response.status_code} {body}")
+        transient = status == 429 or status >= 500
+        return Delivery(ok=False, permanent=not transient, detail=f"HTTP {status} {answer[:200]}")
 
     def _pace(self, url: str) -> None:
         last = self._last_sent.get(url)

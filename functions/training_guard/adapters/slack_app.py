@@ -1,28 +1,30 @@
-"""Slack app mode: a bot token (`xoxb-`) and slack_sdk's WebClient, for one living thread per job.
+"""Slack app mode: a bot token (`xoxb-`) and Slack's Web API over HTTPS, for one living thread per job.
 
 Failures are classified as the webhook sender's are (docs/design/chat-delivery.md); the token is never logged.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.error import URLError
-
-from slack_sdk.errors import SlackApiError, SlackRequestError
-from slack_sdk.web.client import WebClient
+from urllib.parse import urlencode
+from urllib.request import Request, urlopen
 
 from training_guard.adapters.slack import (
     ATTEMPT_SECONDS,
     BACKOFF_FACTOR,
+    CONNECTION_ERRORS,
     MIN_INTERVAL_SECONDS,
     SEND_TIMEOUT_SECONDS,
+    USER_AGENT,
     Deadline,
     _sdk_logger,
-    retry_handlers,
+    exchange,
+    slack_retries,
 )
 from training_guard.domain import credentials
 from training_guard.domain.credentials import BOT_TOKEN_PREFIX
@@ -43,13 +45,26 @@ _URL = re.compile(r"https?://\S+")
 
 
 class SlackAppError(ActionFailed):
-    """A Slack Web API call failed after slack_sdk's retries: `error` is Slack's (or ours); `permanent`: never retry."""
+    """A Slack Web API call failed after its retries: `error` is Slack's (or ours); `permanent`: never retry."""
 
     def __init__(self, action: str, detail: str, *, error: str, permanent: bool, status: int | None = None) -> None:
         self.error = error
         self.permanent = permanent
         self.status = status
         super().__init__(action, RuntimeError(detail))
+
+
+class _ApiError(Exception):
+    """Slack's answer was not `ok` (or not HTTP 200): its status and what it said."""
+
+    def __init__(self, status: int, data: Mapping[str, Any]) -> None:
+        super().__init__(f"{data.get('error')} (HTTP {status})")
+        self.status = status
+        self.data = data
+
+
+class _UploadRefused(Exception):
+    """The POST of a file's bytes to its upload URL was not answered with 200."""
 
 
 @dataclass(frozen=True)
@@ -87,13 +102,11 @@ class SlackApp:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.deadline = deadline or Deadline()
-        self.client = WebClient(
-            token=token,
-            base_url=base_url,
-            timeout=timeout,
-            logger=_sdk_logger(),
-            retry_handlers=retry_handlers(backoff_factor, self.deadline),
-        )
+        self._token = token
+        self._base_url = base_url
+        self._backoff = backoff_factor
+        self._timeout = timeout
+        self._logger = _sdk_logger()
         self._min_interval = min_interval
         self._clock = clock
         self._sleep = sleep
@@ -114,34 +127,40 @@ class SlackApp:
         action = f"update message {ts} in {channel}"
         self._need(action, calls=1)
         try:
-            self.client.chat_update(channel=channel, ts=ts, text=text, blocks=list(blocks))
+            self._call("chat.update", json_body={"channel": channel, "ts": ts, "text": text, "blocks": list(blocks)})
         except Exception as exc:
             raise _failure(action, exc) from exc
 
     def upload_png(self, channel: str, thread_ts: str, png: bytes, *, filename: str, title: str, alt_text: str) -> str:
-        """Share a PNG in the thread of `thread_ts` (slack_sdk's files_upload_v2); its file ID."""
+        """Share a PNG in the thread of `thread_ts` in Slack's three steps (files.getUploadURLExternal, the POST of
+        the bytes, files.completeUploadExternal: https://docs.slack.dev/reference/methods/files.getUploadURLExternal);
+        its file ID."""
         action = f"upload {filename} to thread {thread_ts} of {channel}"
         self._need(action, calls=UPLOAD_CALLS)
         self._pace(channel)
         try:
-            response = self.client.files_upload_v2(
-                channel=channel, thread_ts=thread_ts, content=png, filename=filename, title=title, alt_txt=alt_text
+            ticket = self._call(
+                "files.getUploadURLExternal", form={"filename": filename, "length": len(png), "alt_txt": alt_text}
             )
+            self._upload(str(ticket.get("upload_url")), png, filename=filename, title=title)
+            shared = [{"id": ticket.get("file_id"), "title": title}]
+            form = {"files": json.dumps(shared), "channel_id": channel, "thread_ts": thread_ts}
+            done = self._call("files.completeUploadExternal", form=form)
         except Exception as exc:
             raise _failure(action, exc) from exc
         finally:
             self._last_post[channel] = self._clock()
-        return str(response["file"]["id"])
+        return str(done["files"][0]["id"])
 
     def identity(self) -> dict[str, str]:
         """auth.test: the workspace and the bot user the token belongs to (a check that the token works)."""
         action = "auth.test"
         self._need(action, calls=1)
         try:
-            response = self.client.auth_test()
+            response = self._call("auth.test")
         except Exception as exc:
             raise _failure(action, exc) from exc
-        return {k: str(v) for k, v in response.data.items() if k != "ok"} if isinstance(response.data, dict) else {}
+        return {k: str(v) for k, v in response.items() if k != "ok"}
 
     # --- mechanics ------------------------------------------------------------------------------------
     def _post(
@@ -150,19 +169,51 @@ class SlackApp:
         self._need(action, calls=1)
         self._pace(channel)
         try:
-            response = self.client.chat_postMessage(
-                channel=channel,
-                text=text,
-                blocks=list(blocks),
-                thread_ts=thread_ts,
-                unfurl_links=False,
-                unfurl_media=False,
-            )
+            body: dict[str, Any] = {"channel": channel, "text": text, "blocks": list(blocks)}
+            if thread_ts is not None:
+                body["thread_ts"] = thread_ts
+            body |= {"unfurl_links": False, "unfurl_media": False}
+            response = self._call("chat.postMessage", json_body=body)
         except Exception as exc:
             raise _failure(action, exc) from exc
         finally:
             self._last_post[channel] = self._clock()
         return Posted(channel=str(response["channel"]), ts=str(response["ts"]))
+
+    def _call(
+        self, method: str, *, json_body: Mapping[str, Any] | None = None, form: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        """One Web API method (https://docs.slack.dev/apis/web-api): JSON for chat.*, a form for files.*, retried by
+        adapters/slack.py's rules; its answer when `ok`, else `_ApiError`."""
+        headers = {"Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT}
+        data: bytes | None = None
+        if json_body:
+            data, headers["Content-Type"] = json.dumps(json_body).encode("utf-8"), "application/json;charset=utf-8"
+        elif form:
+            data, headers["Content-Type"] = urlencode(form).encode("utf-8"), "application/x-www-form-urlencoded"
+        request = Request(self._base_url + method, data=data, headers=headers, method="POST")  # noqa: S310 - exchange checks
+        retry = slack_retries(self.deadline, self._backoff)
+        status, _, body = exchange(request, retry=retry, timeout=self._timeout, logger=self._logger)
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = {"ok": False, "error": "Received a response in a non-JSON format: " + _one_line(body)}
+        if not isinstance(answer, dict):
+            answer = {"ok": False, "error": f"Received a JSON {type(answer).__name__}, not an object"}
+        if status != 200 or not answer.get("ok"):
+            raise _ApiError(status, answer)
+        return answer
+
+    def _upload(self, url: str, png: bytes, *, filename: str, title: str) -> None:
+        """POST the bytes to the upload URL Slack gave (no token: the URL is the ticket); not retried."""
+        if not url.lower().startswith(("https://", "http://")):
+            raise _UploadRefused(f"Invalid upload URL detected: {url}")
+        request = Request(url, data=png, headers={}, method="POST")  # noqa: S310 - http(s) only, checked above
+        with urlopen(request, timeout=self._timeout) as response:  # noqa: S310 - as above
+            body = response.read().decode(response.headers.get_content_charset() or "utf-8")
+        if response.status != 200:
+            said = f"status: {response.status}, body: {body}, filename: {filename}, title: {title}"
+            raise _UploadRefused(f"Failed to upload a file ({said})")
 
     def _need(self, action: str, *, calls: int) -> None:
         """Start only what can finish: `calls` attempts within the time left (a timeout would fail the whole batch)."""
@@ -179,19 +230,23 @@ class SlackApp:
 
 def _failure(action: str, exc: BaseException) -> SlackAppError:
     """Slack's answer (or the lack of one) as the guard's error: permanent or worth retrying later."""
-    if isinstance(exc, SlackApiError):
-        status = getattr(exc.response, "status_code", None)
-        data = getattr(exc.response, "data", None)
-        error = str(data.get("error") or "") if isinstance(data, dict) else ""
-        error = error or f"http_{status}"
-        transient = status == 429 or (status is not None and status >= 500) or error in TRANSIENT_ERRORS
+    if isinstance(exc, _ApiError):
+        status, data = exc.status, exc.data
+        error = str(data.get("error") or "") or f"http_{status}"
+        transient = status == 429 or status >= 500 or error in TRANSIENT_ERRORS
         return SlackAppError(action, f"{error} (HTTP {status})", error=error, permanent=not transient, status=status)
     detail = _URL.sub("<url>", f"{type(exc).__name__}: {exc}")  # an upload URL is a ticket: never shown
-    if isinstance(exc, SlackRequestError):  # the POST of the bytes was refused; the next attempt gets a new ticket
+    if isinstance(exc, _UploadRefused):  # the POST of the bytes was refused; the next attempt gets a new ticket
         return SlackAppError(action, detail, error="upload_failed", permanent=False)
-    if isinstance(exc, (URLError, ConnectionError, TimeoutError)):
+    if isinstance(exc, CONNECTION_ERRORS):
         return SlackAppError(action, detail, error="connection", permanent=False)
     return SlackAppError(action, detail, error=type(exc).__name__, permanent=False)
+
+
+def _one_line(body: str) -> str:
+    """A body that is not JSON, on one line and cut to 100 characters, for the error that names it."""
+    line = "".join(part.strip() for part in body.replace("\r", "\n").split("\n"))
+    return line if len(line) <= 100 else line[:100] + "..."
 
 
 class BotFromSecret:

@@ -71,6 +71,8 @@ class InstanceGroup:
 
 @dataclass(frozen=True)
 class TrainingJob:
+    """A training job as an event `detail` or DescribeTrainingJob describes it."""
+
     name: str
     status: str
     arn: str | None = None

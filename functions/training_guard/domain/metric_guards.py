@@ -18,14 +18,14 @@ from training_guard.config import json_words
 from training_guard.config.model import COMPARISONS, Action, MetricGuard
 from training_guard.domain.events import EventError, parse_time
 
-_HOST = re.compile(r"^(?P<job>.+)/algo-\d+$")
+# Patterns as text: `re` compiles each on first use (and caches it), not at every cold start.
+_HOST = r"^(?P<job>.+)/algo-\d+$"
 _ORDER = {">": "DESC", ">=": "DESC", "<": "ASC", "<=": "ASC"}
 # Per-job guard tags: "<stat> <above|below|at-or-above|at-or-below> <number> [M/N] [notify|stop]"
-_TAG_VALUE = re.compile(
-    r"^\s*(?P<stat>avg|min|max|sum)\s+(?P<op>above|below|at-or-above|at-or-below)\s+"
+_TAG_VALUE = (
+    r"(?i)^\s*(?P<stat>avg|min|max|sum)\s+(?P<op>above|below|at-or-above|at-or-below)\s+"
     r"(?P<threshold>[-+]?(\d+(\.\d*)?|\.\d+)(e[-+]?\d+)?)"
-    r"(\s+(?P<m>\d+)/(?P<n>\d+))?(\s+(?P<action>notify|stop))?\s*$",
-    re.IGNORECASE,
+    r"(\s+(?P<m>\d+)/(?P<n>\d+))?(\s+(?P<action>notify|stop))?\s*$"
 )
 _TAG_OPERATORS = {"above": ">", "below": "<", "at-or-above": ">=", "at-or-below": "<="}
 _STATISTIC_NAMES = {"AVG": "Average", "MIN": "Minimum", "MAX": "Maximum", "SUM": "Sum", "COUNT": "SampleCount"}
@@ -49,7 +49,7 @@ def insights_query(guard: MetricGuard) -> str:
 
 def job_of_host(host: str) -> str:
     """`<job>/algo-<n>` -> `<job>` (instance metrics name the host, not the job)."""
-    match = _HOST.match(host)
+    match = re.match(_HOST, host)
     return match.group("job") if match else host
 
 
@@ -207,7 +207,7 @@ def _parse_tag(job: str, metric: str, value: str) -> tuple[JobAlarmSpec | None, 
         return None, "no metric after the prefix"
     if metric in contract.INSTANCE_METRICS:
         return None, "instance metrics are per host: use a fleet guard (metric_guards) for them"
-    match = _TAG_VALUE.match(value)
+    match = re.match(_TAG_VALUE, value)
     if not match:
         return None, "expected '<avg|min|max|sum> <above|below|at-or-above|at-or-below> <number> [M/N] [notify|stop]'"
     m = int(match.group("m") or 3)

@@ -24,7 +24,7 @@ MAX_MUTE_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING
 # The item outlives its longest mute by a day; every write sets it again, so the newest write decides.
 RECORD_TTL_SECONDS = (MAX_MUTE_DAYS + 1) * 86400
 KEY_PREFIX = "mutes#"
-_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION = r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?"  # compiled by `re` on first use
 
 
 class Effect(StrEnum):
@@ -38,6 +38,8 @@ class MuteError(ValueError):
 
 @dataclass(frozen=True)
 class Mute:
+    """One snooze, exemption or mute of a job: its rule, who made it, when, and until when."""
+
     effect: Effect
     rule: str  # ALL_RULES for an exemption
     by: str  # who made it: "slack:U0123ABC" or "cli:<the caller's ARN>"
@@ -109,7 +111,7 @@ def check_job(job: str) -> str:
 def parse_duration(text: str) -> int:
     """`90s`, `30m`, `2h`, `1d`, `1h30m` -> seconds, between MIN_MUTE_SECONDS and MAX_MUTE_DAYS."""
     cleaned = text.strip().lower()
-    match = _DURATION.fullmatch(cleaned)
+    match = re.fullmatch(_DURATION, cleaned)
     if not cleaned or match is None or not any(match.groups()):
         raise MuteError(f"duration {text!r}: write it like 90m, 2h, 1d or 1h30m")
     days, hours, minutes, seconds = (int(g or 0) for g in match.groups())

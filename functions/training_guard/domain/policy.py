@@ -84,6 +84,8 @@ class GuardStop:
 
 @dataclass(frozen=True)
 class Decision:
+    """What the policy decided about one transition of a job, and why."""
+
     key: str
     kind: Kind
     plan: Plan

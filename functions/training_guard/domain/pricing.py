@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final
 
 from training_guard.domain.events import (
     COMPLETED,
@@ -20,9 +21,10 @@ from training_guard.domain.events import (
     InstanceGroup,
     TrainingJob,
 )
-from training_guard.domain.price_data.gpu_counts import GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
-from training_guard.domain.price_data.training_prices import TRAINING_PRICES, TablePrice
 from training_guard.domain.values import cents, mapping
+
+if TYPE_CHECKING:
+    from training_guard.domain.price_data.training_prices import TablePrice
 
 SECONDS_PER_HOUR: Final = 3600.0
 
@@ -178,7 +180,7 @@ def _text(value: Any) -> str | None:
 
 def table_quote(region: str, instance_type: str) -> PriceQuote | None:
     """The shipped table's price, marked with its date and source; None when the table has no entry."""
-    entry = _TABLE.get((region, instance_type))
+    entry = _table().get((region, instance_type))
     if entry is None:
         return None
     usd = parse_usd(entry.usd_per_hour)
@@ -187,7 +189,12 @@ def table_quote(region: str, instance_type: str) -> PriceQuote | None:
     return PriceQuote(instance_type, region, usd, SOURCE_TABLE, entry.as_of, entry.source, not entry.first_hand)
 
 
-_TABLE: Final[dict[tuple[str, str], TablePrice]] = {(p.region, p.instance_type): p for p in TRAINING_PRICES}
+@cache
+def _table() -> dict[tuple[str, str], TablePrice]:
+    """The shipped table by (region, type), loaded on first use: the Price List API's fallback, rarely read."""
+    from training_guard.domain.price_data.training_prices import TRAINING_PRICES
+
+    return {(p.region, p.instance_type): p for p in TRAINING_PRICES}
 
 
 @dataclass(frozen=True)
@@ -393,8 +400,16 @@ def gpu_count(instance_type: str | None) -> int | None:
     if not instance_type:
         return None
     name = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
-    entry = GPU_COUNTS.get(name)
+    entry = _gpus()[0].get(name)
     return entry[0] if entry else None
+
+
+@cache
+def _gpus() -> tuple[Mapping[str, tuple[int, str]], frozenset[str]]:
+    """The GPU table (cited counts, uncited GPU types), loaded on first use: only the idle-GPU guard reads it."""
+    from training_guard.domain.price_data.gpu_counts import GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
+
+    return GPU_COUNTS, UNCITED_GPU_TRAINING_TYPES
 
 
 def has_gpus(instance_type: str | None) -> bool:
@@ -402,7 +417,8 @@ def has_gpus(instance_type: str | None) -> bool:
     if not instance_type:
         return False
     name = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
-    return name in GPU_COUNTS or name in UNCITED_GPU_TRAINING_TYPES or name.startswith(("ml.p", "ml.g"))
+    counted, uncited = _gpus()
+    return name in counted or name in uncited or name.startswith(("ml.p", "ml.g"))
 
 
 def normalised_utilisation(host_value: float, instance_type: str | None) -> float | None:

@@ -19,7 +19,7 @@ from training_guard.domain.outcome import Outcome
 from training_guard.domain.values import cents, iso
 
 REPORT_SCHEMA: Final = "training-guard.report/1"
-STOP_KEY_PREFIX: Final = "stop#"  # adapters/ledger.py: the audit record of the guard's stop of a job
+STOP_KEY_PREFIX: Final = contract.STOP_KEY_PREFIX  # adapters/ledger.py: the audit record of the guard's stop of a job
 # The guard's metrics carry the dimension service = POWERTOOLS_SERVICE_NAME (infra/components/functions.py);
 # infra/components/monitoring.py graphs them with the same dimension (a test pins the two together).
 SERVICE_DIMENSION: Final = {contract.SERVICE_DIMENSION: contract.SERVICE_NAME}

@@ -63,6 +63,8 @@ TEST_TITLE_PREFIX = "Test notification"
 
 @dataclass(frozen=True)
 class Notification:
+    """One notification about a transition, before it is rendered for each channel."""
+
     kind: Kind | Notice
     outcome: Outcome
     severity: str

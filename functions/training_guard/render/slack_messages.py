@@ -1,4 +1,4 @@
-"""One notification document rendered as a Slack message (Block Kit, via slack_sdk's classes). Pure.
+"""One notification document rendered as a Slack message (Block Kit as plain JSON, as Slack documents it). Pure.
 
 Text from jobs, tags, rules or SageMaker is escaped for mrkdwn, then cut to Block Kit's limits, never mid-entity.
 """
@@ -8,18 +8,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-
-from slack_sdk.models.blocks import (
-    ActionsBlock,
-    Block,
-    ButtonElement,
-    ContextBlock,
-    DividerBlock,
-    HeaderBlock,
-    MarkdownTextObject,
-    PlainTextObject,
-    SectionBlock,
-)
 
 from training_guard import contract
 from training_guard.domain.events import parse_time
@@ -32,6 +20,11 @@ SECTION_MAX = 3000
 FIELD_MAX = 2000
 FALLBACK_MAX = 3000
 BUTTON_TEXT_MAX = 75
+# Block Kit's limits (https://docs.slack.dev/reference/block-kit/blocks), checked before a message leaves as slack_sdk's
+# classes checked them: a block's text, its items, a button's text, URL, value and action_id.
+_TEXT_MAX = {"header": HEADER_MAX, "section": SECTION_MAX}
+_ITEMS_MAX = {"fields": 10, "context": 10, "actions": 25}
+_BUTTON_MAX = {"text": BUTTON_TEXT_MAX, "url": 3000, "value": 2000, "action_id": 255}
 
 SEVERITY_MARKERS = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
 _DID = {
@@ -87,6 +80,66 @@ def _plain(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# --- Block Kit as dicts, keys in the order slack_sdk's classes wrote them (sorted): the JSON Slack receives is the same
+Block = dict[str, Any]
+
+
+def _plain_text(text: str) -> Block:
+    return {"emoji": True, "text": text, "type": "plain_text"}
+
+
+def _mrkdwn(text: str) -> Block:
+    return {"text": text, "type": "mrkdwn"}
+
+
+def _header(text: str) -> Block:
+    return {"text": _plain_text(text), "type": "header"}
+
+
+def _section(text: str) -> Block:
+    return {"text": _mrkdwn(text), "type": "section"}
+
+
+def _fields(texts: list[str]) -> Block:
+    return {"fields": [_mrkdwn(t) for t in texts], "type": "section"}
+
+
+def _context(texts: list[str]) -> Block:
+    return {"elements": [_mrkdwn(t) for t in texts], "type": "context"}
+
+
+def _actions(elements: list[dict[str, Any]]) -> Block:
+    return {"elements": [_sorted(e) for e in elements], "type": "actions"}
+
+
+def _divider() -> Block:
+    return {"type": "divider"}
+
+
+def _sorted(element: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _sorted(v) if isinstance(v, Mapping) else v for k, v in sorted(element.items())}
+
+
+def _checked(blocks: list[Block]) -> list[Block]:
+    """The blocks, once every Block Kit limit is checked: ValueError names the one exceeded."""
+    for block in blocks:
+        kind = block["type"]
+        text: str = block["text"]["text"] if "text" in block else ""
+        if len(text) > _TEXT_MAX.get(kind, len(text)):
+            raise ValueError(f"Slack {kind} block: {len(text)} characters, Block Kit takes at most {_TEXT_MAX[kind]}")
+        items: list[dict[str, Any]] = block.get("fields") or block.get("elements") or []
+        most = _ITEMS_MAX.get("fields" if "fields" in block else kind, len(items))
+        if len(items) > most:
+            raise ValueError(f"Slack {kind} block: {len(items)} items, Block Kit takes at most {most}")
+        for element in items if kind == "actions" else []:
+            for key, longest in _BUTTON_MAX.items():
+                value = element.get(key, "")
+                length = len(value["text"] if isinstance(value, Mapping) else str(value))
+                if length > longest:
+                    raise ValueError(f"Slack button {key}: {length} characters, Block Kit takes at most {longest}")
+    return blocks
+
+
 def check_document(doc: Any) -> Mapping[str, Any]:
     if not isinstance(doc, Mapping) or doc.get("schema") != contract.NOTIFICATION_SCHEMA:
         schema = doc.get("schema") if isinstance(doc, Mapping) else type(doc).__name__
@@ -111,42 +164,40 @@ def render(
     rule = doc.get("rule") or None
     marker = SEVERITY_MARKERS.get(str(doc["severity"]), "🔵")
     title = f"{marker} {doc['title']}"
-    blocks: list[Block] = [HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True))]
+    blocks: list[Block] = [_header(_plain(title, HEADER_MAX))]
 
     did = _DID_KIND.get(str(doc["kind"])) or _DID.get(str(doc["outcome"]), "")
     why = f"*What the guard did:* {did}\n*Why:* {_mentioning(doc, str(doc['reason']))}"
-    blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(why, SECTION_MAX))))
-    blocks.append(SectionBlock(fields=[MarkdownTextObject(text=f) for f in _facts(doc)]))
+    blocks.append(_section(_cut_markdown(why, SECTION_MAX)))
+    blocks.append(_fields(_facts(doc)))
 
     who = _presser(doc)
     if who:
-        blocks.append(SectionBlock(text=MarkdownTextObject(text=f"{who} pressed *Stop now*")))  # a person, not a rule
+        blocks.append(_section(f"{who} pressed *Stop now*"))  # a person, not a rule
     elif rule:
         name, kind, status = (escape(str(rule.get(k))) for k in ("name", "kind", "status"))
         label = "Budget" if rule.get("kind") == BUDGET_SOURCE else "Rule"
         head = f"*{label}* `{name}` ({kind}) → *{status}*"
         details = rule.get("details")
         text = head if not details else f"{head}\n>{fit(str(details), SECTION_MAX - len(head) - 2)}"
-        blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))
+        blocks.append(_section(text))
     if job.get("failure_reason") and job["failure_reason"] != doc["reason"]:
         head = "*Failure reason*\n"
-        blocks.append(
-            SectionBlock(text=MarkdownTextObject(text=head + fit(str(job["failure_reason"]), SECTION_MAX - len(head))))
-        )
+        blocks.append(_section(head + fit(str(job["failure_reason"]), SECTION_MAX - len(head))))
 
     if actions:
-        blocks.append(ActionsBlock(elements=actions))
+        blocks.append(_actions(actions))
     links = {**(doc.get("links") or {}), **(extra_links or {})}
     if links:
         blocks.append(_link_buttons(links))
     context = [f"Training Guard · {escape(str(doc['kind']))} · event `{escape(str(doc.get('event_id') or '-'))}`"]
     if doc.get("dry_run"):
         context.append("*Dry run*: the guard stops nothing.")
-    blocks.append(DividerBlock())
-    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(c, FIELD_MAX)) for c in context]))
+    blocks.append(_divider())
+    blocks.append(_context([_cut_markdown(c, FIELD_MAX) for c in context]))
 
     fallback = fit(f"{title}: {doc['reason']}", FALLBACK_MAX)
-    return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
+    return fallback, _checked(blocks)
 
 
 # text.person's words for a Slack user, and the kinds whose reason the guard writes about a stop (policy.stop_cause).
@@ -172,13 +223,13 @@ def _mentioning(doc: Mapping[str, Any], text: str) -> str:
     return escaped
 
 
-def _link_buttons(links: Mapping[str, str]) -> ActionsBlock:
-    return ActionsBlock(
-        elements=[
-            ButtonElement(text=_plain(f"Open {label}", BUTTON_TEXT_MAX), url=str(url), action_id=f"open-{i}")
-            for i, (label, url) in enumerate(links.items())
-        ]
-    )
+def _link_buttons(links: Mapping[str, str]) -> Block:
+    return _actions([_link_button(i, label, str(url)) for i, (label, url) in enumerate(links.items())])
+
+
+def _link_button(index: int, label: str, url: str) -> Block:
+    text = _plain_text(_plain(f"Open {label}", BUTTON_TEXT_MAX))
+    return {"action_id": f"open-{index}", "text": text, "type": "button", "url": url}
 
 
 # --- Slack app mode: the job's card (the thread's parent) and the guard's buttons ----------------------------------
@@ -274,19 +325,19 @@ def render_card(
     title = f"{who} pressed Stop now" if who else escape(str(doc["title"]))
     latest = f"*Latest:* {title}\n*What the guard did:* {did}\n*Why:* {_mentioning(doc, str(doc['reason']))}"
     blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text=_plain(head, HEADER_MAX), emoji=True)),
-        SectionBlock(text=MarkdownTextObject(text=_cut_markdown(latest, SECTION_MAX))),
-        SectionBlock(fields=[MarkdownTextObject(text=f) for f in _facts(doc)]),
+        _header(_plain(head, HEADER_MAX)),
+        _section(_cut_markdown(latest, SECTION_MAX)),
+        _fields(_facts(doc)),
     ]
     if actions:
-        blocks.append(ActionsBlock(elements=actions))
+        blocks.append(_actions(actions))
     links = doc.get("links") or {}
     if links:
         blocks.append(_link_buttons(links))
     updated = clock(parse_time(doc.get("time")))
     context = f"Training Guard · updated {escape(updated)} · every notification about this job is in the thread"
-    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(context, FIELD_MAX))]))
-    return fit(f"{head}: {doc['title']}", FALLBACK_MAX), [block.to_dict() for block in blocks]
+    blocks.append(_context([_cut_markdown(context, FIELD_MAX)]))
+    return fit(f"{head}: {doc['title']}", FALLBACK_MAX), _checked(blocks)
 
 
 def card_version(doc: Mapping[str, Any]) -> int:
@@ -305,24 +356,19 @@ def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         raise NotADocument("digest notification document has no 'digest' object")
     title = f"📊 {doc['title']}"
     blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True)),
-        SectionBlock(text=MarkdownTextObject(text=f"*{escape(digest.window_text(week))}*")),
+        _header(_plain(title, HEADER_MAX)),
+        _section(f"*{escape(digest.window_text(week))}*"),
         # A section holds at most 10 fields of 2000 characters (https://api.slack.com/reference/block-kit/blocks#section,
-        # checked by slack_sdk's to_dict); the digest has at most five.
-        SectionBlock(
-            fields=[
-                MarkdownTextObject(text=_cut_markdown(f"*{label}*\n{escape(text)}", FIELD_MAX))
-                for label, text in digest.facts(week)
-            ]
-        ),
+        # checked by `_checked`); the digest has at most five.
+        _fields([_cut_markdown(f"*{label}*\n{escape(text)}", FIELD_MAX) for label, text in digest.facts(week)]),
     ]
     for heading, rows in digest.groups(week):
         text = f"*{heading}*\n" + "\n".join(f"• {escape(row)}" for row in rows)
-        blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(text, SECTION_MAX))))
+        blocks.append(_section(_cut_markdown(text, SECTION_MAX)))
     warnings = [str(w) for w in week.get("warnings") or ()]
     if warnings:
         text = "\n".join(f"⚠️ {escape(w)}" for w in warnings)
-        blocks.append(SectionBlock(text=MarkdownTextObject(text=_cut_markdown(text, SECTION_MAX))))
+        blocks.append(_section(_cut_markdown(text, SECTION_MAX)))
     context = [
         f"Training Guard · {DIGEST_KIND} · account {escape(str(doc.get('account') or '-'))} · "
         f"region {escape(str(doc.get('region') or '-'))}",
@@ -331,10 +377,10 @@ def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     ]
     if doc.get("dry_run"):
         context.append("*Dry run*: the guard stops nothing.")
-    blocks.append(DividerBlock())
-    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_cut_markdown(c, FIELD_MAX)) for c in context]))
+    blocks.append(_divider())
+    blocks.append(_context([_cut_markdown(c, FIELD_MAX) for c in context]))
     fallback = fit(f"{title}: {doc['reason']}", FALLBACK_MAX)
-    return fallback, [block.to_dict() for block in blocks]  # to_dict() validates every limit
+    return fallback, _checked(blocks)
 
 
 def _facts(doc: Mapping[str, Any]) -> list[str]:
@@ -406,11 +452,9 @@ def render_alarm(payload: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]
         f"*When*\n{escape(_alarm_time(payload.get('StateChangeTime')))}",
     ]
     blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text=_plain(title, HEADER_MAX), emoji=True)),
-        SectionBlock(text=MarkdownTextObject(text=_cut_markdown(text, SECTION_MAX))),
-        SectionBlock(fields=[MarkdownTextObject(text=f) for f in facts]),
-        ContextBlock(
-            elements=[MarkdownTextObject(text="See README, Operate: alarms and how to redrive dead letters.")]
-        ),
+        _header(_plain(title, HEADER_MAX)),
+        _section(_cut_markdown(text, SECTION_MAX)),
+        _fields(facts),
+        _context(["See README, Operate: alarms and how to redrive dead letters."]),
     ]
-    return fit(f"{title}: {reason}", FALLBACK_MAX), [b.to_dict() for b in blocks]
+    return fit(f"{title}: {reason}", FALLBACK_MAX), _checked(blocks)

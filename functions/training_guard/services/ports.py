@@ -55,6 +55,8 @@ class StopRecord:
     folded: tuple[str, ...] = ()
     # Written after the stop took effect; None until then.
     spend: StopSpend | None = None
+    # Epoch seconds until which the attempt that wrote it before its stop (the stop's one write) may still be acting.
+    lease_until: int | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class StopClaim:
     granted: bool
     # What was there before: our earlier attempt (granted) or another rule's stop; None when the claim created it.
     previous: StopRecord | None
+    # The same rule's record, written by an attempt still within its lease: come back later (TransitionBusy).
+    busy: bool = False
 
 
 class Claim(StrEnum):
@@ -82,17 +86,14 @@ class LedgerPort(Protocol):
     def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim: ...
 
     def claim_first_stop(
-        self,
-        key: str,
-        record: StopRecord,
-        *,
-        now: datetime,
-        lease_seconds: int,
-        ttl_seconds: int,
-        mutes_of: str | None,
+        self, record: StopRecord, *, now: datetime, lease_seconds: int, ttl_seconds: int, check_mutes: bool
     ) -> bool:
-        """In one write: claim the transition `key` and record the stop's intent, both new, while the mutes item
-        `mutes_of` (None: none to honour) holds no mute in force. False, with nothing written, otherwise."""
+        """The stop's one write before StopTrainingJob: the job's stop record with a lease, written only when the job
+        has none and (`check_mutes`) no mute of the job is in force. False, with nothing written, otherwise."""
+        ...
+
+    def release_stop_lease(self, job: str) -> None:
+        """The attempt that made the stop's one write failed (it did not die): a retry may take the stop over now."""
         ...
 
     def get_stop(self, job: str) -> StopRecord | None: ...

@@ -29,7 +29,7 @@ from training_guard.domain.events import (
 )
 from training_guard.domain.leases import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, lease_for
 from training_guard.domain.metric_guards import AlarmObservation, JobAlarmSpec
-from training_guard.domain.mutes import Mutes, mutes_key
+from training_guard.domain.mutes import Mutes
 from training_guard.domain.outcome import Outcome
 from training_guard.domain.policy import NO_MUTES, Decision, GuardStop, Plan
 from training_guard.domain.pricing import Spend
@@ -310,19 +310,19 @@ class Responder:
         receipt: Receipt,
         now: datetime,
     ) -> None:
-        """Act on the decisions about findings. A stop goes first with one write (claim, intent, and no mute in
-        force, checked in the same write); the mutes are read, and the findings decided again, only when it fails."""
+        """Act on the decisions about findings. A stop goes first, after one write: its record, with a lease, written
+        only when the job has none and no mute in force (docs/design/responder.md); otherwise the mutes are read and
+        the findings decided again."""
         hopeful = decide(NO_MUTES)
         stop = next((d for d in hopeful if d.plan is Plan.STOP), None)
         if stop is not None and job.running:
             record = StopRecord(job=job.name, rule=_rule_of(stop), reason=stop.reason, at=now, event_id=event.event_id)
             if self.ledger.claim_first_stop(
-                stop.key,
                 record,
                 now=now,
                 lease_seconds=self.lease_seconds,
                 ttl_seconds=AUDIT_RETENTION_SECONDS,
-                mutes_of=mutes_key(job.name, self.account_scope) if self.mutes is not None else None,
+                check_mutes=self.mutes is not None,
             ):
                 for decision in hopeful:
                     self._react(event, job, decision, receipt, now, first_stop=record if decision is stop else None)
@@ -383,9 +383,8 @@ class Responder:
         *,
         outcome: str,
         keep_if_unrecorded: bool = False,
-        acquire: Callable[[], Claim] | None = None,
     ) -> AbstractContextManager[Held]:
-        """`once` with the responder's lease, the dedup TTL and a short wait on BUSY (`acquire`: claimed already)."""
+        """`once` with the responder's lease, the dedup TTL and a short wait on BUSY."""
         return once(
             self.ledger,
             key,
@@ -393,7 +392,7 @@ class Responder:
             lease_seconds=self.lease_seconds,
             ttl_seconds=self.config.dedup_ttl_days * 86400,
             outcome=outcome,
-            acquire=acquire or (lambda: self._claim(key, now)),
+            acquire=lambda: self._claim(key, now),
             keep_if_unrecorded=keep_if_unrecorded,
         )
 
@@ -522,13 +521,35 @@ class Responder:
         known_spend: Spend | None = None,
         first_stop: StopRecord | None = None,
     ) -> None:
-        """`first_stop`: the stop's claim and record, written already (`_reactions`)."""
-        granted = (lambda: Claim.GRANTED) if first_stop is not None else None
-        with self._held(decision.key, now, outcome="done", keep_if_unrecorded=True, acquire=granted) as held:
+        """`first_stop`: the stop's record, written already (`_reactions`): the stop comes before the claim."""
+        if first_stop is None:
+            self._announce(event, job, decision, receipt, now, known_spend=known_spend)
+            return
+        try:
+            acted = self._stop(event, job, decision, receipt, now, first_stop)
+            self._announce(event, job, decision, receipt, now, known_spend=known_spend, acted=acted)
+        except BaseException:
+            # A failure, not a death: the retry may take the stop over at once (the claim is released the same way).
+            self.ledger.release_stop_lease(job.name)
+            raise
+
+    def _announce(
+        self,
+        event: JobEvent,
+        job: TrainingJob,
+        decision: Decision,
+        receipt: Receipt,
+        now: datetime,
+        *,
+        known_spend: Spend | None = None,
+        acted: tuple[Outcome, Spend | None] | None = None,
+    ) -> None:
+        """Claim the transition, act on it (unless `acted` already: the stop first), fold or publish, complete."""
+        with self._held(decision.key, now, outcome="done", keep_if_unrecorded=True) as held:
             if not held.granted:
                 receipt.duplicates += 1
                 return
-            outcome, spend = self._act(event, job, decision, receipt, now, first_stop)
+            outcome, spend = acted or self._act(event, job, decision, receipt, now)
             if outcome is Outcome.ALREADY_ENDED:
                 job = self._as_it_ended(job)  # the state SageMaker refused the stop in, not the event's InProgress
             elif outcome is Outcome.STOPPED:
@@ -593,14 +614,8 @@ class Responder:
         spend = spend or self._spend(event, job, receipt, now)
         return messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
 
-    def _act(  # noqa: PLR0917 - the reaction's parts, as _react holds them
-        self,
-        event: JobEvent,
-        job: TrainingJob,
-        decision: Decision,
-        receipt: Receipt,
-        now: datetime,
-        first_stop: StopRecord | None = None,
+    def _act(
+        self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime
     ) -> tuple[Outcome, Spend | None]:
         """What was done, and the job's spend if the action needed it (a stop records what it avoided)."""
         if decision.plan is Plan.WOULD_STOP:
@@ -609,7 +624,7 @@ class Responder:
             return Outcome.DEFERRED, None
         if decision.plan is Plan.NOTIFY:
             return Outcome.NOTIFIED, None
-        return self._stop(event, job, decision, receipt, now, first_stop)
+        return self._stop(event, job, decision, receipt, now)
 
     def _spend(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> Spend:
         """Spend so far and what a stop avoids, at list price. Never raises: unknown spend, with why, instead."""
@@ -666,6 +681,9 @@ class Responder:
             rule = _rule_of(decision)
             record = StopRecord(job=job.name, rule=rule, reason=decision.reason, at=now, event_id=event.event_id)
             claim = self.ledger.claim_stop(record, ttl_seconds=AUDIT_RETENTION_SECONDS)
+            if claim.busy:
+                # The same rule's stop, written by an attempt that may still be acting on it: Lambda retries later.
+                raise TransitionBusy(decision.key)
         if not claim.granted:
             return Outcome.ALREADY_STOPPING, None
         try:
