@@ -1,7 +1,7 @@
 """CloudWatch Logs' subscription delivery to Lambda, for the emulation: what moto's logs lack for the log-rules wing.
 
 moto delivers a subscription to Lambda only by running the function in Docker, and its filter-pattern matcher reads
-single terms (`?nan ?loss` matches every line); the delivery document and the pattern's terms are built here instead.
+single terms (`?nan ?loss` matches every line, `%regex%` too): the delivery and the pattern are done here instead.
 """
 
 from __future__ import annotations
