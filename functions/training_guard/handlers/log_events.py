@@ -1,5 +1,6 @@
-"""Log-events Lambda: a CloudWatch Logs subscription delivery of the training log group in, or the scheduled stall
-check of the log rules (docs/design/log-path.md)."""
+"""Log-events Lambda: a CloudWatch Logs subscription delivery of the training log group in, Firehose's transformation
+event carrying members' deliveries (docs/design/log-subscription.md, "Members"), or the scheduled stall check of the
+log rules (docs/design/log-path.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,17 @@ from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
 from training_guard.domain.events import EventError
 from training_guard.handlers import wiring
-from training_guard.services.log_watch import DeliveryUnfinished, Invocation, LogWatch, decode, is_scheduled
+from training_guard.services.log_watch import (
+    Delivery,
+    DeliveryUnfinished,
+    Invocation,
+    LogWatch,
+    decode,
+    decode_data,
+    firehose_records,
+    is_firehose,
+    is_scheduled,
+)
 from training_guard.services.responder import MemberAccessPort
 
 logger = Logger()
@@ -50,10 +61,58 @@ def process(
         if report.findings is not None:
             count_outcomes(report.findings)
         return report.as_dict()
+    if is_firehose(event):
+        return process_firehose(
+            event, watch, invocation=invocation, now=now, dead_letters=dead_letters, members=members
+        )
     try:
         delivery = decode(event)
     except EventError as exc:
         return reject(event, exc, dead_letters).as_dict()
+    return _deliver(delivery, watch, invocation=invocation, now=now, members=members)
+
+
+# Firehose's answer for a record it need not deliver: the hub's function has read it (docs/design/log-subscription.md).
+DROPPED = "Dropped"
+
+
+def process_firehose(
+    event: Any,
+    watch: LogWatch,
+    *,
+    invocation: Invocation,
+    now: datetime,
+    dead_letters: DeadLetterParker | None = None,
+    members: MemberAccessPort | None = None,
+) -> dict[str, object]:
+    """Each record is one or more CloudWatch Logs deliveries of a member: folded exactly as a direct delivery, then
+    answered Dropped, so Firehose delivers nothing. An unusable record is parked like an unusable delivery; a delivery
+    left unfinished fails the invocation, so Firehose invokes again with the whole batch (folding is idempotent)."""
+    try:
+        records = firehose_records(event)
+    except EventError as exc:
+        return reject(event, exc, dead_letters).as_dict()
+    answers: list[dict[str, str]] = []
+    for record_id, data in records:
+        try:
+            deliveries = decode_data(data, where=f"record {record_id}")
+        except EventError as exc:
+            reject({"recordId": record_id, "data": data}, exc, dead_letters)
+        else:
+            for delivery in deliveries:
+                _deliver(delivery, watch, invocation=invocation, now=now, members=members)
+        answers.append({"recordId": record_id, "result": DROPPED})
+    return {"records": answers}
+
+
+def _deliver(
+    delivery: Delivery,
+    watch: LogWatch,
+    *,
+    invocation: Invocation,
+    now: datetime,
+    members: MemberAccessPort | None,
+) -> dict[str, object]:
     logger.append_keys(training_job=delivery.job, log_stream=delivery.stream, account=delivery.owner)
     guard = watch.responder
     # A control message carries no account's logs (its owner is CloudWatch Logs itself): the service ignores it.
