@@ -67,7 +67,7 @@ def text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
     if "Ref" in value:
-        return "${" + value["Ref"] + "}"
+        return "${" + str(value["Ref"]) + "}"
     separator, parts = value["Fn::Join"]
     return str(separator).join(text_of(p) for p in parts)
 

@@ -42,7 +42,7 @@ def member_world() -> tuple[World, FakeJobs, FakeMembers]:
     world = World(config=GuardConfig(organization=organization))
     member_jobs = FakeJobs()
     member_jobs.jobs[JOB] = replace(world.jobs.jobs[JOB], arn=ARN.replace("123456789012", MEMBER))
-    member_jobs.tags_by_arn[member_jobs.jobs[JOB].arn] = {}
+    member_jobs.tags_by_arn[str(member_jobs.jobs[JOB].arn)] = {}
     return world, member_jobs, FakeMembers(member_jobs)
 
 
@@ -61,6 +61,12 @@ def firehose(*payloads: str) -> dict[str, Any]:
 
 def payload(delivery: Delivery, *, message_type: str = "DATA_MESSAGE") -> str:
     return str(subscription(delivery, message_type=message_type)["awslogs"]["data"])
+
+
+def results(answer: dict[str, object]) -> list[str]:
+    records = answer["records"]
+    assert isinstance(records, list)
+    return [str(r["result"]) for r in records]
 
 
 def member(delivery: Delivery, owner: str = MEMBER) -> Delivery:
@@ -119,7 +125,7 @@ def test_a_control_message_and_another_accounts_lines_are_dropped_and_touch_noth
     control = Delivery("CloudwatchLogs", "", "", ())
     event = firehose(payload(control, message_type="CONTROL_MESSAGE"), payload(member(batch(diverging()), STRANGER)))
     result = log_events.process(event, world.watch, invocation=HUB_INVOCATION, now=NOW, members=members)
-    assert [r["result"] for r in result["records"]] == ["Dropped", "Dropped"]  # type: ignore[index]
+    assert results(result) == ["Dropped", "Dropped"]
     assert (members.asked, member_jobs.stop_calls, world.jobs.describe_calls) == ([], [], [])
 
 
@@ -135,7 +141,7 @@ def test_an_unusable_record_is_parked_with_its_reason_and_the_others_are_read() 
         members=members,
         dead_letters=parker,  # type: ignore[arg-type]
     )
-    assert [r["result"] for r in result["records"]] == ["Dropped", "Dropped"]  # type: ignore[index]
+    assert results(result) == ["Dropped", "Dropped"]
     [(body, reason)] = parker.parked
     assert json.loads(body) == {"recordId": "r-0", "data": "not base64!"}
     assert reason.startswith("unusable event: record r-0 is not base64 of gzip")
