@@ -127,6 +127,8 @@ def test_firehose_hands_every_record_to_the_log_events_function_at_once(org: Org
     assert s3["RoleARN"] == att(org, "AWS::IAM::Role", "MemberLogsFirehoseRole")
     assert s3["ErrorOutputPrefix"] == FAILED_PREFIX
     function = att(org, "AWS::Lambda::Function", "LogRulesHandler")
+    # Firehose supports a Lambda invocation of up to 5 minutes (the data transformation page).
+    assert org.one("AWS::Lambda::Function", "LogRulesHandler")[1]["Properties"]["Timeout"] <= 300
     assert s3["ProcessingConfiguration"] == {
         "Enabled": True,
         "Processors": [

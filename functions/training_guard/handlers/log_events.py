@@ -73,6 +73,8 @@ def process(
 
 
 # Firehose's answer for a record it need not deliver: the hub's function has read it (docs/design/log-subscription.md).
+# Every answered record carries recordId, result and data, or Firehose counts it a transformation failure
+# (https://docs.aws.amazon.com/firehose/latest/dev/data-transformation-status-model.html): empty data (no bytes).
 DROPPED = "Dropped"
 
 
@@ -101,7 +103,7 @@ def process_firehose(
         else:
             for delivery in deliveries:
                 _deliver(delivery, watch, invocation=invocation, now=now, members=members)
-        answers.append({"recordId": record_id, "result": DROPPED})
+        answers.append({"recordId": record_id, "result": DROPPED, "data": ""})
     return {"records": answers}
 
 
