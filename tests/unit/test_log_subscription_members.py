@@ -173,3 +173,15 @@ def test_a_single_account_guard_asks_no_member() -> None:
     document = answer(event("Create"), FakeLogs({GROUP: []}), accounts)
     assert "Members" not in document["Data"]
     assert accounts.assumed == []
+
+
+def test_an_unexpected_error_in_one_member_is_reported_and_the_deploy_is_still_answered() -> None:
+    accounts = FakeAccounts({B: {GROUP: []}})
+
+    def broken(**kwargs: Any) -> dict[str, Any]:
+        raise KeyError("subscriptionFilters")  # an answer of a shape nobody documented
+
+    accounts.logs[B].describe_subscription_filters = broken  # type: ignore[method-assign]
+    document = answer(event("Create", **{**MEMBERS, "Members": [A, B]}), FakeLogs({GROUP: []}), accounts)
+    assert document["Status"] == "SUCCESS"
+    assert document["Data"]["Members"] == f"1 of 2 members subscribed; not subscribed: {B} (failed)"

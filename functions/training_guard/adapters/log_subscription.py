@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from training_guard import contract
 from training_guard.adapters.clients import RETRY_CONFIG, client, error_code, error_message
@@ -288,7 +288,7 @@ class MemberSubscriptions:
         try:
             subscriptions = LogSubscriptions(self.logs_in(members.role_arn(account)))
             plan = subscriptions.subscribe(wanted) if subscribe else subscriptions.unsubscribe(wanted)
-        except (ClientError, BotoCoreError) as exc:
+        except Exception as exc:  # noqa: BLE001 - one member must never fail the deploy (unanswered) nor the others
             what = "subscribe" if subscribe else "unsubscribe"
             return MemberOutcome(account, Status.FAILED, f"could not {what} {account}: {exc}")
         return MemberOutcome(account, plan.status, f"{account}: {plan.detail}")
@@ -302,7 +302,9 @@ _CLIENTS = threading.Lock()
 
 def member_logs(role_arn: str) -> LogsApi:
     """CloudWatch Logs in a member account, through its log role (the subscriber's credentials, one session a call)."""
-    credentials = client("sts").assume_role(RoleArn=role_arn, RoleSessionName=SESSION_NAME)["Credentials"]
+    with _CLIENTS:  # the first call makes the cached STS client
+        sts = client("sts")
+    credentials = sts.assume_role(RoleArn=role_arn, RoleSessionName=SESSION_NAME)["Credentials"]
     with _CLIENTS:
         logs: LogsApi = boto3.client(
             "logs",
