@@ -7,7 +7,9 @@ import base64
 import gzip
 import json
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -28,9 +30,11 @@ from tests.unit.test_log_watch import (
     subscription,
 )
 from training_guard.config.model import GuardConfig, OrganizationConfig
+from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import EventError
 from training_guard.handlers import log_events
 from training_guard.services.log_watch import Delivery, DeliveryUnfinished, Invocation
+from training_guard.services.responder import Responder
 
 HUB, MEMBER, STRANGER = "111122223333", "444455556666", "999999999999"
 HUB_INVOCATION = Invocation(HUB, REGION)
@@ -183,3 +187,45 @@ def test_the_direct_path_still_refuses_two_documents_in_one_delivery() -> None:
     event = {"awslogs": {"data": base64.b64encode(gzip.compress(one + one)).decode()}}
     with pytest.raises(EventError, match=r"awslogs\.data does not hold JSON"):
         log_events.process(event, world.watch, invocation=Invocation("123456789012", REGION), now=NOW)
+
+
+# --- the stall check in every member ------------------------------------------------------------------------------
+SCHEDULED = {"source": "aws.events", "detail-type": "Scheduled Event", "id": "s-1", "time": "2026-12-06T03:00:00Z"}
+
+
+def test_the_stall_check_asks_each_members_running_jobs_through_its_role() -> None:
+    world, _, members = member_world()
+    log_events.process(
+        firehose(payload(member(batch(HEALTHY)))), world.watch, invocation=HUB_INVOCATION, now=NOW, members=members
+    )
+    world.jobs.jobs[JOB] = replace(world.jobs.jobs[JOB], status="Completed")  # the hub's job of that name: ended
+    later = NOW + timedelta(days=1)
+    result = log_events.process(SCHEDULED, world.watch, invocation=HUB_INVOCATION, now=later, members=members)
+    assert result["stalled"] == []  # the hub's own jobs
+    assert result["members"] == {MEMBER: ANY}
+    member_report = result["members"][MEMBER]
+    assert (member_report["checked"], member_report["stalled"]) == (1, [STREAM])
+    [note] = world.publisher.published
+    assert note.finding is not None
+    assert note.finding.name == "StalledTrainingRule"
+    assert "StalledTrainingRule" in json.dumps(world.states.get(STREAM, account=MEMBER)[0].to_json())  # type: ignore[union-attr]
+    again = log_events.process(SCHEDULED, world.watch, invocation=HUB_INVOCATION, now=later, members=members)
+    assert again["members"][MEMBER]["stalled"] == []  # type: ignore[index]
+    assert len(world.publisher.published) == 1
+
+
+def test_a_member_whose_role_is_refused_leaves_the_others_checked_then_fails_the_check() -> None:
+    organization = OrganizationConfig(hub_account=HUB, region=REGION, members=(STRANGER, MEMBER))
+    world = World(config=GuardConfig(organization=organization))
+    _, member_jobs, _ = member_world()
+
+    class Refusing(FakeMembers):
+        def responder_for(self, base: Responder, account: str) -> Responder:
+            if account == STRANGER:
+                raise ActionFailed(f"AssumeRole in {account}", PermissionError("AccessDenied"))
+            return super().responder_for(base, account)
+
+    members = Refusing(member_jobs)
+    with pytest.raises(log_events.MemberStallsUnchecked, match=STRANGER):
+        log_events.process(SCHEDULED, world.watch, invocation=HUB_INVOCATION, now=NOW, members=members)
+    assert members.asked == [MEMBER]

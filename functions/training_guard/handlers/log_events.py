@@ -16,6 +16,7 @@ from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
+from training_guard.domain.errors import GuardError
 from training_guard.domain.events import EventError
 from training_guard.handlers import wiring
 from training_guard.services.log_watch import (
@@ -56,11 +57,7 @@ def process(
     """Decode, one service call, a log line and metrics. An unusable delivery is parked with its reason."""
     now = now or clock.utcnow()
     if is_scheduled(event):
-        report = watch.check_stalls(now=now, invocation=invocation)
-        logger.info("log stall check done", extra={"report": report.as_dict()})
-        if report.findings is not None:
-            count_outcomes(report.findings)
-        return report.as_dict()
+        return check_stalls(watch, invocation=invocation, now=now, members=members)
     if is_firehose(event):
         return process_firehose(
             event, watch, invocation=invocation, now=now, dead_letters=dead_letters, members=members
@@ -70,6 +67,45 @@ def process(
     except EventError as exc:
         return reject(event, exc, dead_letters).as_dict()
     return _deliver(delivery, watch, invocation=invocation, now=now, members=members)
+
+
+class MemberStallsUnchecked(GuardError):
+    """Members whose jobs the stall check could not ask: the others were checked; Lambda's retry asks again."""
+
+
+def check_stalls(
+    watch: LogWatch, *, invocation: Invocation, now: datetime, members: MemberAccessPort | None = None
+) -> dict[str, object]:
+    """The hub's own running jobs, then each configured member's through its role (its streams' states are keyed by
+    the account). One member that cannot be checked does not stop the others; the invocation fails after the last."""
+    report = watch.check_stalls(now=now, invocation=invocation)
+    logger.info("log stall check done", extra={"report": report.as_dict()})
+    if report.findings is not None:
+        count_outcomes(report.findings)
+    answer = report.as_dict()
+    organization = watch.responder.config.organization
+    if organization is None or not watch.rules.enabled:
+        return answer
+    by_member: dict[str, object] = {}
+    failed: list[str] = []
+    for account in organization.members:
+        if account == invocation.account:
+            continue
+        try:
+            guard = responder_in(watch.responder, invocation.account, account, members)
+            member = watch.check_stalls(now=now, invocation=invocation, guard=guard, account=account)
+        except Exception as exc:  # noqa: BLE001 - one member's refusal must leave the others checked; raised below
+            logger.warning("log stall check: account not checked", extra={"account": account, "reason": str(exc)})
+            failed.append(account)
+            continue
+        logger.info("log stall check done", extra={"account": account, "report": member.as_dict()})
+        if member.findings is not None:
+            count_outcomes(member.findings)
+        by_member[account] = member.as_dict()
+    answer["members"] = by_member
+    if failed:
+        raise MemberStallsUnchecked(f"log stall check: members not checked: {', '.join(failed)}")
+    return answer
 
 
 # Firehose's answer for a record it need not deliver: the hub's function has read it (docs/design/log-subscription.md).

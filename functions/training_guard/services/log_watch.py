@@ -511,10 +511,13 @@ class LogWatch:
         r.problems.append(f"{kind}: {what}")
 
     # --- the stall check ----------------------------------------------------------------------------------
-    def check_stalls(self, *, now: datetime, invocation: Invocation) -> StallReport:
-        """Each running job's streams asked `log_rules.stalled`; a stall goes to the responder like a firing."""
+    def check_stalls(
+        self, *, now: datetime, invocation: Invocation, guard: Responder | None = None, account: str | None = None
+    ) -> StallReport:
+        """Each running job's streams asked `log_rules.stalled`; a stall goes to the responder like a firing. With
+        `guard` and `account`: a member account's jobs, through its responder, and its streams' states."""
         report = StallReport()
-        guard = self.responder
+        guard = guard or self.responder
         for job in guard.jobs.running():
             if not guard.config.selects(job):
                 continue
@@ -522,29 +525,36 @@ class LogWatch:
                 report.not_checked.append(job)  # the next check asks again
                 continue
             report.checked += 1
-            for stream in self.states.streams(job):
-                self._stall(guard, job, stream, now=now, invocation=invocation, report=report)
+            for stream in self.states.streams(job, account=account):
+                self._stall(guard, job, stream, now=now, invocation=invocation, report=report, account=account)
         return report
 
     def _stall(
-        self, guard: Responder, job: str, stream: str, *, now: datetime, invocation: Invocation, report: StallReport
+        self,
+        guard: Responder,
+        job: str,
+        stream: str,
+        *,
+        now: datetime,
+        invocation: Invocation,
+        report: StallReport,
+        account: str | None = None,
     ) -> None:
         """One stream asked; a stall (read again with the job's tags, which may turn it off) to the responder, then
         marked in the state so that the next check does not ask again (lost to a delivery's save: the ledger)."""
-        state, version = self.states.get(stream)
+        state, version = self.states.get(stream, account=account)
         now_ms = int(now.timestamp() * 1000)
         if state is None or stalled(state, now_ms=now_ms, rules=self.rules) is None:
             return
-        firing = stalled(state, now_ms=now_ms, rules=self.rules, tags=self._job_log(guard, job, None).tags)
+        firing = stalled(state, now_ms=now_ms, rules=self.rules, tags=self._job_log(guard, job, account).tags)
         if firing is None:
             return
         event_id = f"{stream}#{firing.event_id}"
-        self._act(
-            guard, job, firing, event_id=event_id, owner=invocation.account, now=now, invocation=invocation, r=report
-        )
+        owner = account or invocation.account
+        self._act(guard, job, firing, event_id=event_id, owner=owner, now=now, invocation=invocation, r=report)
         report.stalled.append(stream)
         state.mark(firing)
-        self.states.put(job, stream, state, version=version, now=now)
+        self.states.put(job, stream, state, version=version, now=now, account=account)
 
 
 def _usable(definition: tuple[str, str]) -> bool:
