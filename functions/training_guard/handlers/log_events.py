@@ -39,8 +39,8 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    watch = wiring.log_watch()
-    watch.responder.lease_seconds = wiring.lease(context)
+    cached = wiring.log_watch()
+    watch = cached.acting(cached.responder.acting(lease_seconds=wiring.lease(context)))
     invocation = Invocation(wiring.account_of(context), wiring.region_of(context), wiring.time_left(context))
     return process(event, watch, invocation=invocation, dead_letters=wiring.parker())
 

@@ -296,6 +296,12 @@ class LogWatch:
         self._monotonic = monotonic
         self._jobs: OrderedDict[tuple[str | None, str], tuple[float, JobLog]] = OrderedDict()
 
+    def acting(self, responder: Responder) -> LogWatch:
+        """This watch with an invocation's responder (its lease); the definitions it keeps are the container's."""
+        watch = LogWatch(responder, self.states, rules=self.rules, monotonic=self._monotonic)
+        watch._jobs = self._jobs
+        return watch
+
     # --- a delivery ------------------------------------------------------------------------------------
     def deliver(
         self, delivery: Delivery, *, now: datetime, invocation: Invocation, guard: Responder | None = None
@@ -304,7 +310,7 @@ class LogWatch:
         account's), then save the state. Raises DeliveryUnfinished when the time ran out (what was folded saved)."""
         budget = invocation.time_left()  # the invocation's time, as it starts: the deadline's reserves are shares of it
         guard = guard or self.responder
-        account = delivery.owner if guard is not self.responder else None  # a member's: scoped by its account
+        account = guard.account_scope  # a member's: its states scoped by its account
         job = delivery.job
         receipt = LogReceipt(job=job or "", stream=delivery.stream, event_id=delivery.event_id)
         receipt.events = len(delivery.events)
