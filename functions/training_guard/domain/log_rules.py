@@ -184,6 +184,13 @@ class _Series:
             "of": [self.train_at_min, self.streak],
         }
 
+    def copy(self) -> _Series:
+        new = _Series.__new__(_Series)
+        for name in _Series.__slots__:
+            setattr(new, name, getattr(self, name))
+        new.window = deque(self.window, maxlen=self.window.maxlen)
+        return new
+
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> _Series:
         series = cls(str(doc["name"]))
@@ -275,7 +282,14 @@ class StreamState:
         return state
 
     def copy(self) -> StreamState:
-        return StreamState.from_json(self.to_json())
+        """What `from_json(to_json())` gives, sharing nothing mutable, without the round trip (once a delivery)."""
+        new = StreamState.__new__(StreamState)
+        new.__dict__.update(self.__dict__)
+        new.ids, new.batches, new.names = list(self.ids), list(self.batches), list(self.names)
+        new.fired = dict(self.fired)
+        new.loss = self.loss.copy() if self.loss else None
+        new.val = self.val.copy() if self.val else None
+        return new
 
     def mark(self, firing: Firing) -> None:
         """Records a firing made outside `evaluate` (the stall check), so that the rule fires once per stream."""
@@ -324,6 +338,26 @@ class _Plan:
         return self.actions[rule] is not LogAction.IGNORE
 
 
+# Per execution environment: a job's rules and tag give the same plan, its names the same roles, at every delivery.
+MAX_CACHED = 256
+_PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
+_ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
+
+
+def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
+    """The plan for these rules and this log-rules tag value (None: the tag turns them off), made once."""
+    key = (id(rules), tag)
+    cached = _PLANS.get(key)
+    if cached is not None and cached[0] is rules:  # the same object: an id is reused only after it is freed
+        return cached[1]
+    overrides, _ = job_overrides({} if tag is None else {contract.LOG_RULES_TAG: tag})
+    plan = None if overrides is not None and overrides.off else _Plan(rules, overrides)
+    if len(_PLANS) >= MAX_CACHED:
+        _PLANS.clear()
+    _PLANS[key] = (rules, plan)
+    return plan
+
+
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -344,14 +378,14 @@ def evaluate(
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
         return folded, []
-    overrides, _ = job_overrides(tags or {})
-    if overrides is not None and overrides.off:
+    plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
+    if plan is None:  # the job's tag turns the log rules off
         return folded, []
     batch = _digest("\n".join([event.id for event in events]))
     if batch in folded.batches:
         return folded, []
     lines_before = folded.lines
-    run = _Run(folded, _Plan(rules, overrides), reader)
+    run = _Run(folded, plan, reader)
     run.fold(sorted(events, key=attrgetter("timestamp_ms")))
     if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
         folded.batches = [*folded.batches, batch][-MAX_BATCHES:]
@@ -402,7 +436,13 @@ class _Run:
 
     def _roles(self) -> tuple[str | None, str | None]:
         plan = self.plan
-        return loss_metrics(self.state.names, loss=plan.loss_metric, validation=plan.validation_metric)
+        key = (tuple(self.state.names), plan.loss_metric, plan.validation_metric)
+        roles = _ROLES.get(key)
+        if roles is None:
+            if len(_ROLES) >= MAX_CACHED:
+                _ROLES.clear()
+            roles = _ROLES[key] = loss_metrics(key[0], loss=key[1], validation=key[2])
+        return roles
 
     def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
         """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
