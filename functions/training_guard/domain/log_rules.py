@@ -403,6 +403,7 @@ class _Run:
         "nan_ok",
         "on",
         "patience_train",
+        "patience_validation",
         "plan",
         "reader",
         "roles",
@@ -430,6 +431,7 @@ class _Run:
         self.steps = rules.loss_not_decreasing.num_steps
         self.delta = rules.overtraining.delta
         self.patience_train = rules.overtraining.patience_train
+        self.patience_validation = rules.overtraining.patience_validation
         for series in (state.loss, state.val):
             if series is not None:
                 series.keep(2 * self.steps)
@@ -653,11 +655,13 @@ class _Run:
         series = state.val
         if series is None:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
-        if value == series.prev:
+        prev = series.prev
+        if value == prev:
             return  # a progress bar repeating the last validation loss
-        if series.prev is not None:  # the point-to-point noise, in the loss's units
-            step = abs(value - series.prev)
-            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        if prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|, as _loss takes it)
+            step = value - prev if value > prev else prev - value
+            noise = series.noise
+            series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
         series.prev = value
         series.count += 1
         if value < series.best:  # the training level is taken only where a branch reads it
@@ -669,7 +673,7 @@ class _Run:
             series.ot_best, series.ot_since = value, 0
         else:
             series.ot_since += 1
-        if series.ot_since >= self.rules.overtraining.patience_validation and self.on[OVERTRAINING]:
+        if series.ot_since >= self.patience_validation and self.on[OVERTRAINING]:
             self._overtrained(series, (series.name, value, source), event, line)
 
     def _train_level(self) -> float | None:
