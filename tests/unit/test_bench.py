@@ -301,7 +301,7 @@ def test_the_log_rules_section_and_headline_row_say_met_or_missed_and_cite_the_d
     assert "(missed: worst 2.6x)" in "\n".join(log_rules.section(missed))
     row = log_rules.headline_row(missed)
     assert row.startswith(log_rules.HEADLINE_ROW)
-    assert "| 2.6x / 2.6x / 2.6x / +0.0 MB / 75.0 ms | 2.0x (missed, see the report) / none / 10 s" in row
+    assert "| 2.6x, 2.6x, 2.6x, 2.6x / +0.0 MB / 75.0 ms | 2.0x (missed, see the report) / none / 10 s" in row
 
 
 def test_the_log_rules_sections_are_spliced_into_the_report_once() -> None:
