@@ -519,6 +519,13 @@ def test_a_states_copy_is_its_json_round_trip_and_shares_nothing_mutable() -> No
     assert state.val is not None
     copied = state.copy()
     assert copied.to_json() == StreamState.from_json(state.to_json()).to_json() == state.to_json()
+    for mine, theirs in ((copied.loss, state.loss), (copied.val, state.val)):
+        assert mine is not None
+        assert mine is not theirs
+        assert {k: getattr(mine, k) for k in mine.__slots__ if k != "window"} == {
+            k: getattr(theirs, k) for k in theirs.__slots__ if k != "window"
+        }
+        assert (list(mine.window), mine.window.maxlen) == (list(theirs.window), theirs.window.maxlen)
     before = json.dumps(state.to_json())
     copied.ids.append("x")
     copied.names.append("x")

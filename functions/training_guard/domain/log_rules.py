@@ -185,10 +185,16 @@ class _Series:
         }
 
     def copy(self) -> _Series:
-        new = _Series.__new__(_Series)
-        for name in _Series.__slots__:
-            setattr(new, name, getattr(self, name))
+        new = _Series.__new__(_Series)  # every slot, as to_json lists them (a test compares the two)
+        new.name, new.count, new.best, new.best_line = self.name, self.count, self.best, self.best_line
+        new.level, new.noise, new.prev, new.last_log = self.level, self.noise, self.prev, self.last_log
         new.window = deque(self.window, maxlen=self.window.maxlen)
+        new.ot_best, new.ot_since, new.train_at_min, new.streak = (
+            self.ot_best,
+            self.ot_since,
+            self.train_at_min,
+            self.streak,
+        )
         return new
 
     @classmethod
