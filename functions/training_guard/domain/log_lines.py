@@ -161,9 +161,10 @@ def _builtin_only(message: str) -> tuple[list[RawPoint], str | None]:
 
 def _builtin(message: str) -> list[RawPoint]:
     """The common formats, each behind a substring check that most lines fail."""
-    if TAB in message:
+    hashed = "#" in message  # one scan rules out both `#011` and `#quality_metric` on most lines
+    if hashed and TAB in message:
         message = message.replace(TAB, "\t")
-    if "{'" in message or '{"' in message:
+    if "{" in message and ("{'" in message or '{"' in message):
         found = [(k, float(v), "huggingface") for k, v in _DICT_ITEM.findall(message)]
         if found:
             return found
@@ -171,7 +172,7 @@ def _builtin(message: str) -> list[RawPoint]:
         found = _rounds(message)
         if found:
             return found
-    if "#quality_metric" in message:
+    if hashed and "#quality_metric" in message:
         found = [
             (f"{part}:objective_loss" if tag == "loss" else f"{part}:{metric}", float(v), "sagemaker")
             for part, metric, tag, v in _QUALITY.findall(message)
