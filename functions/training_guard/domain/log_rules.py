@@ -457,7 +457,7 @@ class _Run:
         state = self.state
         start = -1 if self.start_ts is None else self.start_ts
         start_ids = self.start_ids
-        scan, patterns, names = self.reader.scan, self.plan.patterns, self.names
+        scan, patterns, names = self.reader.scanner(), self.plan.patterns, self.names
         points_only = self.reader.points_only()  # no definitions: no capture can fail, one call a line less
         on_loss, on_validation = self._loss, self._validation
         lines, point_ms = state.lines, state.point_ms
