@@ -139,7 +139,7 @@ JOB_ALARM_TAG_PREFIX: Final = "training-guard:alarm:"
 TRAINING_LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
 RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
 # The log-rules wing: its subscription filter on TRAINING_LOG_GROUP, and the per-job override tag
-# ("off", or "Divergence=notify,NaN=stop,loss=<metric>,val=<metric>").
+# ("off", or "Divergence=notify NaN=stop loss=<metric> val=<metric>": a tag value holds no comma).
 LOG_SUBSCRIPTION_FILTER_NAME: Final = "training-guard-log-rules"
 LOG_RULES_TAG: Final = "training-guard:log-rules"
 # The subscription filter's default pattern (log_rules.filter_pattern): one regex of CloudWatch Logs' dialect, so only

@@ -304,8 +304,6 @@ class LambdaModel:
         )
         delivery.attempts.append(attempt)
         self.observed.attempts += 1
-        responder = wiring.responder()
-        lease = responder.lease_seconds  # another execution environment's, when this one is concurrent
         self._stack.append(attempt)
         try:
             with handler_output_to_stderr():
@@ -321,7 +319,6 @@ class LambdaModel:
             attempt.outcome = f"error: {type(exc).__name__}: {exc}"
         finally:
             self._stack.pop()
-            responder.lease_seconds = lease
         if attempt.outcome != "ok":
             self._failed(delivery, attempt)
 

@@ -3,7 +3,6 @@ members), sessions cached until shortly before they expire, and a ledger per acc
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -229,10 +228,7 @@ class FakeMembers:
 
     def responder_for(self, base: Responder, account: str) -> Responder:
         self.asked.append(account)
-        acting = copy.copy(base)
-        acting.jobs = self.jobs[account]
-        acting.ledger = AccountLedger(base.ledger, account)
-        return acting
+        return base.acting(jobs=self.jobs[account], ledger=AccountLedger(base.ledger, account), account_scope=account)
 
 
 def running_job(account: str) -> FakeJobs:

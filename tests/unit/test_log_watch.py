@@ -4,7 +4,6 @@ the responder before the state is saved; duplicates, conflicts, timeouts, unread
 from __future__ import annotations
 
 import base64
-import copy
 import gzip
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -613,10 +612,7 @@ class FakeMembers:
         from training_guard.adapters.accounts import AccountLedger
 
         self.asked.append(account)
-        acting = copy.copy(base)
-        acting.jobs = self.jobs
-        acting.ledger = AccountLedger(base.ledger, account)
-        return acting
+        return base.acting(jobs=self.jobs, ledger=AccountLedger(base.ledger, account), account_scope=account)
 
 
 def test_a_member_accounts_log_is_read_and_stopped_through_the_members_role_with_its_own_state() -> None:

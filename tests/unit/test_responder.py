@@ -1079,13 +1079,13 @@ def test_a_silenced_metric_guard_decides_nothing_for_its_job() -> None:
 )
 def test_a_mute_silences_only_its_own_job_in_its_own_account(job: str, account: str | None, scope: str | None) -> None:
     world, _ = muted_world(job=job, account=account)
-    world.guard.account_scope = scope
+    world.guard = world.guard.acting(account_scope=scope)
     assert world.guard.handle_alarm(observed(), now=NOW).outcomes == ["stopped"]
 
 
 def test_a_sweeps_memo_keeps_each_jobs_mutes_apart() -> None:
     world, store = muted_world(job="another-job")
-    world.guard.mutes_memo = {}
+    world.guard = world.guard.acting(mutes_memo={})
     assert world.guard.mutes_of("another-job").entries  # read, then remembered
     assert world.guard.mutes_of(ALARM_JOB).entries == ()
     assert world.guard.mutes_of("another-job").entries

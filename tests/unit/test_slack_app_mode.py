@@ -739,7 +739,7 @@ def test_stop_now_names_the_guards_own_account_in_a_single_account_and_the_membe
     )
     assert [n.account for n in published.published] == ["123456789012"]  # the card said "Account: -" before
     member, jobs, _, member_published = stop_rig()
-    member.account_scope = "444455556666"  # acting through a member's role: the member's, not the hub's
+    member = member.acting(account_scope="444455556666")  # acting through a member's role: the member's, not the hub's
     member.stop_requested(
         "train-1", by=f"slack:{ALICE}", rule=None, request_id="r2", region="eu-west-1", now=NOW, account="123456789012"
     )

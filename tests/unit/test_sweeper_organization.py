@@ -4,7 +4,6 @@ account that is not configured, and members left for a later sweep when time run
 
 from __future__ import annotations
 
-import copy
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -75,9 +74,12 @@ class Members:
         if account in self.refuse:
             raise self.refuse[account]
         world = self.accounts[account]
-        responder = copy.copy(base.responder)
-        responder.jobs, responder.alarms = world.jobs, world.alarms
-        responder.ledger = AccountLedger(base.responder.ledger, account)
+        responder = base.responder.acting(
+            jobs=world.jobs,
+            alarms=world.alarms,
+            ledger=AccountLedger(base.responder.ledger, account),
+            account_scope=account,
+        )
         return Sweeper(responder, world.jobs, world.alarms, world.metrics, said=base.said_in(account))
 
 

@@ -5,7 +5,6 @@ Only configured members get a role ARN; sessions are renewed before their one-ho
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Callable
@@ -133,13 +132,12 @@ class MemberAccess:
         from training_guard.adapters.cloudwatch import CloudWatchAlarms
         from training_guard.adapters.sagemaker import SageMakerJobs
 
-        acting = copy.copy(base)
-        acting.jobs = SageMakerJobs(self.sessions.client(account, "sagemaker"))
-        if base.alarms is not None:
-            acting.alarms = CloudWatchAlarms(self.sessions.client(account, "cloudwatch"))
-        acting.ledger = AccountLedger(base.ledger, account)
-        acting.account_scope = account  # the member's mutes (its job names may be the hub's too)
-        return acting
+        return base.acting(
+            jobs=SageMakerJobs(self.sessions.client(account, "sagemaker")),
+            alarms=CloudWatchAlarms(self.sessions.client(account, "cloudwatch")) if base.alarms is not None else None,
+            ledger=AccountLedger(base.ledger, account),
+            account_scope=account,  # the member's mutes (its job names may be the hub's too)
+        )
 
     def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
         """`base` sweeping `account`: the member's jobs, alarms and metrics, the responder acting there."""

@@ -41,11 +41,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The click queue's entry point."""
-    worker = wiring.click_worker()
     wiring.chat_deadline().time_left = wiring.time_left(context)
-    if isinstance(worker.stopper, wiring.ResponderStops):
-        worker.stopper.own_account = wiring.account_of(context)
-        worker.stopper.region = wiring.region_of(context)
-        guard = wiring.responder()
-        guard.lease_seconds = wiring.lease(context)
-    return process(event, worker)
+    return process(event, wiring.click_worker_for(context))

@@ -1,5 +1,6 @@
-"""Log-events Lambda: a CloudWatch Logs subscription delivery of the training log group in, or the scheduled stall
-check of the log rules (docs/design/log-path.md)."""
+"""Log-events Lambda: a CloudWatch Logs subscription delivery of the training log group in, Firehose's transformation
+event carrying members' deliveries (docs/design/log-subscription.md, "Members"), or the scheduled stall check of the
+log rules (docs/design/log-path.md)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,20 @@ from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
+from training_guard.domain.errors import GuardError
 from training_guard.domain.events import EventError
 from training_guard.handlers import wiring
-from training_guard.services.log_watch import DeliveryUnfinished, Invocation, LogWatch, decode, is_scheduled
+from training_guard.services.log_watch import (
+    Delivery,
+    DeliveryUnfinished,
+    Invocation,
+    LogWatch,
+    decode,
+    decode_data,
+    firehose_records,
+    is_firehose,
+    is_scheduled,
+)
 from training_guard.services.responder import MemberAccessPort
 
 logger = Logger()
@@ -27,8 +39,8 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    watch = wiring.log_watch()
-    watch.responder.lease_seconds = wiring.lease(context)
+    cached = wiring.log_watch()
+    watch = cached.acting(cached.responder.acting(lease_seconds=wiring.lease(context)))
     invocation = Invocation(wiring.account_of(context), wiring.region_of(context), wiring.time_left(context))
     return process(event, watch, invocation=invocation, dead_letters=wiring.parker())
 
@@ -45,15 +57,100 @@ def process(
     """Decode, one service call, a log line and metrics. An unusable delivery is parked with its reason."""
     now = now or clock.utcnow()
     if is_scheduled(event):
-        report = watch.check_stalls(now=now, invocation=invocation)
-        logger.info("log stall check done", extra={"report": report.as_dict()})
-        if report.findings is not None:
-            count_outcomes(report.findings)
-        return report.as_dict()
+        return check_stalls(watch, invocation=invocation, now=now, members=members)
+    if is_firehose(event):
+        return process_firehose(
+            event, watch, invocation=invocation, now=now, dead_letters=dead_letters, members=members
+        )
     try:
         delivery = decode(event)
     except EventError as exc:
         return reject(event, exc, dead_letters).as_dict()
+    return _deliver(delivery, watch, invocation=invocation, now=now, members=members)
+
+
+class MemberStallsUnchecked(GuardError):
+    """Members whose jobs the stall check could not ask: the others were checked; Lambda's retry asks again."""
+
+
+def check_stalls(
+    watch: LogWatch, *, invocation: Invocation, now: datetime, members: MemberAccessPort | None = None
+) -> dict[str, object]:
+    """The hub's own running jobs, then each configured member's through its role (its streams' states are keyed by
+    the account). One member that cannot be checked does not stop the others; the invocation fails after the last."""
+    report = watch.check_stalls(now=now, invocation=invocation)
+    logger.info("log stall check done", extra={"report": report.as_dict()})
+    if report.findings is not None:
+        count_outcomes(report.findings)
+    answer = report.as_dict()
+    organization = watch.responder.config.organization
+    if organization is None or not watch.rules.enabled:
+        return answer
+    by_member: dict[str, object] = {}
+    failed: list[str] = []
+    for account in organization.members:
+        if account == invocation.account:
+            continue
+        try:
+            guard = responder_in(watch.responder, invocation.account, account, members)
+            member = watch.check_stalls(now=now, invocation=invocation, guard=guard, account=account)
+        except Exception as exc:  # noqa: BLE001 - one member's refusal must leave the others checked; raised below
+            logger.warning("log stall check: account not checked", extra={"account": account, "reason": str(exc)})
+            failed.append(account)
+            continue
+        logger.info("log stall check done", extra={"account": account, "report": member.as_dict()})
+        if member.findings is not None:
+            count_outcomes(member.findings)
+        by_member[account] = member.as_dict()
+    answer["members"] = by_member
+    if failed:
+        raise MemberStallsUnchecked(f"log stall check: members not checked: {', '.join(failed)}")
+    return answer
+
+
+# Firehose's answer for a record it need not deliver: the hub's function has read it (docs/design/log-subscription.md).
+# Every answered record carries recordId, result and data, or Firehose counts it a transformation failure
+# (https://docs.aws.amazon.com/firehose/latest/dev/data-transformation-status-model.html): empty data (no bytes).
+DROPPED = "Dropped"
+
+
+def process_firehose(
+    event: Any,
+    watch: LogWatch,
+    *,
+    invocation: Invocation,
+    now: datetime,
+    dead_letters: DeadLetterParker | None = None,
+    members: MemberAccessPort | None = None,
+) -> dict[str, object]:
+    """Each record is one or more CloudWatch Logs deliveries of a member: folded exactly as a direct delivery, then
+    answered Dropped, so Firehose delivers nothing. An unusable record is parked like an unusable delivery; a delivery
+    left unfinished fails the invocation, so Firehose invokes again with the whole batch (folding is idempotent)."""
+    try:
+        records = firehose_records(event)
+    except EventError as exc:
+        return reject(event, exc, dead_letters).as_dict()
+    answers: list[dict[str, str]] = []
+    for record_id, data in records:
+        try:
+            deliveries = decode_data(data, where=f"record {record_id}")
+        except EventError as exc:
+            reject({"recordId": record_id, "data": data}, exc, dead_letters)
+        else:
+            for delivery in deliveries:
+                _deliver(delivery, watch, invocation=invocation, now=now, members=members)
+        answers.append({"recordId": record_id, "result": DROPPED, "data": ""})
+    return {"records": answers}
+
+
+def _deliver(
+    delivery: Delivery,
+    watch: LogWatch,
+    *,
+    invocation: Invocation,
+    now: datetime,
+    members: MemberAccessPort | None,
+) -> dict[str, object]:
     logger.append_keys(training_job=delivery.job, log_stream=delivery.stream, account=delivery.owner)
     guard = watch.responder
     # A control message carries no account's logs (its owner is CloudWatch Logs itself): the service ignores it.

@@ -36,8 +36,8 @@ ACCOUNTS_NOT_SWEPT_METRIC = "AccountsNotSwept"
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    sweeper = wiring.sweeper()
-    sweeper.responder.lease_seconds = wiring.lease(context)
+    cached = wiring.sweeper()
+    sweeper = cached.acting(cached.responder.acting(lease_seconds=wiring.lease(context)))
     return process(
         sweeper,
         now=clock.utcnow(),

@@ -246,10 +246,22 @@ def click_worker() -> ClickWorker:
 
     return ClickWorker(
         mutes=mutes(),
-        stopper=ResponderStops(responder),
+        stopper=ResponderStops(responder(), own_account=None, region=None),
         say=ThreadSay(slack_app()),
         respond=ResponseUrl(),
     )
+
+
+def click_worker_for(context: Any) -> ClickWorker:
+    """The click worker for one invocation: the container's parts, and a stopper with this invocation's lease,
+    account and region (nothing of them set on what the container keeps)."""
+    from training_guard.services.clicks import ClickWorker
+
+    kept = click_worker()
+    stopper = ResponderStops(
+        responder().acting(lease_seconds=lease(context)), own_account=account_of(context), region=region_of(context)
+    )
+    return ClickWorker(mutes=kept.mutes, stopper=stopper, say=kept.say, respond=kept.respond)
 
 
 def lease(context: Any) -> int:
@@ -310,15 +322,15 @@ def reset() -> None:
 class ResponderStops:
     """Stop now through `Responder.stop_requested`, in the job's account (the guard's own, or a member's)."""
 
-    def __init__(self, responder: Callable[[], Responder]) -> None:
-        self._responder = responder
-        self.own_account: str | None = None  # the worker's account and region, set at each invocation
-        self.region: str | None = None
+    def __init__(self, responder: Responder, *, own_account: str | None, region: str | None) -> None:
+        self._responder = responder  # the invocation's: its lease
+        self.own_account = own_account  # the worker's account and region
+        self.region = region
 
     def stop(self, click: Click, *, now: datetime) -> str:
         from training_guard.adapters.accounts import responder_in
 
-        guard = responder_in(self._responder(), self.own_account, click.account)
+        guard = responder_in(self._responder, self.own_account, click.account)
         return guard.stop_requested(
             click.job,
             by=click.by,

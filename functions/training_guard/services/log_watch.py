@@ -196,33 +196,79 @@ def decode(event: Any) -> Delivery:
     data = event.get("awslogs", {}).get("data") if isinstance(event, Mapping) else None
     if not isinstance(data, str):
         raise EventError('not a CloudWatch Logs subscription delivery: no "awslogs.data" text')
+    [delivery] = decode_data(data, where="awslogs.data", many=False)
+    return delivery
+
+
+def is_firehose(event: Any) -> bool:
+    """Firehose's data-transformation event: a member account's deliveries through the hub's destination."""
+    return isinstance(event, Mapping) and "records" in event and "deliveryStreamArn" in event
+
+
+def firehose_records(event: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(recordId, data) of each record; EventError when the event itself is unusable (not a record's data)."""
+    records = event.get("records")
+    if not isinstance(records, list):
+        raise EventError("records: missing or not a list (not Firehose's transformation event)")
+    found = []
+    for i, record in enumerate(records):
+        record_id = record.get("recordId") if isinstance(record, Mapping) else None
+        if not isinstance(record_id, str) or not record_id:
+            raise EventError(f"records[{i}].recordId: missing or not text (Firehose needs it answered)")
+        found.append((record_id, record.get("data")))
+    return found
+
+
+def decode_data(data: Any, *, where: str, many: bool = True) -> list[Delivery]:
+    """base64 of gzip of CloudWatch Logs' JSON document (or, from Firehose, documents one after another) to
+    Deliveries; EventError names what is wrong."""
+    if not isinstance(data, str):
+        raise EventError(f"{where}: missing or not base64 text")
     try:
-        doc = json.loads(gzip.decompress(base64.b64decode(data, validate=True)))
+        text = gzip.decompress(base64.b64decode(data, validate=True)).decode()
     except (binascii.Error, OSError, EOFError, zlib.error) as exc:
-        raise EventError(f"awslogs.data is not base64 of gzip: {exc}") from exc
-    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
-        raise EventError(f"awslogs.data does not hold JSON: {exc}") from exc
+        raise EventError(f"{where} is not base64 of gzip: {exc}") from exc
+    except ValueError as exc:  # UnicodeDecodeError
+        raise EventError(f"{where} does not hold JSON: {exc}") from exc
+    docs: list[Any] = []
+    decoder, at = json.JSONDecoder(), 0
+    try:
+        while at < len(text.rstrip()):
+            doc, at = decoder.raw_decode(text, at)
+            docs.append(doc)
+            while at < len(text) and text[at].isspace():
+                at += 1
+            if not many:
+                break
+    except ValueError as exc:  # JSONDecodeError
+        raise EventError(f"{where} does not hold JSON: {exc}") from exc
+    if not docs or (not many and text[at:].strip()):
+        raise EventError(f"{where} does not hold JSON: one document expected")
+    return [_delivery(doc, where) for doc in docs]
+
+
+def _delivery(doc: Any, where: str) -> Delivery:
     if not isinstance(doc, Mapping):
-        raise EventError("awslogs.data: the document is not a JSON object")
+        raise EventError(f"{where}: the document is not a JSON object")
     owner = doc.get("owner")
     if doc.get("messageType") == CONTROL_MESSAGE:
         return Delivery(owner if isinstance(owner, str) else None, "", "", (), control=True)
     group, stream, raw = doc.get("logGroup"), doc.get("logStream"), doc.get("logEvents")
     for name, value in (("logGroup", group), ("logStream", stream)):
         if not isinstance(value, str) or not value:
-            raise EventError(f"awslogs.data.{name}: missing or not text")
+            raise EventError(f"{where}.{name}: missing or not text")
     if not isinstance(raw, list):
-        raise EventError("awslogs.data.logEvents: missing or not a list")
+        raise EventError(f"{where}.logEvents: missing or not a list")
     return Delivery(
         owner if isinstance(owner, str) else None,
         str(group),
         str(stream),
-        tuple(_log_event(i, e) for i, e in enumerate(raw)),
+        tuple(_log_event(i, e, where) for i, e in enumerate(raw)),
     )
 
 
-def _log_event(index: int, raw: Any) -> LogEvent:
-    where = f"awslogs.data.logEvents[{index}]"
+def _log_event(index: int, raw: Any, data: str = "awslogs.data") -> LogEvent:
+    where = f"{data}.logEvents[{index}]"
     if not isinstance(raw, Mapping):
         raise EventError(f"{where}: not an object")
     event_id, timestamp, message = raw.get("id"), raw.get("timestamp"), raw.get("message")
@@ -250,6 +296,12 @@ class LogWatch:
         self._monotonic = monotonic
         self._jobs: OrderedDict[tuple[str | None, str], tuple[float, JobLog]] = OrderedDict()
 
+    def acting(self, responder: Responder) -> LogWatch:
+        """This watch with an invocation's responder (its lease); the definitions it keeps are the container's."""
+        watch = LogWatch(responder, self.states, rules=self.rules, monotonic=self._monotonic)
+        watch._jobs = self._jobs
+        return watch
+
     # --- a delivery ------------------------------------------------------------------------------------
     def deliver(
         self, delivery: Delivery, *, now: datetime, invocation: Invocation, guard: Responder | None = None
@@ -258,7 +310,7 @@ class LogWatch:
         account's), then save the state. Raises DeliveryUnfinished when the time ran out (what was folded saved)."""
         budget = invocation.time_left()  # the invocation's time, as it starts: the deadline's reserves are shares of it
         guard = guard or self.responder
-        account = delivery.owner if guard is not self.responder else None  # a member's: scoped by its account
+        account = guard.account_scope  # a member's: its states scoped by its account
         job = delivery.job
         receipt = LogReceipt(job=job or "", stream=delivery.stream, event_id=delivery.event_id)
         receipt.events = len(delivery.events)
@@ -466,10 +518,13 @@ class LogWatch:
         r.problems.append(f"{kind}: {what}")
 
     # --- the stall check ----------------------------------------------------------------------------------
-    def check_stalls(self, *, now: datetime, invocation: Invocation) -> StallReport:
-        """Each running job's streams asked `log_rules.stalled`; a stall goes to the responder like a firing."""
+    def check_stalls(
+        self, *, now: datetime, invocation: Invocation, guard: Responder | None = None, account: str | None = None
+    ) -> StallReport:
+        """Each running job's streams asked `log_rules.stalled`; a stall goes to the responder like a firing. With
+        `guard` and `account`: a member account's jobs, through its responder, and its streams' states."""
         report = StallReport()
-        guard = self.responder
+        guard = guard or self.responder
         for job in guard.jobs.running():
             if not guard.config.selects(job):
                 continue
@@ -477,29 +532,36 @@ class LogWatch:
                 report.not_checked.append(job)  # the next check asks again
                 continue
             report.checked += 1
-            for stream in self.states.streams(job):
-                self._stall(guard, job, stream, now=now, invocation=invocation, report=report)
+            for stream in self.states.streams(job, account=account):
+                self._stall(guard, job, stream, now=now, invocation=invocation, report=report, account=account)
         return report
 
     def _stall(
-        self, guard: Responder, job: str, stream: str, *, now: datetime, invocation: Invocation, report: StallReport
+        self,
+        guard: Responder,
+        job: str,
+        stream: str,
+        *,
+        now: datetime,
+        invocation: Invocation,
+        report: StallReport,
+        account: str | None = None,
     ) -> None:
         """One stream asked; a stall (read again with the job's tags, which may turn it off) to the responder, then
         marked in the state so that the next check does not ask again (lost to a delivery's save: the ledger)."""
-        state, version = self.states.get(stream)
+        state, version = self.states.get(stream, account=account)
         now_ms = int(now.timestamp() * 1000)
         if state is None or stalled(state, now_ms=now_ms, rules=self.rules) is None:
             return
-        firing = stalled(state, now_ms=now_ms, rules=self.rules, tags=self._job_log(guard, job, None).tags)
+        firing = stalled(state, now_ms=now_ms, rules=self.rules, tags=self._job_log(guard, job, account).tags)
         if firing is None:
             return
         event_id = f"{stream}#{firing.event_id}"
-        self._act(
-            guard, job, firing, event_id=event_id, owner=invocation.account, now=now, invocation=invocation, r=report
-        )
+        owner = account or invocation.account
+        self._act(guard, job, firing, event_id=event_id, owner=owner, now=now, invocation=invocation, r=report)
         report.stalled.append(stream)
         state.mark(firing)
-        self.states.put(job, stream, state, version=version, now=now)
+        self.states.put(job, stream, state, version=version, now=now, account=account)
 
 
 def _in_time(event: LogEvent) -> tuple[int, str]:

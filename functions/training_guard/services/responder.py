@@ -155,8 +155,13 @@ class Responder:
         cards: CardPort | None = None,
         busy_wait_seconds: float = BUSY_WAIT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        account_scope: str | None = None,
+        mutes_memo: dict[tuple[str | None, str], Mutes] | None = None,
     ) -> None:
-        """A port left None does nothing: no price (spend unknown), no metric, no mute in force, no Slack card."""
+        """A port left None does nothing: no price (spend unknown), no metric, no mute in force, no Slack card.
+
+        The last three are an invocation's (`acting`): never set on a responder a container keeps."""
         self.config = config
         self.cards = cards
         self.jobs = jobs
@@ -167,13 +172,42 @@ class Responder:
         self.meter = meter
         self.mutes = mutes
         # A member account's jobs (adapters/accounts.py) have mutes of their own.
-        self.account_scope: str | None = None
-        # Set by a sweep so that each job's mutes are read once for all its steps.
-        self.mutes_memo: dict[tuple[str | None, str], Mutes] | None = None
+        self.account_scope = account_scope
+        # A sweep's: each job's mutes read once for all its steps.
+        self.mutes_memo = mutes_memo
         self.busy_wait_seconds = busy_wait_seconds
         self.sleep = sleep
-        # Set per invocation by the handler (`lease_for`).
-        self.lease_seconds = DEFAULT_LEASE_SECONDS
+        # The invocation's (`lease_for` of its remaining time).
+        self.lease_seconds = lease_seconds
+
+    def acting(
+        self,
+        *,
+        lease_seconds: int | None = None,
+        account_scope: str | None = None,
+        jobs: JobsPort | None = None,
+        alarms: AlarmsPort | None = None,
+        ledger: LedgerPort | None = None,
+        mutes_memo: dict[tuple[str | None, str], Mutes] | None = None,
+    ) -> Responder:
+        """A responder for one invocation (its lease, a sweep's memo) or one member account (its ports, its scope):
+        a new one over the same configuration and ports, so nothing an invocation sets outlives it."""
+        return Responder(
+            self.config,
+            jobs or self.jobs,
+            ledger or self.ledger,
+            self.publisher,
+            alarms=alarms or self.alarms,
+            prices=self.prices,
+            meter=self.meter,
+            mutes=self.mutes,
+            cards=self.cards,
+            busy_wait_seconds=self.busy_wait_seconds,
+            sleep=self.sleep,
+            lease_seconds=self.lease_seconds if lease_seconds is None else lease_seconds,
+            account_scope=account_scope or self.account_scope,
+            mutes_memo=self.mutes_memo if mutes_memo is None else mutes_memo,
+        )
 
     def handle(self, event: JobEvent, *, now: datetime) -> Receipt:
         job = event.job

@@ -187,12 +187,15 @@ class Sweeper:
             raise OrganizationSweepIncomplete(report)
         return report
 
+    def acting(self, responder: Responder) -> Sweeper:
+        """This sweeper with `responder` (an invocation's, or a member's), remembering what it said as before."""
+        sweeper = Sweeper(responder, self.jobs, self.alarms, self.metrics, said=self._said)
+        sweeper._said_in = self._said_in
+        return sweeper
+
     def sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
-        self.responder.mutes_memo = {}
-        try:
-            return self._sweep(now=now, account=account, region=region)
-        finally:
-            self.responder.mutes_memo = None
+        # This sweep's own responder: each job's mutes read once for all its steps, forgotten with the sweep.
+        return self.acting(self.responder.acting(mutes_memo={}))._sweep(now=now, account=account, region=region)
 
     def _sweep(self, *, now: datetime, account: str | None, region: str | None) -> SweepReport:
         report = SweepReport(account=account)
