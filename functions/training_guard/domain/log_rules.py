@@ -11,6 +11,7 @@ import re
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -34,6 +35,7 @@ MEAN_ABS_STEP = 1.128  # E|a - b| of two independent normal draws, in standard d
 # logs of tests/data/training_logs and on log-normal noise: no firing in 40 runs of 10,000 points at sigma 0.4 to 1.0.
 NOISE_MARGIN = 3.5
 
+_log, _exp = math.log, math.exp  # module globals: a lookup less per point than math.log
 NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
@@ -182,6 +184,19 @@ class _Series:
             "of": [self.train_at_min, self.streak],
         }
 
+    def copy(self) -> _Series:
+        new = _Series.__new__(_Series)  # every slot, as to_json lists them (a test compares the two)
+        new.name, new.count, new.best, new.best_line = self.name, self.count, self.best, self.best_line
+        new.level, new.noise, new.prev, new.last_log = self.level, self.noise, self.prev, self.last_log
+        new.window = deque(self.window, maxlen=self.window.maxlen)
+        new.ot_best, new.ot_since, new.train_at_min, new.streak = (
+            self.ot_best,
+            self.ot_since,
+            self.train_at_min,
+            self.streak,
+        )
+        return new
+
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> _Series:
         series = cls(str(doc["name"]))
@@ -273,7 +288,14 @@ class StreamState:
         return state
 
     def copy(self) -> StreamState:
-        return StreamState.from_json(self.to_json())
+        """What `from_json(to_json())` gives, sharing nothing mutable, without the round trip (once a delivery)."""
+        new = StreamState.__new__(StreamState)
+        new.__dict__.update(self.__dict__)
+        new.ids, new.batches, new.names = list(self.ids), list(self.batches), list(self.names)
+        new.fired = dict(self.fired)
+        new.loss = self.loss.copy() if self.loss else None
+        new.val = self.val.copy() if self.val else None
+        return new
 
     def mark(self, firing: Firing) -> None:
         """Records a firing made outside `evaluate` (the stall check), so that the rule fires once per stream."""
@@ -322,6 +344,26 @@ class _Plan:
         return self.actions[rule] is not LogAction.IGNORE
 
 
+# Per execution environment: a job's rules and tag give the same plan, its names the same roles, at every delivery.
+MAX_CACHED = 256
+_PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
+_ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
+
+
+def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
+    """The plan for these rules and this log-rules tag value (None: the tag turns them off), made once."""
+    key = (id(rules), tag)
+    cached = _PLANS.get(key)
+    if cached is not None and cached[0] is rules:  # the same object: an id is reused only after it is freed
+        return cached[1]
+    overrides, _ = job_overrides({} if tag is None else {contract.LOG_RULES_TAG: tag})
+    plan = None if overrides is not None and overrides.off else _Plan(rules, overrides)
+    if len(_PLANS) >= MAX_CACHED:
+        _PLANS.clear()
+    _PLANS[key] = (rules, plan)
+    return plan
+
+
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -342,14 +384,14 @@ def evaluate(
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
         return folded, []
-    overrides, _ = job_overrides(tags or {})
-    if overrides is not None and overrides.off:
+    plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
+    if plan is None:  # the job's tag turns the log rules off
         return folded, []
-    batch = _digest("\n".join(event.id for event in events))
+    batch = _digest("\n".join([event.id for event in events]))
     if batch in folded.batches:
         return folded, []
     lines_before = folded.lines
-    run = _Run(folded, _Plan(rules, overrides), reader)
+    run = _Run(folded, plan, reader)
     run.fold(sorted(events, key=attrgetter("timestamp_ms")))
     if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
         folded.batches = [*folded.batches, batch][-MAX_BATCHES:]
@@ -358,6 +400,26 @@ def evaluate(
 
 class _Run:
     """One batch being folded. Each rule is a few comparisons per point: this is the hot path of a chatty job."""
+
+    __slots__ = (  # attributes read per point: slots are read faster than an instance dict
+        "delta",
+        "firings",
+        "log_factor",
+        "names",
+        "nan_ok",
+        "on",
+        "patience_train",
+        "patience_validation",
+        "plan",
+        "reader",
+        "roles",
+        "rules",
+        "start_ids",
+        "start_ts",
+        "state",
+        "steps",
+        "warmup",
+    )
 
     def __init__(self, state: StreamState, plan: _Plan, reader: LineReader) -> None:
         self.state = state
@@ -375,20 +437,29 @@ class _Run:
         self.steps = rules.loss_not_decreasing.num_steps
         self.delta = rules.overtraining.delta
         self.patience_train = rules.overtraining.patience_train
+        self.patience_validation = rules.overtraining.patience_validation
         for series in (state.loss, state.val):
             if series is not None:
                 series.keep(2 * self.steps)
 
     def _roles(self) -> tuple[str | None, str | None]:
         plan = self.plan
-        return loss_metrics(self.state.names, loss=plan.loss_metric, validation=plan.validation_metric)
+        key = (tuple(self.state.names), plan.loss_metric, plan.validation_metric)
+        roles = _ROLES.get(key)
+        if roles is None:
+            if len(_ROLES) >= MAX_CACHED:
+                _ROLES.clear()
+            roles = _ROLES[key] = loss_metrics(key[0], loss=key[1], validation=key[2])
+        return roles
 
     def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
         """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
         state = self.state
         start = -1 if self.start_ts is None else self.start_ts
         start_ids = self.start_ids
-        scan, patterns, names = self.reader.scan, self.plan.patterns, self.names
+        scan, patterns, names = self.reader.scanner(), self.plan.patterns, self.names
+        points_only = self.reader.points_only()  # no definitions: no capture can fail, one call a line less
+        on_loss, on_validation = self._loss, self._validation
         lines, point_ms = state.lines, state.point_ms
         loss_name, val_name = self.roles
         for event in events:
@@ -399,15 +470,18 @@ class _Run:
                     continue  # folded before
                 lines += 1
             message = event.message
-            line = event.line
-            line = lines if line is None else line
             if patterns:
-                self._patterns(message, event, line)
-            points, unparsed = scan(message)
-            if unparsed is not None:
-                self._unparsed(unparsed, message)
+                self._patterns(message, event, lines if event.line is None else event.line)
+            if points_only is not None:
+                points = points_only(message)
+            else:
+                points, unparsed = scan(message)
+                if unparsed is not None:
+                    self._unparsed(unparsed, message)
             if not points:
                 continue
+            line = event.line
+            line = lines if line is None else line
             point_ms = point_ms if late else ts
             for metric, value, source in points:
                 if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
@@ -417,9 +491,9 @@ class _Run:
                 elif late:
                     continue  # judged by no order-dependent rule (the design)
                 elif metric == loss_name:
-                    self._loss(value, source, event, line)
+                    on_loss(value, source, event, line)
                 elif metric == val_name:
-                    self._validation(value, source, event, line)
+                    on_validation(value, source, event, line)
         if lines != state.lines:  # sorted: the last event is the newest folded (a first batch: the first, the first)
             state.first_ms = events[0].timestamp_ms if state.first_ms is None else state.first_ms
             state.ts = events[-1].timestamp_ms
@@ -517,7 +591,7 @@ class _Run:
         count = series.count = series.count + 1
         series.window.append(value)
         if value > 0:
-            log = math.log(value)
+            log = _log(value)
             last, noise, level = series.last_log, series.noise, series.level
             if last is not None:
                 step = log - last if log > last else last - log
@@ -529,7 +603,7 @@ class _Run:
                 self._diverged(series, value, (source, event, line))
             if level < best and count >= 3:
                 series.best, series.best_line = level, line
-            smooth = math.exp(level)  # Overtraining on the level: one low batch is no optimum to beat
+            smooth = _exp(level)  # Overtraining on the level: one low batch is no optimum to beat
         else:
             series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
             smooth = value
@@ -587,24 +661,25 @@ class _Run:
         series = state.val
         if series is None:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
-        if value == series.prev:
+        prev = series.prev
+        if value == prev:
             return  # a progress bar repeating the last validation loss
-        if series.prev is not None:  # the point-to-point noise, in the loss's units
-            step = abs(value - series.prev)
-            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        if prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|, as _loss takes it)
+            step = value - prev if value > prev else prev - value
+            noise = series.noise
+            series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
         series.prev = value
         series.count += 1
-        train = self._train_level()
-        if value < series.best:
+        if value < series.best:  # the training level is taken only where a branch reads it
             series.best, series.best_line = value, line
-            series.train_at_min, series.streak = train, 0
+            series.train_at_min, series.streak = self._train_level(), 0
         elif self.on[OVERFIT]:
-            self._overfit(series, value, train, (source, event, line))
+            self._overfit(series, value, self._train_level(), (source, event, line))
         if value < series.ot_best - self.delta:
             series.ot_best, series.ot_since = value, 0
         else:
             series.ot_since += 1
-        if series.ot_since >= self.rules.overtraining.patience_validation and self.on[OVERTRAINING]:
+        if series.ot_since >= self.patience_validation and self.on[OVERTRAINING]:
             self._overtrained(series, (series.name, value, source), event, line)
 
     def _train_level(self) -> float | None:
@@ -612,8 +687,10 @@ class _Run:
         loss = self.state.loss
         if loss is None or not loss.window:
             return None
-        recent = list(loss.window)[-self.steps :]
-        return sum(recent) / len(recent)
+        window, steps = loss.window, self.steps
+        if len(window) <= steps:
+            return sum(window) / len(window)
+        return sum(islice(window, len(window) - steps, None)) / steps  # the same values, summed in the same order
 
     def _overfit(
         self, series: _Series, value: float, train: float | None, at: tuple[str, LogEvent, int | None]

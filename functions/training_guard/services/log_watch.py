@@ -379,7 +379,8 @@ class LogWatch:
     def _fold(self, b: _Batch, state: StreamState | None) -> tuple[StreamState | None, int]:
         """The state after the events folded in time, and how many: a chunk's firings go to the responder
         before the chunk counts as folded, so a state is never saved ahead of its stops."""
-        events = b.delivery.events
+        # In time first: a chunk older than one folded before it would be late, and order-dependent rules skip it.
+        events = sorted(b.delivery.events, key=_in_time)
         b.receipt.evaluated = 0  # a refold after a lost save counts again
         for start in range(0, len(events), CHUNK_EVENTS):
             if b.invocation.time_left() < b.save_reserve:
@@ -561,6 +562,10 @@ class LogWatch:
         report.stalled.append(stream)
         state.mark(firing)
         self.states.put(job, stream, state, version=version, now=now, account=account)
+
+
+def _in_time(event: LogEvent) -> tuple[int, str]:
+    return event.timestamp_ms, event.id
 
 
 def _usable(definition: tuple[str, str]) -> bool:
