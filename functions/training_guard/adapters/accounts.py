@@ -1,7 +1,6 @@
 """Acting in a member account: STS AssumeRole into the member's role, one session per account.
 
-Only configured members get a role ARN; sessions are renewed before their one-hour credentials expire.
-"""
+Only configured members get a role ARN; sessions are renewed before their one-hour credentials expire."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What the guard did, read for its totals: the stop records of the state table and the guard's outcome metrics.
 
-Shared by `training-guard report` and the weekly digest; a refused call raises `ActionFailed` with its `ClientError`.
-"""
+Shared by `training-guard report` and the weekly digest; a refused call raises `ActionFailed` with its `ClientError`."""
 
 from __future__ import annotations
 

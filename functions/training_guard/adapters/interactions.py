@@ -1,6 +1,5 @@
 """The interactivity endpoint's I/O: replay markers (DynamoDB), the hand-off queue (SQS), the signing secret
-(Secrets Manager) and the answers to a click (its response_url, whose client only the asynchronous path makes).
-"""
+(Secrets Manager) and the answers to a click (its response_url, whose client only the asynchronous path makes)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """DynamoDB: the transition ledger (exactly-once) and the stop audit records.
 
-The items and their attributes: docs/design/exactly-once.md.
-"""
+The items and their attributes: docs/design/exactly-once.md."""
 
 from __future__ import annotations
 

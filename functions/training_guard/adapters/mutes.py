@@ -1,7 +1,6 @@
 """DynamoDB: each job's mutes in one item of the state table, read with one GetItem (mutes.py says what they mean).
 
-One map attribute per mute, `m:<effect>:<rule>`; each write pushes the item's TTL, and expiry is checked at read.
-"""
+One map attribute per mute, `m:<effect>:<rule>`; each write pushes the item's TTL, and expiry is checked at read."""
 
 from __future__ import annotations
 

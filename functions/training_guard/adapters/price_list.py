@@ -59,8 +59,7 @@ class PriceList:
     """Hourly on-demand list prices of SageMaker training instances.
 
     `pricing` None: `pricing_factory` makes the client when the API is first asked. Without `dynamodb` and `table`
-    only the container's memory is used.
-    """
+    only the container's memory is used."""
 
     def __init__(
         self,
@@ -117,7 +116,6 @@ class PriceList:
             self._pricing = self._pricing_factory()
         return self._pricing
 
-    # --- The Price List API -------------------------------------------------------------------------------
     def _ask(self, region: str, instance_type: str) -> tuple[bool, PriceQuote | None]:
         """(whether the API answered, the price it gave)."""
         items: list[Any] = []
@@ -149,7 +147,6 @@ class PriceList:
             self.problems.append(f"GetProducts: {parsed.reason}")
         return True, parsed.quote
 
-    # --- The state table ----------------------------------------------------------------------------------
     def _read_cached(self, key: str, region: str, instance_type: str, epoch: float) -> tuple[float, PriceQuote] | None:
         """(when the item expires, its price), or None when there is no live item."""
         if self._dynamodb is None or not self._table:

@@ -1,6 +1,5 @@
 """What the event handlers do with a receipt: one log line and the guard's metrics; unusable and
-foreign events parked or ignored with their reason; and the spend-avoided metric of every stop.
-"""
+foreign events parked or ignored with their reason; and the spend-avoided metric of every stop."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ class SpendMeter:
     Each rule is one more billed custom metric
     (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/metrics-otel-pricing.html,
     https://aws.amazon.com/cloudwatch/pricing/; docs/cost.md does the sum). A line of its own (single_metric), so
-    the dimension does not spread to the invocation's other metrics.
-    """
+    the dimension does not spread to the invocation's other metrics."""
 
     def spend_avoided(self, rule: str, usd: float) -> None:
         with single_metric(

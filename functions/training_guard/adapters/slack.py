@@ -1,7 +1,6 @@
 """Slack incoming webhooks as HTTPS+JSON with the standard library, and the retry rules every Slack call shares.
 
-429, 5xx and timeouts are transient, other 4xx permanent (docs/design/chat-delivery.md); URLs are never logged.
-"""
+429, 5xx and timeouts are transient, other 4xx permanent (docs/design/chat-delivery.md); URLs are never logged."""
 
 from __future__ import annotations
 
@@ -147,8 +146,6 @@ def exchange(
 
 @dataclass(frozen=True)
 class Delivery:
-    """One webhook post's result: delivered, or why not and whether a retry can help."""
-
     ok: bool
     permanent: bool = False  # True: retrying the same request cannot succeed
     detail: str = ""  # status and Slack's error text; never the URL

@@ -1,7 +1,6 @@
 """Slack app mode: a bot token (`xoxb-`) and Slack's Web API over HTTPS, for one living thread per job.
 
-Failures are classified as the webhook sender's are (docs/design/chat-delivery.md); the token is never logged.
-"""
+Failures are classified as the webhook sender's are (docs/design/chat-delivery.md); the token is never logged."""
 
 from __future__ import annotations
 
@@ -55,8 +54,6 @@ class SlackAppError(ActionFailed):
 
 
 class _ApiError(Exception):
-    """Slack's answer was not `ok` (or not HTTP 200): its status and what it said."""
-
     def __init__(self, status: int, data: Mapping[str, Any]) -> None:
         super().__init__(f"{data.get('error')} (HTTP {status})")
         self.status = status
@@ -112,7 +109,6 @@ class SlackApp:
         self._sleep = sleep
         self._last_post: dict[str, float] = {}
 
-    # --- what the guard does ---------------------------------------------------------------------------
     def post_parent(self, channel: str, text: str, blocks: Sequence[dict[str, Any]]) -> Posted:
         """Post a job's card as a new message of the channel: its `ts` is the thread's from now on."""
         return self._post(f"post the parent message in {channel}", channel, text, blocks, None)
@@ -122,7 +118,6 @@ class SlackApp:
         return self._post(f"reply in thread {thread_ts} of {channel}", channel, text, blocks, thread_ts)
 
     def update(self, channel: str, ts: str, text: str, blocks: Sequence[dict[str, Any]]) -> None:
-        """Replace the text and blocks of message `ts` in place."""
         # Not paced: chat.update is Tier 3 (https://docs.slack.dev/reference/methods/chat.update).
         action = f"update message {ts} in {channel}"
         self._need(action, calls=1)
@@ -162,7 +157,6 @@ class SlackApp:
             raise _failure(action, exc) from exc
         return {k: str(v) for k, v in response.items() if k != "ok"}
 
-    # --- mechanics ------------------------------------------------------------------------------------
     def _post(
         self, action: str, channel: str, text: str, blocks: Sequence[dict[str, Any]], thread_ts: str | None
     ) -> Posted:
@@ -244,7 +238,6 @@ def _failure(action: str, exc: BaseException) -> SlackAppError:
 
 
 def _one_line(body: str) -> str:
-    """A body that is not JSON, on one line and cut to 100 characters, for the error that names it."""
     line = "".join(part.strip() for part in body.replace("\r", "\n").split("\n"))
     return line if len(line) <= 100 else line[:100] + "..."
 

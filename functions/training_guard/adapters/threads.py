@@ -1,7 +1,6 @@
 """DynamoDB: the record of each job's Slack thread per channel (threads.py says why and how it is used).
 
-The item and its claim: docs/design/chat-delivery.md; it expires with the ledger's transitions (dedup_ttl_days).
-"""
+The item and its claim: docs/design/chat-delivery.md; it expires with the ledger's transitions (dedup_ttl_days)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The guard's one configuration surface: `GuardConfig`, validated at synth and again at start-up.
 
 Each setting is declared once by `setting()`; the reader, the README's table and `configs/schema.json` derive from it.
-A small strict reader, not pydantic (~50 ms of cold start, measured): unknown keys refused, every problem reported.
-"""
+A small strict reader, not pydantic (~50 ms of cold start, measured): unknown keys refused, every problem reported."""
 
 # The settings are dataclass fields made by `setting()`, a wrapper of `dataclasses.field` (RUF009
 # cannot tell): each call builds a field, not a shared mutable default.
@@ -99,8 +98,7 @@ def setting(
 ) -> Any:
     """A configuration field: the dataclass default (or `factory`) plus its declaration.
 
-    With neither `default` nor `factory` the setting is required.
-    """
+    With neither `default` nor `factory` the setting is required."""
     meta = {
         _SETTING: Setting(
             doc=doc,
@@ -1142,8 +1140,7 @@ class GuardConfig:
         """The cap of a job: (its name, the budget, its policy line), or None when nothing caps it.
 
         A valid budget tag first (its name: the tag key), else the first `budgets` entry that selects the job
-        (its name: `budgets[<i>]`).
-        """
+        (its name: `budgets[<i>]`)."""
         value = tags.get(self.tags.budget_usd)
         usd = budget_from_tag(value) if value is not None else None
         if value is not None and usd is not None:
@@ -1238,8 +1235,7 @@ class Declared:
 
     `kind` is bool, int, number, text, enum, section (a nested settings class), list or map.
     For a list or a map, `item` is the element type and `item_kind` its kind; for an enum or a
-    section, `item` is the enum or the class. `optional` (`X | None`): null means absent.
-    """
+    section, `item` is the enum or the class. `optional` (`X | None`): null means absent."""
 
     name: str
     setting: Setting

@@ -1,8 +1,7 @@
 """The weekly digest's week and numbers: seven days ending at the scheduled hour, and the totals' document.
 
 The window ends at the scheduled hour (the scheduled event's `time`, taken to its hour) and starts seven days
-earlier, so that consecutive digests tile time; the ISO week of its end names it (`2026-W49`).
-"""
+earlier, so that consecutive digests tile time; the ISO week of its end names it (`2026-W49`)."""
 
 from __future__ import annotations
 
@@ -23,9 +22,6 @@ KEY_PREFIX: Final = f"{contract.DIGEST_KIND}#"  # the state table's marker: dige
 SENT: Final = "sent"  # the marker's outcome once published
 # The last instant of a window that ends at `until` (totals.compute counts both ends; the next week starts there).
 JUST_BEFORE: Final = timedelta(microseconds=1)
-
-
-# --- the week ------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

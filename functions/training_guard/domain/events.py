@@ -1,8 +1,6 @@
 """Tolerant parsing of raw events and API responses into domain records.
 
-Never trusts shape: what it cannot use becomes `None` or empty, except the few fields without which an event
-means nothing (then `EventError`).
-"""
+What it cannot use becomes `None` or empty, except fields without which an event means nothing (`EventError`)."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ class ForeignEvent(EventError):
 
 @dataclass(frozen=True)
 class Finding:
-    """Something a rule or a guard found about a job: a Debugger or Profiler rule's evaluation status,
-    a metric guard's alarm (status ALARM) or a stall (status NoData)."""
+    """What a rule or a guard found about a job: a rule's evaluation status, a metric guard's alarm or a stall."""
 
     name: str  # the rule's RuleConfigurationName, the metric guard's name, or "stall"
     source: str  # DEBUGGER | PROFILER | policy.METRIC: who found it
@@ -61,8 +58,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class InstanceGroup:
-    """Instances of one type a job runs on: the job's one type and count, one of its heterogeneous
-    `InstanceGroups`, or the type SageMaker selected from its `InstancePreferences`."""
+    """Instances of one type a job runs on: its one type, one of its `InstanceGroups`, or SageMaker's pick."""
 
     instance_type: str | None
     count: int | None
@@ -102,7 +98,7 @@ class TrainingJob:
     selected_instance_type: str | None = None  # picked by SageMaker from ResourceConfig.InstancePreferences
     selected_instance_count: int | None = None
     max_runtime_seconds: float | None = None  # StoppingCondition.MaxRuntimeInSeconds
-    managed_spot: bool = False  # EnableManagedSpotTraining
+    managed_spot: bool = False
     billable_seconds: float | None = None  # BillableTimeInSeconds: wall-clock, once the job ended
     training_time_seconds: float | None = None  # TrainingTimeInSeconds: once the job ended
 
@@ -133,8 +129,6 @@ class TrainingJob:
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One training-job state-change event."""
-
     event_id: str
     account: str | None
     region: str | None
@@ -145,7 +139,6 @@ class JobEvent:
 
 
 def parse_event(event: Any) -> JobEvent:
-    """Parse an EventBridge "SageMaker Training Job State Change" event."""
     if not isinstance(event, Mapping):
         raise EventError(f"event must be a JSON object, got {json_words.kind(event)}")
     source = _text(event.get("source"))
@@ -167,7 +160,6 @@ def parse_event(event: Any) -> JobEvent:
 
 
 def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") -> TrainingJob:
-    """Parse a training job from an event `detail` or a `DescribeTrainingJob` response."""
     name = _text(data.get("TrainingJobName"))
     if not name:
         raise EventError(f"{where}.TrainingJobName is missing or empty")

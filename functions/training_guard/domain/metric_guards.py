@@ -1,7 +1,6 @@
 """Metric guards, pure: queries, alarm names, alarm events and the per-job guard tag grammar.
 
-How the alarms reach the guard, and CloudWatch's caps: docs/design/metric-guards.md.
-"""
+How the alarms reach the guard, and CloudWatch's caps: docs/design/metric-guards.md."""
 
 from __future__ import annotations
 
@@ -60,9 +59,6 @@ def job_of_dimensions(dimensions: Mapping[str, Any]) -> str | None:
     if isinstance(dimensions.get(contract.HOST_DIMENSION), str):
         return job_of_host(dimensions[contract.HOST_DIMENSION])
     return None
-
-
-# --- alarm events ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -140,9 +136,6 @@ def _single_metric(detail: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | 
             name = metric.get("name")
             return metric["dimensions"], name if isinstance(name, str) else None
     return {}, None
-
-
-# --- per-job guards from tags ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -229,7 +222,6 @@ def _parse_tag(job: str, metric: str, value: str) -> tuple[JobAlarmSpec | None, 
     )
 
 
-# --- the caps of a Metrics Insights alarm -----------------------------------------------------------------
 # At most 100 contributors in ALARM ("100+ time series evaluated to ALARM")
 # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html); PARTIAL_DATA past 500 series or
 # 10,000 metrics (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-alarms-partial-data.html).

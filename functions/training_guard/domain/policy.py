@@ -1,7 +1,6 @@
 """Pure decisions: which actions follow from an observed training job.
 
-Each decision carries its transition key (job, source, name, new status); the responder acts on each key once.
-"""
+Each decision carries its transition key (job, source, name, new status); the responder acts on each key once."""
 
 from __future__ import annotations
 
@@ -28,13 +27,13 @@ METRIC = "metric"  # the source of a metric guard's, a stall's or idle GPUs' fin
 STALLED = "NoData"  # the status of a stall finding
 BUDGET = "budget"  # the source of a budget's finding; its name is the budget's (`budgets[0]`, or the tag key)
 BUDGET_WARNING = "Warning"  # the status of a budget's finding: `warn_at` of the cap spent
-BUDGET_EXCEEDED = "Exceeded"  # the cap spent
+BUDGET_EXCEEDED = "Exceeded"
 IDLE_GPU = "idle-gpu"  # the name of the idle-GPU guard's finding
-IDLE = "Idle"  # its status
+IDLE = "Idle"
 LOG_RULE = "log"  # the source of a log rule's finding (the log-rules wing); its name is the rule's
 LOG_ISSUE = "IssuesFound"  # its status, Debugger's word
 STOP_REQUEST = "slack"  # the source of a person's Stop now (a Slack button); its name is who: `slack:<user id>`
-REQUESTED = "StopRequested"  # its status
+REQUESTED = "StopRequested"
 NO_MUTES = Mutes()
 
 # Tag values that switch an override tag off rather than on.
@@ -46,8 +45,6 @@ _SECONDARY_STOP_CAUSES = {
 
 
 class Kind(StrEnum):
-    """What happened (the notification's kind)."""
-
     ISSUES_FOUND = "issues_found"
     RULE_ERROR = "rule_error"
     JOB_FAILED = "job_failed"
@@ -58,15 +55,13 @@ class Kind(StrEnum):
     METRIC_STALL = "metric_stall"  # the job declared metrics but published none for a while
     GUARD_TAG_INVALID = "guard_tag_invalid"  # a per-job guard tag (or budget tag) could not be read
     BUDGET_WARNING = "budget_warning"  # a job spent `warn_at` of its cap (list price)
-    BUDGET_EXCEEDED = "budget_exceeded"  # a job spent its cap
+    BUDGET_EXCEEDED = "budget_exceeded"
     IDLE_GPU = "idle_gpu"  # a job's GPUs sat idle for `idle_gpu.minutes`
     STOP_REQUESTED = "stop_requested"  # a person pressed Stop now (Slack app mode)
     LOG_RULE = "log_rule"  # a rule read the job's training log and found an issue (NaN, divergence, ...)
 
 
 class Plan(StrEnum):
-    """What the policy asks the guard to do about it."""
-
     STOP = "stop"
     WOULD_STOP = "would_stop"  # a stop was called for but dry-run or a job tag prevents it
     DEFER = "defer"  # a stop is called for, but the job is within its grace period
@@ -144,7 +139,6 @@ def decide(
 
 
 def selection_reason(job_name: str, config: GuardConfig) -> str | None:
-    """Why a job is outside the guard's selection (None when it is selected)."""
     if config.selects(job_name):
         return None
     return "job name is outside jobs.include_prefixes / jobs.exclude_prefixes"
@@ -285,9 +279,7 @@ def decide_budget(
     mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
     """A job's spend so far (list price) against its cap: a warning at `warn_at`, the budget's action at the cap.
-
-    Compared in whole cents, as shown. The cap is in each transition's key: a raised cap warns and acts again, once.
-    """
+    Compared in whole cents, as shown; the cap is in each transition's key, so a raised cap warns and acts again."""
     if not config.selects(job.name) or mutes.silencing(name, now, job_running=job.running) is not None:
         return []
     spent, cap = cents(spent_usd), cents(budget.max_usd)
@@ -353,10 +345,8 @@ def decide_idle_gpu(
 
 
 def decide_stop_request(job: TrainingJob, config: GuardConfig, *, by: str, rule: str | None) -> Decision:
-    """A person's Stop now on a running job, in their name (`by`: `slack:<user id>`).
-
-    Exemptions and mutes do not hold it back; dry run and a missing opt-in tag do (IAM would refuse the stop).
-    """
+    """A person's Stop now on a running job, in their name (`by`: `slack:<user id>`). Exemptions and mutes do not
+    hold it back; dry run and a missing opt-in tag do (IAM would refuse the stop)."""
     details = f"Stop now pressed in Slack by {by}" + (f" (on the finding of {rule})" if rule else "")
     finding = Finding(name=by, source=STOP_REQUEST, status=REQUESTED, details=details)
     key = transition_key(job.name, STOP_REQUEST, by, REQUESTED)
@@ -445,7 +435,6 @@ def _decide_lifecycle(job: TrainingJob, config: GuardConfig, guard_stop: GuardSt
 
 
 def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
-    """Who stopped a job, in words."""
     if guard_stop is not None:
         at = clock(guard_stop.at)  # "03:00 UTC", as every message shows a time
         who = person(guard_stop.rule, slack=False)  # a person who pressed Stop now, in words

@@ -1,7 +1,6 @@
 """What a training job costs: list prices, spend so far, spend a stop avoids, and GPUs per instance type.
 
-Pure: no boto3, no clock. Sources, lookup order and arithmetic: docs/design/pricing.md.
-"""
+Pure: no boto3, no clock. Sources, lookup order and arithmetic: docs/design/pricing.md."""
 
 from __future__ import annotations
 
@@ -51,7 +50,7 @@ class PriceQuote:
     instance_type: str
     region: str
     usd_per_hour: float
-    source: str  # SOURCE_API | SOURCE_TABLE
+    source: str
     as_of: str | None = None  # the price list's publicationDate, or the table entry's date
     reference: str | None = None  # the product's SKU, or the table entry's source
     second_hand: bool = False  # a table entry that records another project's reading of the Price List API
@@ -87,7 +86,6 @@ def price_cache_key(region: str, instance_type: str) -> str:
 
 
 def get_products_filters(region: str, instance_type: str) -> list[dict[str, str]]:
-    """The `Filters` of a GetProducts request for one training instance type's products in one region."""
     # No AWS page lists SageMaker's attribute values; llmeter uses these names for the same lookup
     # (https://awslabs.github.io/llmeter/reference/callbacks/cost/providers/sagemaker).
     wanted = {"regionCode": region, "instanceName": instance_type, "component": TRAINING_COMPONENT}
@@ -109,11 +107,8 @@ def parse_usd(value: Any) -> float | None:
 
 
 def parse_price_list(items: Iterable[Any], *, region: str, instance_type: str) -> PriceParse:
-    """The hourly on-demand USD price of `instance_type` in `region` from GetProducts' `PriceList` items.
-
-    Items are JSON strings (https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html);
-    anything not about this type's on-demand hourly USD price is skipped, and disagreeing products give no price.
-    """
+    """The hourly on-demand USD price of `instance_type` in `region` from GetProducts' `PriceList` items; products
+    that disagree give none (https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html)."""
     prices: dict[float, str | None] = {}  # price -> SKU
     published: list[str] = []
     count = 0
@@ -216,7 +211,6 @@ class Spend:
     avoided_applies: bool = True
 
     def without_avoided(self) -> Spend:
-        """This spend where no stop is in question: spend so far only."""
         return replace(self, avoided_usd=None, seconds_left=None, avoided_applies=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -248,7 +242,6 @@ def _types(groups: Iterable[InstanceGroup]) -> tuple[str, ...]:
 
 
 def job_spend(job: TrainingJob, prices: Mapping[str, PriceQuote | None], *, now: datetime) -> Spend:
-    """Spend of a parsed job (an event detail or a DescribeTrainingJob response)."""
     # Billing: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html; the max
     # runtime defaults to a day: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html;
     # instances: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html.

@@ -1,7 +1,6 @@
 """What the guard did over a window: stops, would-have-stopped, spend avoided, who stopped what, per day.
 
-Pure, behind `training-guard report` and the weekly digest; what counts and why: docs/design/digest.md.
-"""
+Pure, behind `training-guard report` and the weekly digest; what counts and why: docs/design/digest.md."""
 
 from __future__ import annotations
 
@@ -274,9 +273,6 @@ def _days(first: date, last: date) -> Iterable[date]:
     while day <= last:
         yield day
         day += timedelta(days=1)
-
-
-# --- DynamoDB attribute values --------------------------------------------------------------------------
 
 
 def _string(value: Any) -> str | None:

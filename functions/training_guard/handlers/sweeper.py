@@ -1,7 +1,6 @@
 """Sweeper Lambda, on a schedule: orphaned alarms, reconciliation of lost events, stalled jobs, budgets, idle GPUs.
 
-A hub sweeps its own account, then every member's (docs/design/sweeps.md); the metrics add up the accounts.
-"""
+A hub sweeps its own account, then every member's (docs/design/sweeps.md); the metrics add up the accounts."""
 
 from __future__ import annotations
 

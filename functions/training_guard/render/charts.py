@@ -1,7 +1,6 @@
 """The picture of a metric guard's firing: the job's metric over the last hours with the guard's threshold. Pure.
 
-Which notifications have one, and why a member's job gets a console link instead: docs/design/chat-delivery.md.
-"""
+Which notifications have one, and why a member's job gets a console link instead: docs/design/chat-delivery.md."""
 
 from __future__ import annotations
 
@@ -128,8 +127,7 @@ def graph_link(chart: Chart, member: str | None) -> dict[str, str]:
 def console_url(chart: Chart) -> str:
     """The same graph in the CloudWatch console's metrics view (`#metricsV2:graph=~...`, an undocumented form).
 
-    Objects are `(key~value~...)`, lists `(~item~item)`, strings `'text`, other characters `*` and two hex digits.
-    """
+    Objects are `(key~value~...)`, lists `(~item~item)`, strings `'text`, other characters `*` and two hex digits."""
     region = chart.region
     graph = {k: v for k, v in chart.widget.items() if k not in ("width", "height", "title")}
     graph["view"] = "timeSeries"

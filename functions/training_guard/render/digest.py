@@ -1,15 +1,12 @@
 """The weekly digest's words, the same in every channel: e-mail prose, Q Developer markdown, the Slack blocks' facts.
 
-Light on purpose: the Slack notifier renders a digest with it and must not load the policy (test_import_weight.py).
-"""
+Light on purpose: the Slack notifier renders a digest with it and must not load the policy (test_import_weight.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-
-# --- words: every channel says the same ------------------------------------------------------------------------------
 
 
 def usd(amount: float) -> str:

@@ -1,7 +1,6 @@
 """One notification per transition, rendered for each channel. Pure.
 
-`Notification` is the versioned document (`training-guard.notification/1`); `email_text` and `subject` its prose.
-"""
+`Notification` is the versioned document (`training-guard.notification/1`); `email_text` and `subject` its prose."""
 
 from __future__ import annotations
 
@@ -352,8 +351,7 @@ _Q_MAX_DESCRIPTION = 3500  # leave room under Q Developer's message size for the
 def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = ()) -> dict[str, Any]:
     """The document as an Amazon Q Developer custom notification (it drops payloads it does not recognise).
 
-    One thread per job: `training-guard/<job>`, or `training-guard/<account>/<job>` for a member's job.
-    """
+    One thread per job: `training-guard/<job>`, or `training-guard/<account>/<job>` for a member's job."""
     job = doc["job"]
     rule = doc.get("rule") or {}
     status = status_text(job.get("status"), job.get("secondary_status"), doc.get("outcome"))

@@ -1,7 +1,6 @@
 """The guard's Slack buttons: what a button carries, and what a click on one means. Pure.
 
-Which button goes where and what it carries: docs/design/slack-clicks.md.
-"""
+Which button goes where and what it carries: docs/design/slack-clicks.md."""
 
 from __future__ import annotations
 

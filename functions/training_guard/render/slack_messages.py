@@ -1,7 +1,6 @@
 """One notification document rendered as a Slack message (Block Kit as plain JSON, as Slack documents it). Pure.
 
-Text from jobs, tags, rules or SageMaker is escaped for mrkdwn, then cut to Block Kit's limits, never mid-entity.
-"""
+Text from jobs, tags, rules or SageMaker is escaped for mrkdwn, then cut to Block Kit's limits, never mid-entity."""
 
 from __future__ import annotations
 
@@ -76,7 +75,7 @@ def fit(text: str, limit: int) -> str:
 
 def _plain(text: str, limit: int) -> str:
     """Plain text cut to a limit, with angle brackets made inert (no `<!channel>` anywhere)."""
-    text = text.replace("<", "\u2039").replace(">", "\u203a")  # single angle quotation marks
+    text = text.replace("<", "\u2039").replace(">", "\u203a")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -173,7 +172,7 @@ def render(
 
     who = _presser(doc)
     if who:
-        blocks.append(_section(f"{who} pressed *Stop now*"))  # a person, not a rule
+        blocks.append(_section(f"{who} pressed *Stop now*"))
     elif rule:
         name, kind, status = (escape(str(rule.get(k))) for k in ("name", "kind", "status"))
         label = "Budget" if rule.get("kind") == BUDGET_SOURCE else "Rule"
@@ -232,8 +231,6 @@ def _link_button(index: int, label: str, url: str) -> Block:
     return {"action_id": f"open-{index}", "text": text, "type": "button", "url": url}
 
 
-# --- Slack app mode: the job's card (the thread's parent) and the guard's buttons ----------------------------------
-
 RUNNING = "InProgress"
 # The kinds whose notification is about a finding (policy.Kind values; the notifier does not import the policy).
 FINDING_KINDS = frozenset(
@@ -288,7 +285,6 @@ def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[
 
 
 def card_state(doc: Mapping[str, Any]) -> str:
-    """The card's headline: the job's state as the latest notification left it."""
     outcome, kind = str(doc["outcome"]), str(doc["kind"])
     rule = (doc.get("rule") or {}).get("name")
     if outcome == "stopped":
@@ -434,7 +430,6 @@ def _alarm_time(value: Any) -> str:
 
 
 def render_alarm(payload: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """A self-monitoring alarm as a Slack message: which alarm, its new state, why, what to do."""
     state = str(payload.get("NewStateValue"))
     marker = "🔴" if state == "ALARM" else "🟢" if state == "OK" else "⚪"
     title = f"{marker} Training Guard self-monitoring: {payload['AlarmName']} is {state}"

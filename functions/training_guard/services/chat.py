@@ -1,7 +1,6 @@
 """Deliver notification documents to Slack: each (transition, webhook) at most once.
 
-Outcomes, Slack app mode threads and card-only updates: docs/design/chat-delivery.md.
-"""
+Outcomes, Slack app mode threads and card-only updates: docs/design/chat-delivery.md."""
 
 from __future__ import annotations
 
@@ -49,8 +48,6 @@ class Posted(Protocol):
 
 
 class SlackAppPort(Protocol):
-    """A Slack app's bot (adapters/slack_app.py SlackApp); its failures carry `error` and `permanent`."""
-
     def post_parent(self, channel: str, text: str, blocks: Any) -> Posted: ...
 
     def reply(self, channel: str, thread_ts: str, text: str, blocks: Any) -> Posted: ...
@@ -63,9 +60,7 @@ class SlackAppPort(Protocol):
 
 
 class ChartsPort(Protocol):
-    def png(self, widget: Mapping[str, Any]) -> bytes:
-        """The graph GetMetricWidgetImage draws for `widget`."""
-        ...
+    def png(self, widget: Mapping[str, Any]) -> bytes: ...
 
 
 @dataclass
@@ -81,9 +76,7 @@ class AppMode:
 
 
 class Budget(Protocol):
-    def allows(self, wait: float) -> bool:
-        """Whether one more send (after waiting `wait` seconds) fits in the invocation's time left."""
-        ...
+    def allows(self, wait: float) -> bool: ...
 
 
 # `training-guard doctor` finds messages parked for want of a URL by this text.
@@ -113,7 +106,6 @@ DELIVERED = "delivered"  # the outcome the ledger records for a message Slack to
 
 
 def account_of(value: object) -> str | None:
-    """The account a message names, if it is a non-empty text."""
     return value if isinstance(value, str) and value else None
 
 
@@ -138,13 +130,12 @@ class _Message:
 
     @property
     def card_only(self) -> bool:
-        """Only the job's card is updated (docs/design/chat-delivery.md)."""
         return self.doc is not None and slack_messages.is_card_only(self.doc)
 
 
 @dataclass
 class MessageResult:
-    account: str | None = None  # as it was routed
+    account: str | None = None
     delivered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already delivered
     busy: list[str] = field(default_factory=list)  # retried later
@@ -174,9 +165,7 @@ class ChatDelivery:
         config: GuardConfig | None = None,
         app: AppMode | None = None,
     ) -> None:
-        """`organization`: where a notification's account is routed by its organizational unit (None: no units).
-        `config`: the guard's configuration, for the metric guards a graph is drawn from (None: no graphs). `app`: Slack
-        app mode's bot and records (required when `slack.mode` is `app`)."""
+        """`organization` routes by organizational unit, `config` draws graphs (None: neither); `app`: app mode's."""
         if slack.app_mode and app is None:
             raise ValueError("slack.mode is app: the delivery needs the app's bot and thread records")
         self.config = config
@@ -292,8 +281,6 @@ class ChatDelivery:
             # Reasons first: the dead-letter queue keeps 256 characters (redrive skips delivered webhooks).
             self.parker.park(body, "; ".join(reasons + remedies))
         return result
-
-    # --- Slack app mode ---------------------------------------------------------------------------------------
 
     def _post_app(
         self, message: _Message, name: str, *, key: str, now: datetime, result: MessageResult, reasons: list[str]
@@ -432,7 +419,6 @@ class ChatDelivery:
             result.delivered.append(name)
 
     def _once(self, key: str, now: datetime) -> AbstractContextManager[Held]:
-        """One delivery of one (transition, channel): completed as delivered, released when it failed."""
         return once(
             self.ledger, key, now=now, lease_seconds=self.lease_seconds, ttl_seconds=self.ttl_seconds, outcome=DELIVERED
         )

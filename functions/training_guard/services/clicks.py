@@ -154,9 +154,6 @@ def _payload(raw: bytes) -> Mapping[str, Any]:
     return parsed
 
 
-# --- the asynchronous path ----------------------------------------------------------------------------------------
-
-
 class MuteWriterPort(Protocol):
     def put(self, job: str, mute: Any, *, account: str | None = None, now: datetime) -> None: ...
 

@@ -1,7 +1,6 @@
 """The responder's ports: what the domain needs from the outside world, and the records it keeps.
 
-Light on purpose: adapters and the Slack notifier import these without pulling in the policy.
-"""
+Light on purpose: adapters and the Slack notifier import these without pulling in the policy."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The scheduled sweep: what events alone cannot guarantee, in one account or an organization.
 
-The steps and their order: docs/design/sweeps.md.
-"""
+The steps and their order: docs/design/sweeps.md."""
 
 from __future__ import annotations
 
@@ -38,8 +37,6 @@ ACCOUNT_SWEEP_RESERVE_SECONDS = 30.0
 
 
 class MemberSweepersPort(Protocol):
-    """Sweepers that sweep a member account (adapters.accounts.MemberAccess; fakes in tests)."""
-
     def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
         """`base` sweeping `account`. Raises GuardError when AssumeRole is refused, NotAMember for an unknown one."""
         ...
@@ -55,8 +52,8 @@ class SweepReport:
     failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
     busy: list[str] = field(default_factory=list)
     budget_warnings: list[str] = field(default_factory=list)  # jobs warned (or folded) this sweep
-    over_budget: list[str] = field(default_factory=list)  # jobs whose cap was reached this sweep
-    idle_gpus: list[str] = field(default_factory=list)  # jobs found with idle GPUs this sweep
+    over_budget: list[str] = field(default_factory=list)
+    idle_gpus: list[str] = field(default_factory=list)
     not_judged: dict[str, str] = field(default_factory=dict)
     price_problems: list[str] = field(default_factory=list)
     # Fleet guards over a CloudWatch cap, and which: this sweep judged their jobs.
@@ -88,7 +85,6 @@ class OrganizationSweepReport:
 
     @property
     def not_swept(self) -> list[str]:
-        """Accounts with no report: failed before the end, or never started."""
         return [a for a in self.failed if a not in self.accounts] + self.deferred
 
     def as_dict(self) -> dict[str, object]:
@@ -148,7 +144,6 @@ class Sweeper:
         return self.responder.config
 
     def said_in(self, account: str) -> set[str]:
-        """What was said once about member `account`'s jobs."""
         return self._said_in.setdefault(account, set())
 
     def sweep_organization(
@@ -188,7 +183,6 @@ class Sweeper:
         return report
 
     def acting(self, responder: Responder) -> Sweeper:
-        """This sweeper with `responder` (an invocation's, or a member's), remembering what it said as before."""
         sweeper = Sweeper(responder, self.jobs, self.alarms, self.metrics, said=self._said)
         sweeper._said_in = self._said_in
         return sweeper
@@ -231,7 +225,6 @@ class Sweeper:
 
     @staticmethod
     def _guarded(report: SweepReport, job: str, step: Callable[[], _T]) -> _T | None:
-        """One job's step; its failure must not keep the others unswept."""
         try:
             return step()
         except TransitionBusy:
@@ -345,7 +338,6 @@ class Sweeper:
         region: str | None,
         spend: Spend | None = None,
     ) -> Receipt:
-        """Each decision through the responder, exactly once."""
         event = self._event(job, now, account, region)
         receipt = Receipt(job=job.name, event_id=event.event_id)
         try:
@@ -356,14 +348,12 @@ class Sweeper:
         return receipt
 
     def _say_once(self, report: SweepReport, job: str, key: str, why: str, now: datetime) -> None:
-        """Report why a job was not judged, the first time only."""
         if key in self._said:
             return
         if self.responder.first_time(key, now):
             report.not_judged[job] = why
         self._said.add(key)
 
-    # --- budgets -------------------------------------------------------------------------------------------
     def _budget(
         self, report: SweepReport, job: TrainingJob, now: datetime, account: str | None, region: str | None
     ) -> bool:
@@ -408,7 +398,6 @@ class Sweeper:
             (report.budget_warnings if warned else report.over_budget).append(job.name)
         return receipt.stopped
 
-    # --- idle GPUs -----------------------------------------------------------------------------------------
     def _idle_gpus(
         self,
         report: SweepReport,
@@ -595,10 +584,7 @@ def idle_run(
     points: Iterable[tuple[datetime, float]], gpus: int, threshold_percent: float, *, not_before: datetime
 ) -> tuple[int, float | None]:
     """(minutes in a row below the threshold up to the latest minute with data, their mean %, None for no run).
-
-    `points`: every host's one-minute `GPUUtilization` (0 to 100 x `gpus`). A minute without data, or before
-    `not_before`, ends the run.
-    """
+    A minute without data, or before `not_before`, ends the run (`points`: 0 to 100 x `gpus`)."""
     by_minute: dict[datetime, list[float]] = {}
     for at, value in points:
         minute = at.replace(second=0, microsecond=0)

@@ -1,8 +1,7 @@
 """One living thread per job and channel (Slack app mode): which message is the job's parent, made exactly once.
 
 Pure: the record's store is a port (`ThreadStorePort`). The claim, the wait and the card's version:
-docs/design/chat-delivery.md.
-"""
+docs/design/chat-delivery.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """GPUs per SageMaker training instance type, for the idle-GPU guard: a host's `GPUUtilization` runs from 0 to
-100 x the instance's GPU count, so one idle GPU of eight moves it by 12.5 %. Uncited types are unknown, not guessed.
-"""
+100 x the instance's GPU count, so one idle GPU of eight moves it by 12.5 %. Uncited types are unknown, not guessed."""
 
 from __future__ import annotations
 

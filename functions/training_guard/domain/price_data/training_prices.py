@@ -4,8 +4,7 @@ cannot be reached or answers nothing usable. Every entry is second-hand and cite
 Not found with a citation, so unknown (tests/unit/test_pricing.py reads this list): ml.p3.2xlarge in us-east-1 and
 us-west-2; ml.p4d.24xlarge in us-west-2 and eu-west-1; ml.g5.xlarge and ml.m5.xlarge in us-east-1 and us-west-2;
 ml.p5.48xlarge, ml.g5.12xlarge, ml.c5.xlarge and ml.trn1.32xlarge anywhere; every ml.g6 size in us-east-1, us-west-2
-and eu-west-1.
-"""
+and eu-west-1."""
 
 from __future__ import annotations
 
