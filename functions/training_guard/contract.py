@@ -5,7 +5,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-# --- Events -------------------------------------------------------------------------------------
 SAGEMAKER_EVENT_SOURCE: Final = "aws.sagemaker"
 TRAINING_JOB_STATE_CHANGE: Final = "SageMaker Training Job State Change"
 
@@ -16,7 +15,6 @@ JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
     "detail-type": [TRAINING_JOB_STATE_CHANGE],
 }
 
-# CloudWatch alarm state changes of the guard's own alarms (fleet guards and per-job guards).
 CLOUDWATCH_EVENT_SOURCE: Final = "aws.cloudwatch"
 ALARM_STATE_CHANGE: Final = "CloudWatch Alarm State Change"
 LOGS_SOURCE: Final = "aws.logs"  # a log rule's finding came with a CloudWatch Logs subscription delivery
@@ -30,15 +28,13 @@ ALARM_EVENTS_PATTERN: Final[dict[str, object]] = {
     "detail": {"alarmName": [{"prefix": ALARM_NAME_PREFIX}]},
 }
 
-# --- Environment of the functions ---------------------------------------------------------------
 ENV_CONFIG: Final = "TRAINING_GUARD_CONFIG"  # the validated GuardConfig, serialized as JSON
 ENV_TABLE: Final = "TRAINING_GUARD_TABLE"  # DynamoDB table: transition ledger and stop audit
-ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"  # SNS topic that receives every notification
-ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"  # JSON: webhook name -> secret id
-ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"  # where undeliverables wait
+ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"
+ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"
+ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"
 ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"  # unusable events, parked
 ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
-# Slack app mode: the secrets' names (never values), and the queue acknowledged clicks are handed to.
 ENV_SLACK_BOT_TOKEN_SECRET: Final = "TRAINING_GUARD_SLACK_BOT_TOKEN_SECRET"  # noqa: S105 - a variable's name
 ENV_SLACK_SIGNING_SECRET: Final = "TRAINING_GUARD_SLACK_SIGNING_SECRET"  # noqa: S105 - a variable's name
 ENV_CLICK_QUEUE_URL: Final = "TRAINING_GUARD_CLICK_QUEUE_URL"
@@ -53,7 +49,6 @@ ENV_SLACK_API_URL: Final = "TRAINING_GUARD_SLACK_API_URL"
 # environment). When unset, the functions read ENV_CONFIG, inline JSON (unit tests).
 ENV_CONFIG_FILE: Final = "TRAINING_GUARD_CONFIG_FILE"
 
-# --- Tags -----------------------------------------------------------------------------------------
 # Attribution written onto a job the guard stopped (SageMaker tag keys allow ':' and '-').
 TAG_STOPPED_BY: Final = "training-guard:stopped-by"
 TAG_STOP_REASON: Final = "training-guard:stop-reason"
@@ -83,12 +78,10 @@ TAGS_PER_JOB_MAX: Final = 50
 # SageMaker tag values are at most 256 characters.
 TAG_VALUE_MAX_CHARS: Final = 256
 
-# --- State table ------------------------------------------------------------------------------------
 TABLE_PARTITION_KEY: Final = "pk"
 TABLE_TTL_ATTRIBUTE: Final = "expires_at"  # epoch seconds, DynamoDB TTL
 STOP_KEY_PREFIX: Final = "stop#"  # + the job (a member's: <account>/<job>): its stop record and its mutes' marker
 
-# --- Metrics and logs ---------------------------------------------------------------------------------
 GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
 # Per stop by the guard: what it avoided, up to, in US dollars at list price (never sent when unknown), with the
 # stopping rule or metric guard as a dimension; the dashboard sums it per day and per rule (Metrics Insights).
@@ -147,7 +140,6 @@ LOG_RULES_TAG: Final = "training-guard:log-rules"
 # Case-sensitive, matched anywhere in the line; the dialect has no "(", ")", space, quote or colon.
 LOG_FILTER_PATTERN: Final = "%[Ll]oss|LOSS|[Nn]a[Nn]|NAN|[Ii]nfinity|=-?inf|#011|[Ee]val|[Vv]alid|mse|mae|error%"
 
-# --- Slack --------------------------------------------------------------------------------------------
 # Value of a webhook secret the stack creates, until an operator puts the webhook URL in it.
 WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in this secret"
 # Values of the app mode's secrets the stack creates, until an operator puts the app's in them.
@@ -163,7 +155,6 @@ def stopped_by(rule: str) -> str:
     return rule if rule.startswith(STOPPED_BY_SLACK_PREFIX) else STOPPED_BY_VALUE
 
 
-# --- Notifications --------------------------------------------------------------------------------------
 NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"
 # A notification document with this member set to true updates its job's Slack card only (no reply, no webhook).
 CARD_ONLY: Final = "card_only"

@@ -121,8 +121,6 @@ class MemberSessions:
 
 
 class MemberAccess:
-    """Responders that act in a member account, for the event handlers."""
-
     def __init__(self, sessions: MemberSessions) -> None:
         self.sessions = sessions
 

@@ -84,8 +84,7 @@ class CloudWatchAlarms:
         return firing
 
     def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
-        """DescribeAlarmContributors lists a multi-time-series alarm's contributors in ALARM (it has no
-        paginator in botocore: NextToken by hand)."""
+        """Contributors in ALARM of a multi-time-series alarm (botocore has no paginator for it: NextToken by hand)."""
         firing: list[AlarmObservation] = []
         request: dict[str, Any] = {"AlarmName": alarm_name}
         # The operation is recent (2025): a runtime whose botocore predates it must fail as an AWS call
@@ -193,7 +192,6 @@ class TrainingMetrics:
     def host_averages(
         self, hosts: Sequence[str], *, metric: str, since: datetime, until: datetime
     ) -> dict[str, list[tuple[datetime, float]]]:
-        """One-minute averages of an instance metric per host (dimension `Host`)."""
         return self.series_values(
             contract.HOST_DIMENSION, hosts, metric=metric, statistic="Average", since=since, until=until
         )
@@ -262,10 +260,8 @@ def _observation(
 
 
 class MetricCharts:
-    """GetMetricWidgetImage: the PNG CloudWatch draws for a metric widget (charts.py builds the widget).
-
-    PNG bytes, 20 transactions per second (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html).
-    """
+    """GetMetricWidgetImage: the PNG CloudWatch draws for a metric widget (charts.py builds it), 20 transactions a
+    second (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html)."""
 
     def __init__(self, client: CloudWatchClient) -> None:
         self._client = client

@@ -90,7 +90,6 @@ class DynamoLedger:
                 # Written only when there is none (the item may hold the job's mutes' marker): a retry of the same
                 # rule's stop finds its earlier record and keeps it whole, with what it gathered since.
                 **_stop_update(record, ttl_seconds, lease_until=None, condition="attribute_not_exists(#rule)"),
-                # The record that made the condition fail, read in the same write.
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
@@ -306,7 +305,6 @@ def _record(item: dict[str, Any]) -> StopRecord:
 
 
 def _usd(amount: float | None) -> dict[str, Any]:
-    """Dollars to the cent as a DynamoDB number, or NULL when unknown."""
     return {"NULL": True} if amount is None else {"N": f"{amount:.2f}"}
 
 

@@ -53,7 +53,6 @@ def job_of_host(host: str) -> str:
 
 
 def job_of_dimensions(dimensions: Mapping[str, Any]) -> str | None:
-    """The training job a series is about: its TrainingJobName, or the job of its Host."""
     if isinstance(dimensions.get(contract.JOB_DIMENSION), str):
         return str(dimensions[contract.JOB_DIMENSION])
     if isinstance(dimensions.get(contract.HOST_DIMENSION), str):
@@ -63,8 +62,6 @@ def job_of_dimensions(dimensions: Mapping[str, Any]) -> str | None:
 
 @dataclass(frozen=True)
 class AlarmObservation:
-    """One alarm (or alarm contributor) state change, reduced to what the guard needs."""
-
     event_id: str
     account: str | None
     region: str | None
@@ -72,7 +69,7 @@ class AlarmObservation:
     alarm_name: str
     state: str  # ALARM | OK | INSUFFICIENT_DATA
     reason: str
-    job: str | None  # the training job the alarm (contributor) is about, if it names one
+    job: str | None
     metric: str | None
     contributor: bool
 
@@ -241,8 +238,6 @@ _BREACHES: dict[str, Callable[[float, float], bool]] = {
 
 @dataclass(frozen=True)
 class FleetAlarmState:
-    """What DescribeAlarms says of a fleet guard's alarm: its state, its reason and its EvaluationState."""
-
     name: str
     state: str | None
     reason: str
@@ -277,7 +272,6 @@ def selects(guard: MetricGuard, job: str, tags: Mapping[str, str]) -> bool:
 
 
 def cloudwatch_statistic(guard: MetricGuard) -> str:
-    """The GetMetricData statistic of the guard's query statistic (MAX -> Maximum)."""
     return _STATISTIC_NAMES[guard.statistic.upper()]
 
 

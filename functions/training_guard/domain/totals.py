@@ -18,7 +18,7 @@ from training_guard.domain.outcome import Outcome
 from training_guard.domain.values import cents, iso
 
 REPORT_SCHEMA: Final = "training-guard.report/1"
-STOP_KEY_PREFIX: Final = contract.STOP_KEY_PREFIX  # adapters/ledger.py: the audit record of the guard's stop of a job
+STOP_KEY_PREFIX: Final = contract.STOP_KEY_PREFIX
 # The guard's metrics carry the dimension service = POWERTOOLS_SERVICE_NAME (infra/components/functions.py);
 # infra/components/monitoring.py graphs them with the same dimension (a test pins the two together).
 SERVICE_DIMENSION: Final = {contract.SERVICE_DIMENSION: contract.SERVICE_NAME}
@@ -56,8 +56,6 @@ def job_prefix(name: str, separator: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class StopEntry:
-    """One audit record of a stop by the guard, as the totals use it."""
-
     job: str
     rule: str
     reason: str
@@ -115,8 +113,6 @@ class SpendSum:
 
 @dataclass(frozen=True)
 class Group:
-    """Stops grouped by rule (with its kind) or by job prefix."""
-
     name: str
     stops: int
     spend_avoided: SpendSum
@@ -134,7 +130,7 @@ class Day:
     day: date
     stops: int
     would_stop: int | None  # None: the guard's metrics could not be read
-    spend_avoided_usd: float  # the known figures of the day's stops
+    spend_avoided_usd: float
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -151,18 +147,17 @@ class Totals:
     until: datetime
     stops: int
     unconfirmed: int  # stop records SageMaker never confirmed: not in any other figure
-    would_stop: int | None  # None: the guard's metrics could not be read
+    would_stop: int | None
     spend_avoided: SpendSum
     spend_so_far: SpendSum  # what the stopped jobs had cost when they were stopped
     rules: tuple[Group, ...]  # most stops first
     prefixes: tuple[Group, ...]  # most stops first
     days: tuple[Day, ...]
     metrics: Mapping[str, float] | None  # each guard metric's sum over the window; None: not read
-    unpriced_jobs: tuple[str, ...] = field(default=())  # stopped jobs without a spend-avoided figure
+    unpriced_jobs: tuple[str, ...] = field(default=())
 
     @property
     def outcomes(self) -> dict[str, int]:
-        """Each outcome's count from the guard's metrics (stopped, would_stop, deferred, notified, ...)."""
         return {
             name.removeprefix(OUTCOME_METRIC_PREFIX): round(value)
             for name, value in (self.metrics or {}).items()
@@ -196,10 +191,8 @@ def compute(
     until: datetime,
     prefix_separator: str | None = None,
 ) -> Totals:
-    """The totals of the records stopped within [since, until] and the datapoints of the hours it touches.
-
-    `metrics`: the guard metrics' hourly-or-coarser sums, or None when they could not be read. Raises ValueError
-    when the window ends before it starts."""
+    """The totals of the stops within [since, until], and `metrics`: the guard metrics' hourly-or-coarser sums (None:
+    not read). Raises ValueError when the window ends before it starts."""
     since, until = since.astimezone(UTC), until.astimezone(UTC)
     if until < since:
         raise ValueError(f"the window ends ({until}) before it starts ({since})")

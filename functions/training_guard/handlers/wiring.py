@@ -1,8 +1,6 @@
-"""The composition root of every function: typed settings, clients, adapters and services, built once
-per execution environment and shared by the handlers, which keep only their entry points.
+"""The composition root of every function: settings, clients, adapters and services, built once per container.
 
-Each builder imports what it builds, so no function pays at cold start for another's libraries; `reset()` forgets all.
-"""
+Each builder imports what it builds, so no function pays at cold start for another's libraries (`reset()` forgets)."""
 
 from __future__ import annotations
 
@@ -54,7 +52,6 @@ def parker() -> DeadLetterParker | None:
 
 
 def pricing_client() -> PricingClient:
-    """The Price List API client, made when a price is first asked of the API."""
     # A seam: moto has no Price List API, so the integration tests and the emulation replace this function.
     from training_guard.adapters.price_list import pricing_client as real
 
@@ -190,7 +187,6 @@ def slack_app() -> BotFromSecret:
 
 @cache
 def threads() -> DynamoThreads:
-    """The record of each job's thread per channel (app mode), in the state table."""
     from training_guard.adapters.threads import DynamoThreads
     from training_guard.config.settings import ChatSettings
 
@@ -295,7 +291,7 @@ def _arn_part(context: Any, index: int) -> str | None:
 
 def reset() -> None:
     """Forget everything built (the emulation changes the environment between runs)."""
-    from training_guard.adapters.accounts import forget_member_access  # a hub's member sessions
+    from training_guard.adapters.accounts import forget_member_access
 
     client.cache_clear()
     for built in (

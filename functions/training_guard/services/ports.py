@@ -68,8 +68,6 @@ class StopClaim:
 
 
 class Claim(StrEnum):
-    """What claiming a transition found."""
-
     GRANTED = "granted"  # ours to act on, until the lease ends
     DONE = "done"  # a duplicate
     BUSY = "busy"  # another attempt holds an unexpired lease: come back later, never drop it
@@ -99,9 +97,7 @@ class LedgerPort(Protocol):
 
     def drop_stop(self, job: str) -> None: ...
 
-    def confirm_stop(self, job: str) -> None:
-        """The guard's stop of `job` took effect (SageMaker accepted StopTrainingJob)."""
-        ...
+    def confirm_stop(self, job: str) -> None: ...
 
     def fold(self, job: str, key: str) -> bool:
         """Fold `key` into the guard's confirmed stop of `job`; False when there is none (announce it)."""
@@ -149,9 +145,7 @@ class AlarmsPort(Protocol):
 
     def delete_alarms(self, names: Sequence[str]) -> None: ...
 
-    def firing_job_alarms(self) -> list[AlarmObservation]:
-        """The guard's per-job alarms that are in ALARM now."""
-        ...
+    def firing_job_alarms(self) -> list[AlarmObservation]: ...
 
     def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
         """The contributors (one per job or host) of a fleet guard's alarm that are in ALARM now."""

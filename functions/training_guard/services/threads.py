@@ -1,7 +1,6 @@
 """One living thread per job and channel (Slack app mode): which message is the job's parent, made exactly once.
 
-Pure: the record's store is a port (`ThreadStorePort`). The claim, the wait and the card's version:
-docs/design/chat-delivery.md."""
+Pure: the record's store is a port. The claim, the wait and the card's version: docs/design/chat-delivery.md."""
 
 from __future__ import annotations
 
@@ -162,5 +161,4 @@ def _wait_for_parent(
 
 
 def lease_expiry(now: datetime, lease_seconds: int) -> int:
-    """The epoch second after which a claim made `now` may be taken over."""
     return int((now + timedelta(seconds=lease_seconds)).timestamp())
