@@ -17,10 +17,10 @@ JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
 
 CLOUDWATCH_EVENT_SOURCE: Final = "aws.cloudwatch"
 ALARM_STATE_CHANGE: Final = "CloudWatch Alarm State Change"
-LOGS_SOURCE: Final = "aws.logs"  # a log rule's finding came with a CloudWatch Logs subscription delivery
+LOGS_SOURCE: Final = "aws.logs"
 LOG_DELIVERY: Final = "CloudWatch Logs subscription delivery"
 ALARM_CONTRIBUTOR_STATE_CHANGE: Final = "CloudWatch Alarm Contributor State Change"
-ALARM_NAME_PREFIX: Final = "training-guard-"  # every alarm the guard owns is named with it
+ALARM_NAME_PREFIX: Final = "training-guard-"
 JOB_ALARM_PREFIX: Final = f"{ALARM_NAME_PREFIX}job-"  # per-job alarms: training-guard-job-<job>-<n>
 ALARM_EVENTS_PATTERN: Final[dict[str, object]] = {
     "source": [CLOUDWATCH_EVENT_SOURCE],
@@ -29,11 +29,11 @@ ALARM_EVENTS_PATTERN: Final[dict[str, object]] = {
 }
 
 ENV_CONFIG: Final = "TRAINING_GUARD_CONFIG"  # the validated GuardConfig, serialized as JSON
-ENV_TABLE: Final = "TRAINING_GUARD_TABLE"  # DynamoDB table: transition ledger and stop audit
+ENV_TABLE: Final = "TRAINING_GUARD_TABLE"
 ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"
 ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"
 ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"
-ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"  # unusable events, parked
+ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"
 ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
 ENV_SLACK_BOT_TOKEN_SECRET: Final = "TRAINING_GUARD_SLACK_BOT_TOKEN_SECRET"  # noqa: S105 - a variable's name
 ENV_SLACK_SIGNING_SECRET: Final = "TRAINING_GUARD_SLACK_SIGNING_SECRET"  # noqa: S105 - a variable's name
@@ -57,10 +57,9 @@ TAG_STOPPED_AT: Final = "training-guard:stopped-at"
 # What the stop avoided, "up to" (until MaxRuntimeInSeconds), in US dollars at list price: "45.67", or "unknown".
 TAG_SPEND_AVOIDED: Final = "training-guard:spend-avoided-usd"
 STOPPED_BY_VALUE: Final = "training-guard"
-# Default per-job override tags (their keys are configurable in GuardConfig).
 DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
 DEFAULT_NOTIFY_ONLY_TAG: Final = "training-guard:notify-only"
-DEFAULT_BUDGET_TAG: Final = "training-guard:budget-usd"  # a job's own spending cap, in US dollars
+DEFAULT_BUDGET_TAG: Final = "training-guard:budget-usd"
 # Opt-in stopping: the policy and the IAM condition on StopTrainingJob share it. IAM's StringEquals is
 # case-sensitive, so the policy compares exactly too ("True" is not opted in).
 STOP_OPT_IN_VALUE: Final = "true"
@@ -75,7 +74,6 @@ def stop_opted_in(tags: dict[str, str] | None, key: str) -> bool:
 # A SageMaker resource carries at most 50 tags (AddTags: Tags, at most 50 items;
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AddTags.html).
 TAGS_PER_JOB_MAX: Final = 50
-# SageMaker tag values are at most 256 characters.
 TAG_VALUE_MAX_CHARS: Final = 256
 
 TABLE_PARTITION_KEY: Final = "pk"
@@ -118,7 +116,7 @@ class Metric(StrEnum):
 # webhook's parked message): one self-alarm watches it.
 SECRET_NOT_SET_METRIC: Final = "SecretNotSet"  # noqa: S105 - a metric name
 SERVICE_DIMENSION: Final = "service"  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
-SERVICE_NAME: Final = "training-guard"  # POWERTOOLS_SERVICE_NAME of every function: the `service` dimension's value
+SERVICE_NAME: Final = "training-guard"
 OUTCOME_METRIC_PREFIX: Final = "Outcome_"  # + an outcome ("stopped", "would_stop", ...): one metric per outcome
 SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
 # Instance metrics carry the dimension Host = "<job>/algo-<n>"; algorithm metrics TrainingJobName.
@@ -140,9 +138,7 @@ LOG_RULES_TAG: Final = "training-guard:log-rules"
 # Case-sensitive, matched anywhere in the line; the dialect has no "(", ")", space, quote or colon.
 LOG_FILTER_PATTERN: Final = "%[Ll]oss|LOSS|[Nn]a[Nn]|NAN|[Ii]nfinity|=-?inf|#011|[Ee]val|[Vv]alid|mse|mae|error%"
 
-# Value of a webhook secret the stack creates, until an operator puts the webhook URL in it.
 WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in this secret"
-# Values of the app mode's secrets the stack creates, until an operator puts the app's in them.
 BOT_TOKEN_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's bot token (xoxb-...) in this secret"  # noqa: S105
 SIGNING_SECRET_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's signing secret in this secret"  # noqa: S105
 # Who stopped a job from a Slack button: the `training-guard:stopped-by` tag and the audit record say

@@ -130,7 +130,6 @@ def read_metrics(
 
 
 def client_error(exc: ActionFailed) -> ClientError | None:
-    """The AWS error behind a failed read, if it was one."""
     cause = exc.__cause__
     return cause if isinstance(cause, ClientError) else None
 

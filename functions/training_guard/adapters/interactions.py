@@ -58,8 +58,6 @@ class ReplayMarkers:
 
 
 class ClickQueue:
-    """The asynchronous path's queue: one message per acknowledged click."""
-
     def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = client
         self._url = queue_url

@@ -1,7 +1,6 @@
 """The AWS Price List API, behind a cache in the container's memory and one in the state table.
 
-Never raises: a price is information, and what went wrong is kept in `problems`. Lookup order: docs/design/pricing.md.
-"""
+Never raises: a price is information; what went wrong is kept in `problems`. Lookup order: docs/design/pricing.md."""
 
 from __future__ import annotations
 
@@ -56,10 +55,7 @@ def pricing_client() -> PricingClient:
 
 
 class PriceList:
-    """Hourly on-demand list prices of SageMaker training instances.
-
-    `pricing` None: `pricing_factory` makes the client when the API is first asked. Without `dynamodb` and `table`
-    only the container's memory is used."""
+    """Hourly on-demand list prices of SageMaker training instances; without `dynamodb` and `table`, memory only."""
 
     def __init__(
         self,
@@ -99,7 +95,6 @@ class PriceList:
         return quote or table_quote(region, instance_type)
 
     def prices(self, region: str, instance_types: tuple[str, ...], *, now: datetime) -> dict[str, PriceQuote | None]:
-        """Prices of several types (pricing.job_instance_types of a job), for pricing.job_spend."""
         return {t: self.hourly_price(region, t, now=now) for t in instance_types}
 
     def forget(self) -> None:
@@ -107,7 +102,6 @@ class PriceList:
         self._memory.clear()
 
     def take_problems(self) -> list[str]:
-        """What went wrong since last asked, for the caller to log; forgotten here (a container lives long)."""
         problems, self.problems = self.problems, []
         return problems
 

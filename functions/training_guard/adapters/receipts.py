@@ -24,19 +24,14 @@ DIMENSION_VALUE_MAX = 1024
 
 
 def dimension_value(text: str) -> str:
-    """A rule's name as a legal dimension value: anything outside printable ASCII becomes "?" (the audit
-    record keeps the name as it is)."""
+    """A rule's name as a legal dimension value: non-printable ASCII becomes "?" (the audit record keeps it whole)."""
     value = "".join(c if " " <= c <= "~" else "?" for c in text)[:DIMENSION_VALUE_MAX]
     return value if value.strip() else "?"
 
 
 class SpendMeter:
-    """`SpendAvoidedUSD` per stop, with the stopping rule or metric guard as the `rule` dimension.
-
-    Each rule is one more billed custom metric
-    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/metrics-otel-pricing.html,
-    https://aws.amazon.com/cloudwatch/pricing/; docs/cost.md does the sum). A line of its own (single_metric), so
-    the dimension does not spread to the invocation's other metrics."""
+    """`SpendAvoidedUSD` per stop by rule: each rule is one more billed custom metric (docs/cost.md has the sum); a line
+    of its own (single_metric), so the dimension does not spread to the invocation's other metrics."""
 
     def spend_avoided(self, rule: str, usd: float) -> None:
         with single_metric(
@@ -47,9 +42,6 @@ class SpendMeter:
         ) as metric:
             metric.add_dimension(name=contract.RULE_DIMENSION, value=dimension_value(rule))
         logger.info("spend avoided by a stop", extra={"rule": rule, "spend_avoided_usd": usd})
-
-
-# Events ignored because their account is not guarded here (another account, or not a configured member).
 
 
 def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None) -> Receipt:

@@ -63,7 +63,6 @@ class Deadline:
         return self.time_left() >= wait + ATTEMPT_SECONDS
 
 
-# --- the retry rules, and the one loop that applies them (the webhook sender and slack_app's bot) ---------------
 def retry_after(headers: Mapping[str, Any]) -> int:
     """A 429's Retry-After in whole seconds (header names in any case); 1 when unreadable."""
     value = {k.lower(): v for k, v in headers.items()}.get("retry-after") or "1"
@@ -102,7 +101,6 @@ RetryRule = Callable[[int, int | None, Mapping[str, Any], BaseException | None],
 
 
 def slack_retries(deadline: Deadline, backoff_factor: float) -> RetryRule:
-    """`retry_wait` for one sender: its invocation's deadline and its back-off factor."""
     return partial(retry_wait, deadline=deadline, backoff_factor=backoff_factor)
 
 
@@ -147,7 +145,7 @@ def exchange(
 @dataclass(frozen=True)
 class Delivery:
     ok: bool
-    permanent: bool = False  # True: retrying the same request cannot succeed
+    permanent: bool = False
     detail: str = ""  # status and Slack's error text; never the URL
 
 

@@ -223,7 +223,6 @@ class SlackApp:
 
 
 def _failure(action: str, exc: BaseException) -> SlackAppError:
-    """Slack's answer (or the lack of one) as the guard's error: permanent or worth retrying later."""
     if isinstance(exc, _ApiError):
         status, data = exc.status, exc.data
         error = str(data.get("error") or "") or f"http_{status}"

@@ -60,7 +60,6 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _shorten(value: Any, limit: int) -> Any:
-    """The document with every string (map keys too) cut to `limit` characters."""
     if isinstance(value, str):
         return _cut(value, limit)
     if isinstance(value, dict):

@@ -632,7 +632,6 @@ class IdleGpuGuard:
     )
 
     def describe(self) -> str:
-        """The policy line of the guard."""
         return (
             f"idle_gpu: GPUs below {self.threshold_percent} % for {self.minutes} min in a row, after the first "
             f"{self.ignore_first_minutes} min of training -> {self.action.value}"
@@ -1258,7 +1257,6 @@ _DECLARED: dict[type, tuple[Declared, ...]] = {}
 
 
 def settings_of(cls: type) -> tuple[Declared, ...]:
-    """The declared settings of a configuration class, in declaration order."""
     declared = _DECLARED.get(cls)
     if declared is None:
         hints = typing.get_type_hints(cls)
@@ -1339,7 +1337,6 @@ def _because(s: Setting) -> str:
 
 
 def _read(cls: type[_T], data: Any, path: str, problems: list[str], *, top: bool = False) -> _T:
-    """Reads one settings object strictly, recording problems with their dotted field paths."""
     if data is None:
         data = {}
     if not isinstance(data, Mapping):

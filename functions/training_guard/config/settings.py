@@ -43,7 +43,6 @@ class Settings:
 
 
 def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:
-    """The environment, once every named variable (and the configuration) is known to be set."""
     missing = [k for k in keys if not env.get(k)]
     if not env.get(contract.ENV_CONFIG_FILE) and not env.get(contract.ENV_CONFIG):
         missing.insert(0, f"{contract.ENV_CONFIG_FILE} (or {contract.ENV_CONFIG})")

@@ -43,7 +43,6 @@ def _common(value: str) -> str | None:
 
 
 def signing_secret_problem(value: str) -> str | None:
-    """Why `value` cannot be the Slack app's signing secret; None when it can."""
     problem = _common(value)
     if problem is None and not SIGNING_SECRET_SHAPE.fullmatch(value.strip()):
         problem = f"is not shaped like a Slack signing secret ({SIGNING_SECRET_WORDS})"
@@ -51,7 +50,6 @@ def signing_secret_problem(value: str) -> str | None:
 
 
 def bot_token_problem(value: str) -> str | None:
-    """Why `value` cannot be the Slack app's bot token; None when it can."""
     problem = _common(value)
     if problem is None and not BOT_TOKEN_SHAPE.fullmatch(value.strip()):
         problem = f"is not shaped like a bot token ({BOT_TOKEN_PREFIX}...)"

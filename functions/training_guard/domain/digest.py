@@ -1,7 +1,6 @@
 """The weekly digest's week and numbers: seven days ending at the scheduled hour, and the totals' document.
 
-The window ends at the scheduled hour (the scheduled event's `time`, taken to its hour) and starts seven days
-earlier, so that consecutive digests tile time; the ISO week of its end names it (`2026-W49`)."""
+The window, and why consecutive digests tile time: docs/design/digest.md."""
 
 from __future__ import annotations
 

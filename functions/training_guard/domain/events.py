@@ -67,8 +67,6 @@ class InstanceGroup:
 
 @dataclass(frozen=True)
 class TrainingJob:
-    """A training job as an event `detail` or DescribeTrainingJob describes it."""
-
     name: str
     status: str
     arn: str | None = None
@@ -97,7 +95,7 @@ class TrainingJob:
     instance_groups: tuple[InstanceGroup, ...] = ()  # ResourceConfig.InstanceGroups: a heterogeneous cluster
     selected_instance_type: str | None = None  # picked by SageMaker from ResourceConfig.InstancePreferences
     selected_instance_count: int | None = None
-    max_runtime_seconds: float | None = None  # StoppingCondition.MaxRuntimeInSeconds
+    max_runtime_seconds: float | None = None
     managed_spot: bool = False
     billable_seconds: float | None = None  # BillableTimeInSeconds: wall-clock, once the job ended
     training_time_seconds: float | None = None  # TrainingTimeInSeconds: once the job ended
@@ -200,7 +198,6 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
 
 
 def billed_groups(resources: Any) -> tuple[InstanceGroup, ...]:
-    """`TrainingJob.billed_instances` of a raw `ResourceConfig` (an event detail's or DescribeTrainingJob's)."""
     config = mapping(resources)
     return TrainingJob(
         name="-",

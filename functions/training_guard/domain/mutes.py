@@ -37,8 +37,6 @@ class MuteError(ValueError):
 
 @dataclass(frozen=True)
 class Mute:
-    """One snooze, exemption or mute of a job: its rule, who made it, when, and until when."""
-
     effect: Effect
     rule: str  # ALL_RULES for an exemption
     by: str  # who made it: "slack:U0123ABC" or "cli:<the caller's ARN>"
@@ -62,12 +60,9 @@ class Mute:
 
 @dataclass(frozen=True)
 class Mutes:
-    """All of one job's mutes, as read in one call."""
-
     entries: tuple[Mute, ...] = ()
 
     def silencing(self, rule: str, now: datetime, *, job_running: bool = True) -> Mute | None:
-        """The mute that silences `rule` for this job now, if any."""
         return next(
             (
                 m
@@ -78,7 +73,6 @@ class Mutes:
         )
 
     def exemption(self, now: datetime, *, job_running: bool = True) -> Mute | None:
-        """The mute that exempts this job from stops now, if any."""
         return next(
             (m for m in self.entries if m.effect is Effect.EXEMPT and m.active(now, job_running=job_running)),
             None,

@@ -24,14 +24,14 @@ from training_guard.domain.mutes import Mutes
 from training_guard.domain.text import clock, person
 
 METRIC = "metric"  # the source of a metric guard's, a stall's or idle GPUs' finding (Finding.source)
-STALLED = "NoData"  # the status of a stall finding
+STALLED = "NoData"
 BUDGET = "budget"  # the source of a budget's finding; its name is the budget's (`budgets[0]`, or the tag key)
 BUDGET_WARNING = "Warning"  # the status of a budget's finding: `warn_at` of the cap spent
 BUDGET_EXCEEDED = "Exceeded"
 IDLE_GPU = "idle-gpu"  # the name of the idle-GPU guard's finding
 IDLE = "Idle"
 LOG_RULE = "log"  # the source of a log rule's finding (the log-rules wing); its name is the rule's
-LOG_ISSUE = "IssuesFound"  # its status, Debugger's word
+LOG_ISSUE = "IssuesFound"
 STOP_REQUEST = "slack"  # the source of a person's Stop now (a Slack button); its name is who: `slack:<user id>`
 REQUESTED = "StopRequested"
 NO_MUTES = Mutes()
@@ -51,12 +51,12 @@ class Kind(StrEnum):
     JOB_STOPPED = "job_stopped"
     JOB_COMPLETED = "job_completed"
     SPOT_INTERRUPTED = "spot_interrupted"
-    METRIC_ALARM = "metric_alarm"  # a metric guard's alarm fired for the job
+    METRIC_ALARM = "metric_alarm"
     METRIC_STALL = "metric_stall"  # the job declared metrics but published none for a while
     GUARD_TAG_INVALID = "guard_tag_invalid"  # a per-job guard tag (or budget tag) could not be read
-    BUDGET_WARNING = "budget_warning"  # a job spent `warn_at` of its cap (list price)
+    BUDGET_WARNING = "budget_warning"
     BUDGET_EXCEEDED = "budget_exceeded"
-    IDLE_GPU = "idle_gpu"  # a job's GPUs sat idle for `idle_gpu.minutes`
+    IDLE_GPU = "idle_gpu"
     STOP_REQUESTED = "stop_requested"  # a person pressed Stop now (Slack app mode)
     LOG_RULE = "log_rule"  # a rule read the job's training log and found an issue (NaN, divergence, ...)
 
@@ -70,8 +70,6 @@ class Plan(StrEnum):
 
 @dataclass(frozen=True)
 class GuardStop:
-    """What the guard's audit record says about a stop it made."""
-
     rule: str
     reason: str
     at: datetime
@@ -79,13 +77,11 @@ class GuardStop:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the policy decided about one transition of a job, and why."""
-
     key: str
     kind: Kind
     plan: Plan
     reason: str  # the policy line that decided it, shown to people
-    finding: Finding | None = None  # what the decision is about (None for lifecycle changes)
+    finding: Finding | None = None
 
 
 def transition_key(job: str, source: str, name: str, status: str) -> str:
@@ -237,7 +233,6 @@ def decide_metric(
     kind: Kind | None = None,
     dry_run: bool = False,
 ) -> list[Decision]:
-    """A metric guard's alarm, a stall or a log rule's finding, for a job the guard selects."""
     if not config.selects(job.name) or silenced(job, finding, mutes, now):
         return []
     if kind is None:
@@ -437,7 +432,7 @@ def _decide_lifecycle(job: TrainingJob, config: GuardConfig, guard_stop: GuardSt
 def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
     if guard_stop is not None:
         at = clock(guard_stop.at)  # "03:00 UTC", as every message shows a time
-        who = person(guard_stop.rule, slack=False)  # a person who pressed Stop now, in words
+        who = person(guard_stop.rule, slack=False)
         if guard_stop.rule.startswith(contract.STOPPED_BY_SLACK_PREFIX) and who:
             return f"by Training Guard at {at}: {who} pressed Stop now"
         return f"by Training Guard at {at}: rule {guard_stop.rule} ({guard_stop.reason})"

@@ -45,8 +45,6 @@ _ENDED = frozenset({COMPLETED, FAILED, STOPPED})
 
 @dataclass(frozen=True)
 class PriceQuote:
-    """The on-demand list price of one instance type in one region, and where it came from."""
-
     instance_type: str
     region: str
     usd_per_hour: float
@@ -78,7 +76,7 @@ class PriceParse:
 
     quote: PriceQuote | None
     reason: str | None = None
-    products: int = 0  # price-list items read, usable or not
+    products: int = 0
 
 
 def price_cache_key(region: str, instance_type: str) -> str:
@@ -233,7 +231,6 @@ class Spend:
 
 
 def job_instance_types(job: TrainingJob) -> tuple[str, ...]:
-    """The instance types whose prices `job_spend` needs, each once, in order."""
     return _types(job.billed_instances)
 
 

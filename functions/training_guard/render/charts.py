@@ -102,7 +102,6 @@ def threshold_line(label: str, comparison: str, threshold: float) -> dict[str, A
 
 
 def _lines(job: Mapping[str, Any], metric: str) -> list[list[Any]]:
-    """One line per metric series, each with the label the legend shows (the metric, or the host)."""
     name = str(job["name"])
     if metric not in contract.INSTANCE_METRICS:
         return [[contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.JOB_DIMENSION, name, {"label": metric}]]

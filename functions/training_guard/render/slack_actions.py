@@ -58,7 +58,6 @@ class Click:
 
     @property
     def thread(self) -> str | None:
-        """The thread to answer in: the parent's ts."""
         return self.thread_ts or self.message_ts
 
     def to_json(self) -> dict[str, Any]:
@@ -85,7 +84,6 @@ def button(
     style: str | None = None,
     suffix: str = "",
 ) -> dict[str, Any]:
-    """A Block Kit button for one of the guard's actions (for an `actions` block of the job's message)."""
     value: dict[str, Any] = {"job": job}
     if rule is not None:
         value["rule"] = rule

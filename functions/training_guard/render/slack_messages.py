@@ -39,7 +39,7 @@ _DID = {
 # messages.Notice.TEST, spelled here too: the notifier does not import messages (and the policy behind it).
 TEST_KIND = "test"
 BUDGET_SOURCE = "budget"  # policy.BUDGET: a budget's finding is shown as its budget, not as a rule
-DIGEST_KIND = contract.DIGEST_KIND  # the weekly digest: the week's totals, rendered by render_digest
+DIGEST_KIND = contract.DIGEST_KIND
 _DID_KIND = {TEST_KIND: "Nothing: this is a test of the notification path."}
 
 
@@ -303,7 +303,6 @@ def card_state(doc: Mapping[str, Any]) -> str:
 
 
 def is_card_only(doc: Mapping[str, Any]) -> bool:
-    """A card-only document: the job's end folded into the guard's stop (responder.py), shown on the card only."""
     return doc.get(contract.CARD_ONLY) is True
 
 
@@ -399,7 +398,6 @@ def _facts(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _cut_markdown(text: str, limit: int) -> str:
-    """Cut already-escaped mrkdwn without splitting an entity (`&amp;` and friends)."""
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
@@ -410,7 +408,6 @@ def _cut_markdown(text: str, limit: int) -> str:
 
 
 def is_alarm_notification(payload: Any) -> bool:
-    """A CloudWatch alarm's SNS notification (the guard's own self-monitoring alarms)."""
     return isinstance(payload, Mapping) and isinstance(payload.get("AlarmName"), str) and "NewStateValue" in payload
 
 

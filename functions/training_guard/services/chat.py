@@ -102,7 +102,7 @@ def check_url(webhook: str, secret_id: str, value: str) -> str:
     raise NotConfigured(webhook, secret_id)
 
 
-DELIVERED = "delivered"  # the outcome the ledger records for a message Slack took
+DELIVERED = "delivered"
 
 
 def account_of(value: object) -> str | None:
@@ -115,7 +115,6 @@ def delivery_key(transition: str, webhook: str) -> str:
 
 
 def chart_key(transition: str, channel: str) -> str:
-    """The ledger item of one message's graph uploaded into one app channel's thread."""
     return f"c#{transition}#{channel}#chart"
 
 
@@ -137,8 +136,8 @@ class _Message:
 class MessageResult:
     account: str | None = None
     delivered: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # already delivered
-    busy: list[str] = field(default_factory=list)  # retried later
+    skipped: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)  # too little time left: retried later
     transient: list[str] = field(default_factory=list)
     permanent: list[str] = field(default_factory=list)
@@ -349,7 +348,7 @@ class ChatDelivery:
             return
         # Updated before the version is raised, so that a failed update is tried again.
         if record.card_version >= version:
-            return  # the card shows a newer notification
+            return
         card_text, card_blocks = self._card(doc, member)
         bot.update(channel, record.ts, card_text, card_blocks)
         self.app.threads.advance_card(key, version)

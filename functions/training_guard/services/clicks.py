@@ -143,7 +143,6 @@ def raw_body(event: Mapping[str, Any]) -> bytes:
 
 
 def _payload(raw: bytes) -> Mapping[str, Any]:
-    """The `payload` field of the form Slack POSTs (application/x-www-form-urlencoded), parsed as JSON."""
     form = parse_qs(raw.decode("utf-8"), keep_blank_values=True)
     values = form.get("payload")
     if not values:
@@ -165,9 +164,7 @@ class StopPort(Protocol):
 
 
 class SayPort(Protocol):
-    def say(self, click: Click, text: str) -> None:
-        """Tell the job's thread (the click's `thread`) what was done and by whom."""
-        ...
+    def say(self, click: Click, text: str) -> None: ...
 
 
 class RespondPort(Protocol):

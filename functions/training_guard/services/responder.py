@@ -70,7 +70,7 @@ BUSY_WAIT_SECONDS = 3.0
 BUSY_POLL_SECONDS = 0.25
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
 _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
-FOLDED = "folded"  # the ledger's outcome of a transition folded into the guard's stop of its job
+FOLDED = "folded"
 
 
 class MemberAccessPort(Protocol):
@@ -92,7 +92,7 @@ class Receipt:
     outcomes: list[str] = field(default_factory=list)
     duplicates: int = 0
     ignored: str | None = None
-    rejected: str | None = None  # why the event was parked in the dead-letter queue
+    rejected: str | None = None
     described: bool = False
     alarms_created: list[str] = field(default_factory=list)
     alarms_deleted: list[str] = field(default_factory=list)
@@ -228,7 +228,6 @@ class Responder:
         return receipt
 
     def handle_alarm(self, alarm: AlarmObservation, *, now: datetime) -> Receipt:
-        """A metric guard's alarm (fleet contributor or per-job alarm) went to ALARM for a job."""
         receipt = Receipt(job=alarm.job or "", event_id=alarm.event_id)
         if alarm.state != "ALARM":
             receipt.ignored = f"alarm {alarm.alarm_name} is {alarm.state}"
@@ -782,7 +781,6 @@ def _rule_of(decision: Decision) -> str:
 
 
 def tag_value(text: str) -> str:
-    """Text made legal as a SageMaker tag value: letters, numbers, spaces and _.:/=+-@ only."""
     cleaned = "".join(c if c.isalnum() or c in _TAG_VALUE_PUNCTUATION else " " for c in text)
     return " ".join(cleaned.split())[: contract.TAG_VALUE_MAX_CHARS]
 

@@ -44,14 +44,14 @@ class MemberSweepersPort(Protocol):
 
 @dataclass
 class SweepReport:
-    account: str | None = None  # the account swept (None: a guard that does not know its own)
+    account: str | None = None
     running: int = 0
     orphaned_alarms_deleted: list[str] = field(default_factory=list)
     reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something (folded too)
     stalled: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
     busy: list[str] = field(default_factory=list)
-    budget_warnings: list[str] = field(default_factory=list)  # jobs warned (or folded) this sweep
+    budget_warnings: list[str] = field(default_factory=list)
     over_budget: list[str] = field(default_factory=list)
     idle_gpus: list[str] = field(default_factory=list)
     not_judged: dict[str, str] = field(default_factory=dict)
@@ -72,9 +72,7 @@ class SweepIncomplete(GuardError):
 
 @dataclass
 class OrganizationSweepReport:
-    """A hub's sweep: each account's report, and the accounts not (completely) swept."""
-
-    accounts: dict[str, SweepReport] = field(default_factory=dict)  # every account swept, in the order swept
+    accounts: dict[str, SweepReport] = field(default_factory=dict)
     # Jobs not swept: the account's report is in `accounts` too.
     failed: dict[str, str] = field(default_factory=dict)
     deferred: list[str] = field(default_factory=list)  # members not started for want of time: a later sweep's
@@ -357,7 +355,6 @@ class Sweeper:
     def _budget(
         self, report: SweepReport, job: TrainingJob, now: datetime, account: str | None, region: str | None
     ) -> bool:
-        """One running job against its cap; True when the guard stopped it."""
         config = self.config
         if not config.selects(job.name):
             return False
@@ -535,7 +532,6 @@ class Sweeper:
 
 
 def training_since(job: TrainingJob) -> datetime | None:
-    """When the job began its current training phase, or None when it is not training now."""
     if job.secondary_status != TRAINING:
         return None
     return job.training_phase_start or job.training_start_time
