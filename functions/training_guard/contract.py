@@ -71,8 +71,7 @@ def stop_opted_in(tags: dict[str, str] | None, key: str) -> bool:
     return (tags or {}).get(key) == STOP_OPT_IN_VALUE
 
 
-# A SageMaker resource carries at most 50 tags (AddTags: Tags, at most 50 items;
-# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AddTags.html).
+# AddTags takes at most 50 tags (docs/limits.md).
 TAGS_PER_JOB_MAX: Final = 50
 TAG_VALUE_MAX_CHARS: Final = 256
 

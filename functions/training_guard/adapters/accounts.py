@@ -41,7 +41,7 @@ SESSION_NAME = "training-guard-hub"
 @dataclass
 class _Session:
     expires_at: float  # epoch seconds
-    session: Any  # what makes the account's clients: .client(service, config=...)
+    session: Any
     clients: dict[str, Any] = field(default_factory=dict)
 
 
@@ -59,8 +59,6 @@ class CredentialedClients:
 
 
 class MemberSessions:
-    """One set of credentials per member account, assumed through the member role and renewed before it expires."""
-
     def __init__(
         self,
         organization: OrganizationConfig,
@@ -99,7 +97,7 @@ class MemberSessions:
             return held
         try:
             answer = self._sts.assume_role(RoleArn=arn, RoleSessionName=SESSION_NAME)
-        except (ClientError, BotoCoreError) as exc:  # refused, throttled, or STS out of reach
+        except (ClientError, BotoCoreError) as exc:
             raise ActionFailed(f"AssumeRole {arn}", exc) from exc
         credentials = answer["Credentials"]
         expiration: datetime | str = credentials["Expiration"]  # the stubs say datetime; a stubbed answer: str

@@ -153,8 +153,7 @@ class DynamoLedger:
 
     def fold(self, job: str, key: str) -> bool:
         # ADD to a set is idempotent (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/dynamodb/aws.sdk.kotlin.services.dynamodb.model/-update-item-request/update-expression.html);
-        # a job's keys (at most 20 Debugger and 20 Profiler rules, guards, its end) fit the 400 KB item
-        # (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html).
+        # a job's keys (20 Debugger and 20 Profiler rules, guards, its end) fit the 400 KB item (docs/limits.md).
         try:
             self._client.update_item(
                 TableName=self._table,

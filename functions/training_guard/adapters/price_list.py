@@ -152,8 +152,7 @@ class PriceList:
             return None
         if not item:
             return None
-        # DynamoDB deletes expired items in the background, typically within two days; until then they are still
-        # read (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ttl-expired-items.html).
+        # DynamoDB deletes expired items in the background, days later; until then they are still read (docs/limits.md).
         expires = _number(item.get(_TTL))
         usd = parse_usd(item.get("usd_per_hour", {}).get("N"))
         if expires is None or expires <= epoch or usd is None:

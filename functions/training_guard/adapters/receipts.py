@@ -18,8 +18,7 @@ logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
-# CloudWatch dimension values: ASCII only, no control characters, at least one non-whitespace character,
-# 1 to 1024 characters (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html).
+# CloudWatch dimension values: printable ASCII, 1 to 1024 characters (docs/limits.md).
 DIMENSION_VALUE_MAX = 1024
 
 

@@ -21,8 +21,7 @@ from urllib.request import Request, urlopen
 SEND_TIMEOUT_SECONDS = 10
 MAX_RETRIES = 3
 BACKOFF_FACTOR = 0.5  # retries after about 0.5, 1 and 2 s (plus up to as much jitter)
-# Slack answers a rate limit with 429 and Retry-After in seconds (https://docs.slack.dev/apis/web-api/rate-limits);
-# a longer back-off than this: the queue redelivers later instead.
+# Slack answers a rate limit with 429 and Retry-After (docs/limits.md); longer than this, the queue redelivers later.
 MAX_RETRY_AFTER_SECONDS = 10
 # chat.postMessage "generally allows posting one message per second per channel" (https://docs.slack.dev/apis/web-api/rate-limits).
 MIN_INTERVAL_SECONDS = 1.0

@@ -30,10 +30,8 @@ from training_guard.domain.credentials import BOT_TOKEN_PREFIX
 from training_guard.domain.errors import ActionFailed
 
 SLACK_API_URL = "https://slack.com/api/"
-# Errors each method's reference lists as Slack's side, not the request's: retrying later can succeed
-# (https://docs.slack.dev/reference/methods/chat.postMessage, .../files.getUploadURLExternal). Of internal_error and
-# fatal_error "it's possible some aspect of the operation succeeded"
-# (https://docs.slack.dev/reference/methods/files.completeUploadExternal): a retried reply can appear twice.
+# Errors that chat.postMessage's and files.*'s references list as Slack's side: retrying later can succeed.
+# internal_error and fatal_error may have partly succeeded: a retried reply can appear twice (docs/limits.md).
 TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error", "request_timeout"}
     | {"team_added_to_org"}

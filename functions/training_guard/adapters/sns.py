@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sns.type_defs import MessageAttributeValueTypeDef
 
-# A Publish is refused above the topic's maximum message size, body and attributes together: 256 KiB.
-# https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.html
+# Body and attributes together; above it, Publish is refused (docs/limits.md).
 SNS_MAX_MESSAGE_BYTES = 262_144
 _ATTRIBUTES_ALLOWANCE = 1024  # the three short message attributes, with room to spare
 # Longest text kept in each string of the document, tried in turn until the message fits.

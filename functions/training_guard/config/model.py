@@ -923,15 +923,11 @@ _ORGANIZATION_ID_PATTERN = r"^o-[a-z0-9]{10,32}$"
 # A custom bus name: letters, digits, '.', '-', '_', at most 256, never "default"
 # (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_CreateEventBus.html).
 _BUS_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,256}$"
-# Role names: letters, digits and +=,.@_- (IAM allows 64 characters,
-# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html; see below for 24).
+# Role names: letters, digits and +=,.@_-; IAM allows 64 characters, the guard 24 (below; docs/limits.md).
 _ROLE_NAME_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,24}$"
-# Each member is one principal of the hub bus's policy (without organization_id) and one role ARN (with the member
-# role's name) in the AssumeRole statement of each acting hub function. EventBridge keeps a bus policy to 10 KB
-# (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbuspolicy.html)
-# and IAM a role's inline policies to 10,240 characters in total (the IAM quotas page above): 100 members with a
-# role name of up to 24 characters fit both, measured on the synthesized hub at the limit with every token at its
-# longest (tests/infra/test_organization_limits.py); with names of 32 characters the sweeper's would not.
+# Each member is a principal of the hub bus's policy and a role ARN in each acting hub function's AssumeRole
+# statement: 100 members with role names of up to 24 characters fit both caps (docs/limits.md,
+# tests/infra/test_organization_limits.py); with names of 32 characters the sweeper's would not.
 MAX_MEMBER_ACCOUNTS = 100
 STACK_SET_CALLERS = ("SELF", "DELEGATED_ADMIN")
 
@@ -1040,11 +1036,9 @@ def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else 0
 
 
-# A transition the guard handled must be remembered for as long as the job can still be re-decided
-# (the sweeper re-decides running jobs every few minutes), or its finding is announced again.
-# SageMaker: MaxRuntimeInSeconds is at most 28 days, and a training job runs at most 30 days in
-# total, counting the time spent publishing metrics and uploading the model after training stops.
-# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html
+# A handled transition is remembered while the job can still be re-decided, or its finding is announced again:
+# MaxRuntimeInSeconds is at most 28 days, and a job runs at most 30 in all, counting the upload after training
+# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html).
 MAX_TRAINING_DAYS = 28
 MAX_DAYS_AFTER_TRAINING = 30 - MAX_TRAINING_DAYS  # publishing metrics, uploading the model
 MIN_DEDUP_TTL_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING + 1  # one day's margin

@@ -137,8 +137,6 @@ def _single_metric(detail: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | 
 
 @dataclass(frozen=True)
 class JobAlarmSpec:
-    """A per-job alarm asked for by a tag `training-guard:alarm:<metric>`."""
-
     job: str
     metric: str
     statistic: str
@@ -219,9 +217,7 @@ def _parse_tag(job: str, metric: str, value: str) -> tuple[JobAlarmSpec | None, 
     )
 
 
-# At most 100 contributors in ALARM ("100+ time series evaluated to ALARM")
-# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html); PARTIAL_DATA past 500 series or
-# 10,000 metrics (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-alarms-partial-data.html).
+# At most 100 contributors in ALARM, and PARTIAL_DATA past 500 series or 10,000 metrics (docs/limits.md).
 CONTRIBUTORS_IN_ALARM_MAX = 100
 PARTIAL_DATA_SERIES_MAX = 500
 PARTIAL_DATA_METRICS_MAX = 10_000

@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 SECONDS_PER_HOUR: Final = 3600.0
 
 PRICE_LIST_SERVICE_CODE: Final = "AmazonSageMaker"
-# The Price List Query API has two endpoints, us-east-1 and ap-south-1, whatever the region priced
-# (the SDK's service documentation: https://docs.rs/aws-sdk-pricing/0.24.0/aws_sdk_pricing/).
+# The Price List Query API has two endpoints, us-east-1 and ap-south-1, whatever the region priced (docs/limits.md).
 PRICE_LIST_API_REGION: Final = "us-east-1"
 TRAINING_COMPONENT: Final = "Training"
 ON_DEMAND: Final = "OnDemand"

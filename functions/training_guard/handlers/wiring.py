@@ -102,7 +102,6 @@ def responder() -> Responder:
 
 @cache
 def mutes() -> DynamoMutes:
-    """Each job's snoozes, mutes and exemptions (Slack's buttons and `training-guard mute` write them)."""
     from training_guard.adapters.mutes import DynamoMutes
 
     return DynamoMutes(client("dynamodb"), settings().table)
@@ -139,7 +138,6 @@ def sweeper() -> Sweeper:
 
 @cache
 def chat_deadline() -> Deadline:
-    """The notifier's time budget, shared by the delivery loop and the Slack sender's retries."""
     from training_guard.adapters.slack import Deadline
 
     return Deadline()
@@ -320,7 +318,7 @@ class ResponderStops:
 
     def __init__(self, responder: Responder, *, own_account: str | None, region: str | None) -> None:
         self._responder = responder  # the invocation's: its lease
-        self.own_account = own_account  # the worker's account and region
+        self.own_account = own_account
         self.region = region
 
     def stop(self, click: Click, *, now: datetime) -> str:

@@ -19,8 +19,7 @@ SECTION_MAX = 3000
 FIELD_MAX = 2000
 FALLBACK_MAX = 3000
 BUTTON_TEXT_MAX = 75
-# Block Kit's limits (https://docs.slack.dev/reference/block-kit/blocks), checked before a message leaves as slack_sdk's
-# classes checked them: a block's text, its items, a button's text, URL, value and action_id.
+# Block Kit's limits (docs/limits.md), checked before a message leaves as slack_sdk's classes checked them.
 _TEXT_MAX = {"header": HEADER_MAX, "section": SECTION_MAX}
 _ITEMS_MAX = {"fields": 10, "context": 10, "actions": 25}
 _BUTTON_MAX = {"text": BUTTON_TEXT_MAX, "url": 3000, "value": 2000, "action_id": 255}
@@ -353,8 +352,7 @@ def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     blocks: list[Block] = [
         _header(_plain(title, HEADER_MAX)),
         _section(f"*{escape(digest.window_text(week))}*"),
-        # A section holds at most 10 fields of 2000 characters (https://api.slack.com/reference/block-kit/blocks#section,
-        # checked by `_checked`); the digest has at most five.
+        # A section holds at most 10 fields (docs/limits.md); the digest has at most five.
         _fields([_cut_markdown(f"*{label}*\n{escape(text)}", FIELD_MAX) for label, text in digest.facts(week)]),
     ]
     for heading, rows in digest.groups(week):

@@ -50,7 +50,6 @@ class StopRecord:
     event_id: str
     # Written before StopTrainingJob, confirmed once it took effect: only a confirmed stop has folds.
     confirmed: bool = False
-    # Transitions folded into this stop instead of being announced.
     folded: tuple[str, ...] = ()
     # Written after the stop took effect; None until then.
     spend: StopSpend | None = None
@@ -115,9 +114,7 @@ class PricesPort(Protocol):
         self, region: str, instance_types: tuple[str, ...], *, now: datetime
     ) -> dict[str, PriceQuote | None]: ...
 
-    def take_problems(self) -> list[str]:
-        """What went wrong since last asked (for the caller to log), and forget it."""
-        ...
+    def take_problems(self) -> list[str]: ...
 
 
 class MeterPort(Protocol):
@@ -147,9 +144,7 @@ class AlarmsPort(Protocol):
 
     def firing_job_alarms(self) -> list[AlarmObservation]: ...
 
-    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
-        """The contributors (one per job or host) of a fleet guard's alarm that are in ALARM now."""
-        ...
+    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]: ...
 
     def fleet_alarm_states(self, names: Sequence[str]) -> dict[str, FleetAlarmState]:
         """The fleet guards' alarms that exist, with their state, reason and EvaluationState (one read)."""

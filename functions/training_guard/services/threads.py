@@ -20,18 +20,15 @@ POLL_SECONDS = 0.25
 
 
 def thread_key(job: str, channel: str, account: str | None = None) -> str:
-    """The record of one job's thread in one channel; `account`: a member's job."""
     return f"{KEY_PREFIX}{scoped(account, job) if account else job}#{channel}"
 
 
 @dataclass(frozen=True)
 class ThreadRecord:
-    """What the state table holds for one (job, channel)."""
-
     ts: str | None = None  # the parent's; None while a claim is being posted
     holder: str | None = None  # the attempt that claimed the parent, while it posts
     lease_until: int | None = None  # epoch seconds; the claim may be taken over after it
-    card_version: int = 0  # the version of the card the parent shows
+    card_version: int = 0
 
 
 class ClaimOutcome(StrEnum):
