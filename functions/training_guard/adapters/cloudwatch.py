@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.literals import ComparisonOperatorType, StatisticType
     from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
 
-DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
-DESCRIBE_BATCH = 100  # DescribeAlarms takes at most 100 AlarmNames
-METRIC_DATA_BATCH = 500  # GetMetricData takes at most 500 queries
+# The APIs' batch caps (docs/limits.md).
+DELETE_BATCH = 100
+DESCRIBE_BATCH = 100
+METRIC_DATA_BATCH = 500
 
 
 class CloudWatchAlarms:
@@ -146,8 +147,6 @@ class CloudWatchAlarms:
 
 
 class TrainingMetrics:
-    """Reads of the training metrics SageMaker publishes (namespace /aws/sagemaker/TrainingJobs)."""
-
     def __init__(self, client: CloudWatchClient) -> None:
         self._client = client
 

@@ -43,8 +43,7 @@ class ReplayMarkers:
                 TableName=self._table,
                 Item={
                     _PK: {"S": f"{REPLAY_PREFIX}{timestamp}#{signature}"},
-                    # DynamoDB deletes an expired item some time after `expires_at`, never before it: the marker
-                    # outlives the signature's window.
+                    # Deleted some time after `expires_at`, never before: the marker outlives the signature's window.
                     _TTL: {"N": str(expires_at)},
                 },
                 ConditionExpression="attribute_not_exists(#pk)",
@@ -112,7 +111,6 @@ class ResponseUrl:
         self._timeout = timeout
 
     def ephemeral(self, url: str, text: str) -> None:
-        """A message only the clicking user sees, leaving the original message as it is."""
         self._post(url, {"response_type": "ephemeral", "replace_original": False, "text": text})
 
     def _post(self, url: str, body: dict[str, Any]) -> None:

@@ -43,9 +43,6 @@ class ConfigError(ValueError):
         super().__init__(f"{source} is invalid:\n{lines}")
 
 
-# --- How a setting is declared ----------------------------------------------------------------------
-
-
 # The three declaration classes are plain dataclasses: a frozen one costs ~0.45 ms more at import
 # (measured), and import time is cold-start time.
 @dataclass(eq=False)
@@ -60,7 +57,7 @@ class DerivedDefault:
 class Setting:
     """Everything about one setting but its name, type (the annotation) and default."""
 
-    doc: str  # one line: what the setting means
+    doc: str
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[str, ...] | None = None  # allowed values (for an enum: a subset of its values)
@@ -68,14 +65,14 @@ class Setting:
     pattern: str | None = None  # a text value (or each item of a list of text) must match it whole
     pattern_error: str | None = None  # the message when it does not; `{value!r}` is the value
     max_items: int | None = None
-    keys: tuple[str, ...] | None = None  # the keys a map may have
+    keys: tuple[str, ...] | None = None
     key_pattern: str | None = None  # ... or the pattern its keys must match
     key_error: str | None = None
     why: str | None = None  # appended to a bound, choice or size violation
     derived_default: DerivedDefault | None = None
 
 
-_SETTING = "training_guard.setting"  # the key of a field's metadata that holds its Setting
+_SETTING = "training_guard.setting"
 
 
 def setting(
@@ -134,9 +131,6 @@ def _validator(cls: type[_T]) -> Callable[[Callable[[_T], Iterator[tuple[str, st
         return check
 
     return register
-
-
-# --- The settings ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -354,9 +348,8 @@ class SlackConfig:
     def route(
         self, severity: str, tags: Mapping[str, str], *, account: str | None = None, unit: str | None = None
     ) -> list[str]:
-        """The webhooks (app mode: channel names) one notification goes to (each at most once), in a stable order:
-        the job's team, its account's (`by_account`, else its organizational unit's, `unit`), its severity's; the
-        default if none."""
+        """The webhooks (app mode: channel names) one notification goes to, each once, in a stable order: the job's
+        team, its account's (`by_account`, else its unit's), its severity's; the default if none."""
         if not self.enabled or _rank(severity) < _rank(self.min_severity):
             return []
         targets = self.targets
@@ -916,9 +909,7 @@ class Digest:
 # --- One guard for an organization (docs/organization.md) ------------------------------------------------
 # A commercial, China or GovCloud region name (us-east-1, cn-north-1, us-gov-west-1).
 _REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$"
-# Organization IDs (https://docs.aws.amazon.com/organizations/latest/APIReference/API_Organization.html) and the
-# StackSet's deployment targets: an OU or the organization's root
-# (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_StackSetAutoDeploymentTargetSummary.html).
+# Organization IDs (https://docs.aws.amazon.com/organizations/latest/APIReference/API_Organization.html).
 _ORGANIZATION_ID_PATTERN = r"^o-[a-z0-9]{10,32}$"
 # A custom bus name: letters, digits, '.', '-', '_', at most 256, never "default"
 # (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_CreateEventBus.html).
@@ -981,10 +972,9 @@ class OrganizationConfig:
         pattern=_BUS_NAME_PATTERN,
         pattern_error="a bus name is 1-256 letters, digits, '.', '-' or '_': {value!r}",
     )
-    # Declared, not looked up: ListParents answers only in the management account or a delegated administrator, and
-    # names the immediate parent only
-    # (https://docs.aws.amazon.com/goto/WebAPI/organizations-2016-11-28/ListParents), so a lookup would need that
-    # grant, a walk up nested OUs and a call the notifier's delivery could fail on.
+    # Declared, not looked up: ListParents (https://docs.aws.amazon.com/goto/WebAPI/organizations-2016-11-28/ListParents)
+    # answers only in the management account or a delegated administrator, for the immediate parent only: a lookup would
+    # need that grant, a walk up nested OUs and a call the notifier's delivery could fail on.
     account_units: Mapping[str, str] = setting(
         factory=dict,
         doc="the organizational unit of the hub or a member account (account ID -> `ou-...`), for routing chat by "
@@ -1130,10 +1120,8 @@ class GuardConfig:
     )
 
     def budget_for(self, job_name: str, tags: Mapping[str, str]) -> tuple[str, Budget, str] | None:
-        """The cap of a job: (its name, the budget, its policy line), or None when nothing caps it.
-
-        A valid budget tag first (its name: the tag key), else the first `budgets` entry that selects the job
-        (its name: `budgets[<i>]`)."""
+        """The cap of a job: (its name, the budget, its policy line), or None: a valid budget tag first (named by its
+        key), else the first `budgets` entry that selects the job (`budgets[<i>]`)."""
         value = tags.get(self.tags.budget_usd)
         usd = budget_from_tag(value) if value is not None else None
         if value is not None and usd is not None:
@@ -1224,11 +1212,9 @@ def _check_account_routes(config: GuardConfig) -> Iterator[tuple[str, str]]:
 
 @dataclass(eq=False)
 class Declared:
-    """One setting of a configuration class: name, declaration and the shape of its JSON value.
-
-    `kind` is bool, int, number, text, enum, section (a nested settings class), list or map.
-    For a list or a map, `item` is the element type and `item_kind` its kind; for an enum or a
-    section, `item` is the enum or the class. `optional` (`X | None`): null means absent."""
+    """One setting of a configuration class: name, declaration and the shape of its JSON value. `kind`: bool, int,
+    number, text, enum, section, list or map; `item`: a list's or map's element type (`item_kind` its kind), the enum
+    or the section's class; `optional` (`X | None`): null means absent."""
 
     name: str
     setting: Setting

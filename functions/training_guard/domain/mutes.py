@@ -1,7 +1,7 @@
 """Snooze, exempt, mute: one notion of a mute, records with an expiry that the policy reads. Pure.
 
-A mute silences one rule for one job, or exempts the job, until it expires or the job ends; all of a job's
-mutes are one state-table item (`mutes#<job>`, one GetItem), their expiry checked at every read."""
+A mute silences one rule for one job, or exempts the job, until it expires or the job ends; all of a job's mutes
+are one state-table item (docs/design/exactly-once.md), their expiry checked at every read."""
 
 from __future__ import annotations
 

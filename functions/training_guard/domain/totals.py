@@ -19,8 +19,7 @@ from training_guard.domain.values import cents, iso
 
 REPORT_SCHEMA: Final = "training-guard.report/1"
 STOP_KEY_PREFIX: Final = contract.STOP_KEY_PREFIX
-# The guard's metrics carry the dimension service = POWERTOOLS_SERVICE_NAME (infra/components/functions.py);
-# infra/components/monitoring.py graphs them with the same dimension (a test pins the two together).
+# The guard's metrics carry service = POWERTOOLS_SERVICE_NAME, as the dashboard graphs them (a test pins the two).
 SERVICE_DIMENSION: Final = {contract.SERVICE_DIMENSION: contract.SERVICE_NAME}
 OUTCOME_METRIC_PREFIX: Final = contract.OUTCOME_METRIC_PREFIX
 OUTCOME_METRICS: Final = tuple(f"{OUTCOME_METRIC_PREFIX}{o.value}" for o in Outcome)
@@ -96,8 +95,6 @@ class StopEntry:
 
 @dataclass(frozen=True)
 class SpendSum:
-    """A sum of known figures and how many were left out for want of one."""
-
     usd: float = 0.0
     known: int = 0
     unknown: int = 0
@@ -150,8 +147,8 @@ class Totals:
     would_stop: int | None
     spend_avoided: SpendSum
     spend_so_far: SpendSum  # what the stopped jobs had cost when they were stopped
-    rules: tuple[Group, ...]  # most stops first
-    prefixes: tuple[Group, ...]  # most stops first
+    rules: tuple[Group, ...]
+    prefixes: tuple[Group, ...]
     days: tuple[Day, ...]
     metrics: Mapping[str, float] | None  # each guard metric's sum over the window; None: not read
     unpriced_jobs: tuple[str, ...] = field(default=())
@@ -290,7 +287,6 @@ def _usd(value: Any) -> float | None:
 
 
 def _strings(value: Any) -> tuple[str, ...]:
-    """A string set, a list of strings or one comma-separated string."""
     if not isinstance(value, Mapping):
         return ()
     if isinstance(value.get("SS"), list):

@@ -39,7 +39,7 @@ class NotAClick(ValueError):
 class Click:
     act: Act
     job: str
-    user: str  # the Slack user ID of who clicked
+    user: str
     rule: str | None = None  # the rule to silence; for a stop, the finding that offered it (for the record)
     account: str | None = None  # a member account's job (organization mode); None: the guard's own account
     seconds: int | None = None  # snooze or exemption length; None: until the job ends
@@ -111,7 +111,6 @@ def button(
 
 
 def decode(payload: Mapping[str, Any]) -> Click:
-    """A verified `block_actions` payload as the click on one of the guard's buttons."""
     if payload.get("type") != BLOCK_ACTIONS:
         raise NotAClick(f"payload type {payload.get('type')!r}: only block_actions are the guard's buttons")
     actions = payload.get("actions")

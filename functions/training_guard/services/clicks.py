@@ -43,7 +43,6 @@ class QueuePort(Protocol):
 
 
 def response(status: int, body: str = "") -> dict[str, Any]:
-    """A function URL's answer (the payload format 2.0 response: statusCode, headers, body)."""
     return {"statusCode": status, "headers": {"Content-Type": "text/plain"}, "body": body}
 
 
