@@ -161,13 +161,12 @@ def member_access(organization: OrganizationConfig) -> MemberAccess:
     held = _MEMBER_ACCESS.get(key)
     if held is None:
         sts = client("sts")
-        partition = sts.meta.partition  # the partition of its region (botocore read it making the client)
+        partition = sts.meta.partition
         held = _MEMBER_ACCESS[key] = MemberAccess(MemberSessions(organization, sts=sts, partition=partition))
     return held
 
 
 def forget_member_access() -> None:
-    """Forget every member session (the emulation resets the wiring between runs: `wiring.reset`)."""
     _MEMBER_ACCESS.clear()
 
 

@@ -42,7 +42,7 @@ class CloudWatchAlarms:
                 EvaluationPeriods=spec.periods,
                 DatapointsToAlarm=spec.datapoints,
                 Threshold=spec.threshold,
-                ComparisonOperator=cast("ComparisonOperatorType", spec.comparison_operator),  # a closed table too
+                ComparisonOperator=cast("ComparisonOperatorType", spec.comparison_operator),
                 TreatMissingData="notBreaching",  # a quiet job is the sweeper's stall check's concern
                 ActionsEnabled=True,
                 Tags=[{"Key": "training-guard:job", "Value": spec.job}],

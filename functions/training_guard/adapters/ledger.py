@@ -33,7 +33,6 @@ class DynamoLedger:
         self._table = table
 
     def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
-        """Claim a transition for `lease_seconds`: granted, done before, or held by another attempt."""
         # Powertools Idempotency's in-progress semantics, but one event holds several transitions, each its own.
         epoch = int(now.timestamp())
         try:

@@ -96,7 +96,6 @@ class DynamoMutes:
             raise ActionFailed(f"record the mute {mute.key} of {job}", exc) from exc
 
     def remove(self, job: str, key: str, *, account: str | None = None) -> bool:
-        """Remove the mute `key` (`Mute.key`) of the job: False when it had none of that name."""
         try:
             self._client.update_item(
                 TableName=self._table,

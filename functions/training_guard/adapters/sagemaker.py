@@ -22,7 +22,6 @@ _NOT_FOUND_WORDS = ("requested resource not found", "could not find")
 
 
 def is_missing(exc: ClientError) -> bool:
-    """Whether SageMaker said the job (or resource) does not exist."""
     message = error_message(exc).lower()
     return error_code(exc) in _NOT_FOUND_CODES and any(words in message for words in _NOT_FOUND_WORDS)
 

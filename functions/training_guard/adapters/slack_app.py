@@ -64,7 +64,7 @@ class _UploadRefused(Exception):
 
 @dataclass(frozen=True)
 class Posted:
-    channel: str  # the channel ID Slack answered with
+    channel: str
     ts: str  # the message's timestamp: its ID within the channel
 
 

@@ -69,7 +69,6 @@ def _shorten(value: Any, limit: int) -> Any:
 
 
 def message_attributes(notification: Notification) -> dict[str, MessageAttributeValueTypeDef]:
-    """Attributes that subscription filter policies can select on (e.g. severity for SMS)."""
     return {
         "kind": {"DataType": "String", "StringValue": notification.kind.value},
         "outcome": {"DataType": "String", "StringValue": notification.outcome.value},

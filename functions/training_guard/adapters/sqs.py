@@ -49,5 +49,5 @@ class CardUpdates:
         )
         try:
             self._client.send_message(QueueUrl=self._queue_url, MessageBody=body)
-        except (ClientError, BotoCoreError) as exc:  # refused, throttled, or SQS out of reach
+        except (ClientError, BotoCoreError) as exc:
             raise ActionFailed(f"sqs:SendMessage of a card update to {self._queue_url}", exc) from exc

@@ -340,7 +340,6 @@ class SlackConfig:
         return bool(self.targets)
 
     def channel_id(self, name: str) -> str:
-        """The Slack channel ID of an app mode channel name (a KeyError for a name the configuration lacks)."""
         if self.app is None:
             raise KeyError(name)
         return self.app.channels[name]
@@ -447,7 +446,7 @@ class QDeveloperTeamsConfig:
 
 
 STATISTICS = ("AVG", "MIN", "MAX", "SUM", "COUNT")
-COMPARISONS = {  # configuration spelling -> CloudWatch ComparisonOperator
+COMPARISONS = {
     ">": "GreaterThanThreshold",
     ">=": "GreaterThanOrEqualToThreshold",
     "<": "LessThanThreshold",
@@ -993,7 +992,6 @@ class OrganizationConfig:
     )
 
     def accepts(self, account: str | None) -> bool:
-        """Whether the hub guards this account: its own, or a configured member (exactly)."""
         return account == self.hub_account or account in self.members
 
     def unit_of(self, account: str | None) -> str | None:
@@ -1282,7 +1280,6 @@ def _scalar_kind(tp: Any) -> str:
 
 
 def _expectation(kind: str, item_kind: str, s: Setting, enum: Any = None) -> str:
-    """What a value of this shape must be, in the words of the reader's messages."""
     if kind == "list":
         return "must be a list of non-empty strings" if item_kind == "text" else "must be a list"
     if kind == "enum":

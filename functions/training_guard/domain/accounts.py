@@ -44,7 +44,6 @@ def is_member(config: GuardConfig, own_account: str | None, event_account: str |
 
 
 def member_role_arn(organization: OrganizationConfig, account: str | None, partition: str) -> str:
-    """The role the hub assumes to act in `account`: only ever for a configured member."""
     if account is None or account not in organization.members:
         raise NotAMember(account)
     return ROLE_ARN.format(partition=partition, account=account, name=organization.member_role_name)

@@ -30,7 +30,7 @@ WEBHOOK_SHAPE = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]+)?/\S*")
 SLACK_SERVICES = re.compile(r"https://hooks\.slack\.com/services/T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9_-]{8,}")
 ELIDED = ("...", "…", "<", ">")  # the marks of an example written in a doc or a fix command
 
-NOT_CONFIGURED_ERROR = "not_configured"  # the `error` of a Slack failure for want of a credential
+NOT_CONFIGURED_ERROR = "not_configured"
 SIGNING_SECRET, BOT_TOKEN, WEBHOOK_URL = "signing_secret", "bot_token", "webhook_url"
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 WINDOW: Final = timedelta(days=7)
 TOP: Final = 5  # rules and guards, and job prefixes, named in the digest (as many as the report's text shows)
 KEY_PREFIX: Final = f"{contract.DIGEST_KIND}#"  # the state table's marker: digest#<ISO week>
-SENT: Final = "sent"  # the marker's outcome once published
+SENT: Final = "sent"
 # The last instant of a window that ends at `until` (totals.compute counts both ends; the next week starts there).
 JUST_BEFORE: Final = timedelta(microseconds=1)
 
@@ -33,7 +33,6 @@ class Week:
 
     @property
     def key(self) -> str:
-        """The marker of this week's digest in the state table, and its notification's transition."""
         return f"{KEY_PREFIX}{self.label}"
 
 

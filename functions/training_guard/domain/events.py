@@ -92,13 +92,13 @@ class TrainingJob:
     training_phase_start: datetime | None = None
     # What the job is billed for (ResourceConfig, StoppingCondition and the times DescribeTrainingJob reports
     # once it ended); None or empty when the source did not say. See `billed_instances`.
-    instance_groups: tuple[InstanceGroup, ...] = ()  # ResourceConfig.InstanceGroups: a heterogeneous cluster
+    instance_groups: tuple[InstanceGroup, ...] = ()
     selected_instance_type: str | None = None  # picked by SageMaker from ResourceConfig.InstancePreferences
     selected_instance_count: int | None = None
     max_runtime_seconds: float | None = None
     managed_spot: bool = False
     billable_seconds: float | None = None  # BillableTimeInSeconds: wall-clock, once the job ended
-    training_time_seconds: float | None = None  # TrainingTimeInSeconds: once the job ended
+    training_time_seconds: float | None = None
 
     @property
     def billed_instances(self) -> tuple[InstanceGroup, ...]:

@@ -36,7 +36,6 @@ def fleet_alarm_name(guard: MetricGuard) -> str:
 
 
 def insights_query(guard: MetricGuard) -> str:
-    """The Metrics Insights query of a fleet guard: one time series per job (or per host)."""
     group = contract.HOST_DIMENSION if guard.instance_metric else contract.JOB_DIMENSION
     stat = guard.statistic
     # Not injectable: the metric name was validated (letters, digits and _.:/- only; no quotes).

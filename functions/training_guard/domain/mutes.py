@@ -83,7 +83,6 @@ class Mutes:
 
 
 def silence(rule: str, *, by: str, at: datetime, seconds: int | None) -> Mute:
-    """Mute `rule` for the job for `seconds` (None: until the job ends)."""
     name = rule.strip()
     if not name or name == ALL_RULES or len(name) > RULE_NAME_MAX:
         raise MuteError(f"rule {rule!r}: name one rule (1 to {RULE_NAME_MAX} characters), or exempt the whole job")
@@ -91,7 +90,6 @@ def silence(rule: str, *, by: str, at: datetime, seconds: int | None) -> Mute:
 
 
 def exempt(*, by: str, at: datetime, seconds: int | None = None) -> Mute:
-    """Exempt the job from stops for `seconds` (None: until it ends)."""
     return Mute(Effect.EXEMPT, ALL_RULES, by, at, _until(at, seconds))
 
 

@@ -28,7 +28,7 @@ STALLED = "NoData"
 BUDGET = "budget"  # the source of a budget's finding; its name is the budget's (`budgets[0]`, or the tag key)
 BUDGET_WARNING = "Warning"  # the status of a budget's finding: `warn_at` of the cap spent
 BUDGET_EXCEEDED = "Exceeded"
-IDLE_GPU = "idle-gpu"  # the name of the idle-GPU guard's finding
+IDLE_GPU = "idle-gpu"
 IDLE = "Idle"
 LOG_RULE = "log"  # the source of a log rule's finding (the log-rules wing); its name is the rule's
 LOG_ISSUE = "IssuesFound"
@@ -110,7 +110,6 @@ FOLDED_ONTO_THE_CARD = frozenset({Kind.JOB_STOPPED})
 
 
 def folds_into_guard_stop(decision: Decision, *, is_the_stop: bool) -> bool:
-    """Whether a decision is folded into the guard's stop of its job rather than announced (never the stop itself)."""
     return decision.kind in FOLDED_AFTER_GUARD_STOP and not is_the_stop
 
 
@@ -431,7 +430,7 @@ def _decide_lifecycle(job: TrainingJob, config: GuardConfig, guard_stop: GuardSt
 
 def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
     if guard_stop is not None:
-        at = clock(guard_stop.at)  # "03:00 UTC", as every message shows a time
+        at = clock(guard_stop.at)
         who = person(guard_stop.rule, slack=False)
         if guard_stop.rule.startswith(contract.STOPPED_BY_SLACK_PREFIX) and who:
             return f"by Training Guard at {at}: {who} pressed Stop now"

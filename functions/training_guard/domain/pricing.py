@@ -49,7 +49,7 @@ class PriceQuote:
     usd_per_hour: float
     source: str
     as_of: str | None = None  # the price list's publicationDate, or the table entry's date
-    reference: str | None = None  # the product's SKU, or the table entry's source
+    reference: str | None = None
     second_hand: bool = False  # a table entry that records another project's reading of the Price List API
 
     def label(self) -> str:
@@ -171,7 +171,6 @@ def _text(value: Any) -> str | None:
 
 
 def table_quote(region: str, instance_type: str) -> PriceQuote | None:
-    """The shipped table's price, marked with its date and source; None when the table has no entry."""
     entry = _table().get((region, instance_type))
     if entry is None:
         return None

@@ -146,7 +146,7 @@ class Totals:
     unconfirmed: int  # stop records SageMaker never confirmed: not in any other figure
     would_stop: int | None
     spend_avoided: SpendSum
-    spend_so_far: SpendSum  # what the stopped jobs had cost when they were stopped
+    spend_so_far: SpendSum
     rules: tuple[Group, ...]
     prefixes: tuple[Group, ...]
     days: tuple[Day, ...]

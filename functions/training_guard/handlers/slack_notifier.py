@@ -61,5 +61,4 @@ def process(
 
 
 def _summary(result: MessageResult) -> dict[str, object]:
-    """The message's account (as it was routed) and what happened at each webhook."""
     return {name: list(value) if isinstance(value, list) else value for name, value in vars(result).items()}

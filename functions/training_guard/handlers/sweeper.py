@@ -87,7 +87,6 @@ def process(
 
 
 def _organization(swept: OrganizationSweepReport) -> None:
-    """Each account's report logged with its account, every account that was not swept said, the sums counted."""
     for report in swept.reports:
         _said(report)
         incomplete = report.account in swept.failed

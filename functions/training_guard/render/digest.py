@@ -40,7 +40,6 @@ def window_text(digest: Mapping[str, Any]) -> str:
 
 
 def facts(digest: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) of each total, in the order the report prints them."""
     stopped = count(digest["stops"], "job")
     if digest["unconfirmed_stops"]:
         stopped += f" ({count(digest['unconfirmed_stops'], 'stop attempt')} never confirmed by SageMaker, left out)"
@@ -93,7 +92,6 @@ def title(digest: Mapping[str, Any]) -> str:
 
 
 def summary(digest: Mapping[str, Any]) -> str:
-    """One line: the window and every total (the notification's reason)."""
     return f"{window_text(digest)}: " + "; ".join(f"{label.lower()} {text}" for label, text in facts(digest))
 
 
@@ -118,7 +116,6 @@ def email_text(digest: Mapping[str, Any], *, account: str | None, region: str | 
 
 
 def markdown(digest: Mapping[str, Any]) -> str:
-    """The body of the Amazon Q Developer custom notification (client-markdown)."""
     lines = [f"_{window_text(digest)}_"] + [f"*{label}:* {text}" for label, text in facts(digest)]
     for heading, rows in groups(digest):
         lines += [f"*{heading}:*"] + [f"• {row}" for row in rows]

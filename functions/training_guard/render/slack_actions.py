@@ -46,7 +46,7 @@ class Click:
     user_name: str | None = None
     team: str | None = None
     channel: str | None = None
-    message_ts: str | None = None  # the message the button was on
+    message_ts: str | None = None
     thread_ts: str | None = None  # its thread's parent, when the button was on a reply
     response_url: str | None = None
     action_ts: str | None = None

@@ -43,7 +43,6 @@ _DID_KIND = {TEST_KIND: "Nothing: this is a test of the notification path."}
 
 
 def is_test(doc: Mapping[str, Any]) -> bool:
-    """A test notification (`training-guard test-notification`): it goes to every webhook."""
     return doc.get("kind") == TEST_KIND
 
 
@@ -119,7 +118,6 @@ def _sorted(element: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _checked(blocks: list[Block]) -> list[Block]:
-    """The blocks, once every Block Kit limit is checked: ValueError names the one exceeded."""
     for block in blocks:
         kind = block["type"]
         text: str = block["text"]["text"] if "text" in block else ""

@@ -70,7 +70,7 @@ class AppMode:
     bot: Callable[[], SlackAppPort]
     threads: ThreadStorePort
     waiting: Waiting
-    failure: type[Exception]  # the bot's error class (SlackAppError): `error` and `permanent`
+    failure: type[Exception]
     charts: ChartsPort | None = None
     holder: Callable[[], str] = field(default=lambda: uuid.uuid4().hex)
 
@@ -138,7 +138,7 @@ class MessageResult:
     delivered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
-    deferred: list[str] = field(default_factory=list)  # too little time left: retried later
+    deferred: list[str] = field(default_factory=list)
     transient: list[str] = field(default_factory=list)
     permanent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -226,7 +226,6 @@ class ChatDelivery:
         return graph_link(chart, member) if chart is not None else {}
 
     def _route(self, severity: str, tags: Mapping[str, str], account: str | None) -> list[str]:
-        """The webhooks of a notification about `account`: its own route, or its organizational unit's."""
         unit = self.organization.unit_of(account) if self.organization is not None else None
         return self.slack.route(severity, tags, account=account, unit=unit)
 

@@ -171,8 +171,6 @@ class RespondPort(Protocol):
 
 
 class ClickWorker:
-    """Acts on one acknowledged click (an SQS message from `Interactions`)."""
-
     def __init__(self, *, mutes: MuteWriterPort, stopper: StopPort, say: SayPort, respond: RespondPort) -> None:
         self.mutes = mutes
         self.stopper = stopper

@@ -25,7 +25,7 @@ class Marks(Protocol):
 @dataclass
 class Held:
     state: Claim
-    outcome: str  # recorded when the block completes it
+    outcome: str
     released: bool = False
     unrecorded: GuardError | None = None  # the act is done but completing failed (only with keep_if_unrecorded)
 

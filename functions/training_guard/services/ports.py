@@ -68,7 +68,7 @@ class StopClaim:
 
 class Claim(StrEnum):
     GRANTED = "granted"  # ours to act on, until the lease ends
-    DONE = "done"  # a duplicate
+    DONE = "done"
     BUSY = "busy"  # another attempt holds an unexpired lease: come back later, never drop it
 
 
@@ -102,9 +102,7 @@ class LedgerPort(Protocol):
         """Fold `key` into the guard's confirmed stop of `job`; False when there is none (announce it)."""
         ...
 
-    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
-        """Add what the guard's stop of `job` avoided to its audit record (which must exist)."""
-        ...
+    def record_stop_spend(self, job: str, spend: StopSpend) -> None: ...
 
 
 class PricesPort(Protocol):

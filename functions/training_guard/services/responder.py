@@ -369,7 +369,6 @@ class Responder:
         return finding, spec.action, spec.describe()
 
     def _keep_job_alarms(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> None:
-        """Create a job's per-job alarms when it is first seen running; delete them when it ends."""
         assert self.alarms is not None
         specs, problems = metric_guards.job_alarm_specs(job.name, job.tags)
         if job.running:

@@ -49,7 +49,7 @@ class SweepReport:
     orphaned_alarms_deleted: list[str] = field(default_factory=list)
     reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something (folded too)
     stalled: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
+    failed: dict[str, str] = field(default_factory=dict)
     busy: list[str] = field(default_factory=list)
     budget_warnings: list[str] = field(default_factory=list)
     over_budget: list[str] = field(default_factory=list)

@@ -26,13 +26,13 @@ def thread_key(job: str, channel: str, account: str | None = None) -> str:
 @dataclass(frozen=True)
 class ThreadRecord:
     ts: str | None = None  # the parent's; None while a claim is being posted
-    holder: str | None = None  # the attempt that claimed the parent, while it posts
+    holder: str | None = None
     lease_until: int | None = None  # epoch seconds; the claim may be taken over after it
     card_version: int = 0
 
 
 class ClaimOutcome(StrEnum):
-    GRANTED = "granted"  # ours: post the parent
+    GRANTED = "granted"
     POSTED = "posted"  # the parent exists: reply in its thread
     BUSY = "busy"  # another attempt is posting the parent
 
@@ -71,7 +71,7 @@ class ThreadStorePort(Protocol):
 class Thread:
     ts: str  # the parent's: reply with it as thread_ts, update it in place
     created: bool  # this call posted the parent (its card is current: no update needed)
-    waited: bool = False  # another attempt was posting the parent; this call waited for it
+    waited: bool = False
     orphan_ts: str | None = None  # a parent this call posted that lost to another
 
 

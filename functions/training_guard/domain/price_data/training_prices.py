@@ -22,8 +22,8 @@ class TablePrice:
     source: str  # what the record is, in words (shown with the price as its reference)
     first_hand: bool = False  # read from AWS by this project (else a public record of it)
     repository: str | None = None  # GitHub owner/name of the record; None only when the search did not name it
-    path: str | None = None  # the file in that repository
-    commit: str | None = None  # the commit the file was read at
+    path: str | None = None
+    commit: str | None = None
     usage_type_quoted: bool = True  # the record states the usage type (else: its component, type and region)
 
 
