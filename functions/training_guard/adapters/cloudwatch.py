@@ -88,8 +88,7 @@ class CloudWatchAlarms:
         """Contributors in ALARM of a multi-time-series alarm (botocore has no paginator for it: NextToken by hand)."""
         firing: list[AlarmObservation] = []
         request: dict[str, Any] = {"AlarmName": alarm_name}
-        # The operation is recent (2025): a runtime whose botocore predates it must fail as an AWS call
-        # does (the sweep goes on and its error alarm fires), not with an AttributeError.
+        # Recent (2025): a botocore without it must fail as an AWS call does (the sweep goes on, its alarm fires).
         describe = getattr(self._client, "describe_alarm_contributors", None)
         if describe is None:
             missing = RuntimeError("this runtime's botocore does not know DescribeAlarmContributors")

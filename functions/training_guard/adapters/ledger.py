@@ -86,8 +86,7 @@ class DynamoLedger:
             self._client.update_item(
                 TableName=self._table,
                 Key={_PK: {"S": _stop_key(record.job)}},
-                # Written only when there is none (the item may hold the job's mutes' marker): a retry of the same
-                # rule's stop finds its earlier record and keeps it whole, with what it gathered since.
+                # Only when there is none (the item may hold the mutes' marker): a retry keeps its earlier record whole.
                 **_stop_update(record, ttl_seconds, lease_until=None, condition="attribute_not_exists(#rule)"),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )

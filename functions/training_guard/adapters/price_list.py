@@ -32,8 +32,7 @@ _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 PAGE_SIZE: Final = 100  # GetProducts MaxResults: 1 to 100 (API reference)
 MAX_PAGES: Final = 5  # the filters select one instance type in one region: more pages mean a filter was ignored
-# After the API failed, this container asks it again only after this long (chosen: a sweep every few minutes
-# must not pay the SDK's retries and timeouts for every job while the endpoint is unreachable).
+# After a failure, asked again only after this long (chosen: a sweep must not pay the SDK's retries for every job).
 RETRY_AFTER_FAILURE_SECONDS: Final = 900
 
 # Entries: (expires at, epoch seconds; the quote, or None when the API answered without a usable price).

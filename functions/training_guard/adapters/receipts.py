@@ -83,8 +83,7 @@ def count_outcomes(receipt: Receipt) -> None:
             name=contract.Metric.NOTIFICATIONS_PUBLISHED, unit=MetricUnit.Count, value=len(receipt.notifications)
         )
     if receipt.folded:
-        # Acted on and recorded (the ledger's outcome "folded", the stop record's audit), never published:
-        # this line is what a person searching the logs for a missing message finds.
+        # Acted on and recorded, never published: what a person searching the logs for a missing message finds.
         logger.info(
             "folded into the guard's stop of the job, not announced",
             extra={"training_job": receipt.job, "transitions": receipt.folded},

@@ -27,8 +27,7 @@ MAX_RETRY_AFTER_SECONDS = 10
 MIN_INTERVAL_SECONDS = 1.0
 # Longest back-off before a retry of a 5xx or a connection error: the last interval, doubled by jitter.
 MAX_BACKOFF_SECONDS = 2 * BACKOFF_FACTOR * 2 ** (MAX_RETRIES - 1)
-# One attempt at most (pacing, the HTTP timeout): started only with this much time left, since a timed-out
-# notifier returns its whole batch to the queue.
+# One attempt at most (pacing, the HTTP timeout): started only with this much time left (a timeout fails the batch).
 ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
 CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError)  # retried as a 5xx is
 USER_AGENT = "training-guard"
@@ -80,9 +79,8 @@ def retry_wait(
     deadline: Deadline,
     backoff_factor: float,
 ) -> float | None:
-    """Seconds to wait before retrying attempt `attempt` (0 the first); None: no retry. A 429 waits Retry-After plus
-    up to a second when that is short and fits the time left; a 5xx, a timeout or a connection error backs off
-    factor x 2^attempt plus up to as much, when the longest back-off fits; at most MAX_RETRIES retries."""
+    """Seconds before retrying attempt `attempt` (0 the first); None: no retry. A 429 waits Retry-After (+ up to 1 s)
+    when it fits; a 5xx, timeout or connection error backs off factor x 2^attempt (+ as much); MAX_RETRIES at most."""
     if attempt >= MAX_RETRIES:
         return None
     jitter = random.random()  # noqa: S311 - jitter, not cryptography
@@ -106,8 +104,7 @@ def slack_retries(deadline: Deadline, backoff_factor: float) -> RetryRule:
 def retry_connection_once(
     attempt: int, status: int | None, headers: Mapping[str, Any], error: BaseException | None
 ) -> float | None:
-    """One retry of a refused or reset connection after 0.5 s plus up to a second, nothing else (what slack_sdk's
-    WebhookClient did by default: the response_url's answers)."""
+    """One retry of a refused or reset connection after 0.5 to 1.5 s, as slack_sdk's WebhookClient did."""
     if attempt == 0 and status is None and isinstance(error, URLError | ConnectionResetError | RemoteDisconnected):
         return 0.5 + random.random()  # noqa: S311 - jitter, not cryptography
     return None
@@ -116,8 +113,7 @@ def retry_connection_once(
 def exchange(
     request: Request, *, retry: RetryRule, timeout: float, logger: logging.Logger
 ) -> tuple[int, Mapping[str, str], str]:
-    """Send `request` (http or https only), retried as `retry` says: the last answer's status, headers and body, or
-    the last connection error raised."""
+    """Send `request` (http(s) only), retried as `retry` says: the last status, headers and body, or the last error."""
     if not request.full_url.lower().startswith(("https://", "http://")):
         raise ValueError(f"Invalid URL detected: {request.full_url}")
     attempt = 0

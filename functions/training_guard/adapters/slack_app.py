@@ -125,9 +125,8 @@ class SlackApp:
             raise _failure(action, exc) from exc
 
     def upload_png(self, channel: str, thread_ts: str, png: bytes, *, filename: str, title: str, alt_text: str) -> str:
-        """Share a PNG in the thread of `thread_ts` in Slack's three steps (files.getUploadURLExternal, the POST of
-        the bytes, files.completeUploadExternal: https://docs.slack.dev/reference/methods/files.getUploadURLExternal);
-        its file ID."""
+        """Share a PNG in the thread of `thread_ts` in Slack's three steps (files.getUploadURLExternal, the POST,
+        files.completeUploadExternal: docs/limits.md); its file ID."""
         action = f"upload {filename} to thread {thread_ts} of {channel}"
         self._need(action, calls=UPLOAD_CALLS)
         self._pace(channel)
@@ -175,8 +174,7 @@ class SlackApp:
     def _call(
         self, method: str, *, json_body: Mapping[str, Any] | None = None, form: Mapping[str, Any] | None = None
     ) -> Mapping[str, Any]:
-        """One Web API method (https://docs.slack.dev/apis/web-api): JSON for chat.*, a form for files.*, retried by
-        adapters/slack.py's rules; its answer when `ok`, else `_ApiError`."""
+        """One Web API call: JSON for chat.*, a form for files.*, retried by slack.py's rules; the answer when `ok`."""
         headers = {"Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT}
         data: bytes | None = None
         if json_body:

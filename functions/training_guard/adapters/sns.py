@@ -23,10 +23,8 @@ _TEXT_LIMITS = (None, 1024, 256, 64)
 
 
 def sns_message(notification: Notification, *, members: Collection[str] = ()) -> str:
-    """The `MessageStructure="json"` body: prose for e-mail and SMS, Q Developer's form for HTTPS, the document else.
-
-    UTF-8, not \\u-escaped (6 to 12 bytes a letter); too long for one SNS message, its long strings are cut to the
-    first of `_TEXT_LIMITS` that fits rather than the notification lost."""
+    """The `MessageStructure="json"` body: prose for e-mail and SMS, Q Developer's form for HTTPS, the document else;
+    UTF-8, not \\u-escaped; long strings cut to the first of `_TEXT_LIMITS` that fits rather than the message lost."""
     document, email = notification.document(), notification.email_text()
     budget = SNS_MAX_MESSAGE_BYTES - _ATTRIBUTES_ALLOWANCE
     for limit in _TEXT_LIMITS:

@@ -93,9 +93,7 @@ def setting(
     why: str | None = None,
     derived_default: DerivedDefault | None = None,
 ) -> Any:
-    """A configuration field: the dataclass default (or `factory`) plus its declaration.
-
-    With neither `default` nor `factory` the setting is required."""
+    """A configuration field: the default (or `factory`; with neither, required) plus its declaration."""
     meta = {
         _SETTING: Setting(
             doc=doc,

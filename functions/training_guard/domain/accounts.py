@@ -13,9 +13,8 @@ if TYPE_CHECKING:
 
 # arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
 ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"
-# A member's job in the state table: "<account>/<job>", since names are unique per account and region only. Job
-# names are letters, digits and hyphens, so the separator cannot be part of one
-# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
+# A member's job in the state table: "<account>/<job>" (names are unique per account and region only; job names
+# hold no "/": https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
 SCOPE_SEPARATOR = "/"
 
 

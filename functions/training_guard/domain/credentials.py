@@ -18,8 +18,7 @@ PUBLISHED = frozenset(
     }
 )
 PLACEHOLDER_MARK = "REPLACE-ME"
-# Slack documents no format; app credentials pages show 32 letters and digits (its own example is not hex), so this
-# is a floor on the shape, not a pattern of Slack's.
+# Slack documents no format; its pages show 32 letters and digits: a floor on the shape, not Slack's pattern.
 SIGNING_SECRET_SHAPE = re.compile(r"[A-Za-z0-9]{32,}")
 SIGNING_SECRET_WORDS = "32 or more letters and digits, from the app's Basic Information page"  # noqa: S105
 BOT_TOKEN_PREFIX = "xoxb-"  # noqa: S105 - the prefix of a bot user's token (domain.md section 8)

@@ -15,8 +15,7 @@ from training_guard.config import json_words
 from training_guard.domain.text import ascii_int
 from training_guard.domain.values import mapping
 
-# Fixed vocabularies (the SageMaker API model). Unknown values are kept as they are: SageMaker
-# adds statuses over time and an unknown one must never crash the guard.
+# SageMaker's vocabularies; unknown values are kept as they are: SageMaker adds statuses, they must not crash the guard.
 IN_PROGRESS = "InProgress"
 COMPLETED = "Completed"
 FAILED = "Failed"
@@ -73,8 +72,7 @@ class TrainingJob:
     secondary_status: str | None = None
     failure_reason: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
-    # False when the source said nothing of tags (an event without `Tags`, DescribeTrainingJob): `tags`
-    # is then empty for want of knowing, not because the job has none.
+    # False when the source said nothing of tags: `tags` is then empty for want of knowing, not because there are none.
     tags_known: bool = True
     # None: the source did not say (the event omitted the lists); () : it said "no rules".
     rules: tuple[Finding, ...] | None = None
@@ -87,11 +85,9 @@ class TrainingJob:
     metric_names: tuple[str, ...] = ()
     metric_definitions: tuple[tuple[str, str], ...] = ()  # (Name, Regex): how SageMaker reads the job's log
     tuning_job_arn: str | None = None
-    # When the job last entered the secondary status "Training" (SecondaryStatusTransitions): after
-    # data download, and again after a spot restart. None when the source did not list transitions.
+    # The latest entry into "Training" (after data download, and again after a spot restart); None: not listed.
     training_phase_start: datetime | None = None
-    # What the job is billed for (ResourceConfig, StoppingCondition and the times DescribeTrainingJob reports
-    # once it ended); None or empty when the source did not say. See `billed_instances`.
+    # What the job is billed for (`billed_instances`); None or empty when the source did not say.
     instance_groups: tuple[InstanceGroup, ...] = ()
     selected_instance_type: str | None = None  # picked by SageMaker from ResourceConfig.InstancePreferences
     selected_instance_count: int | None = None
@@ -226,8 +222,7 @@ def parse_seconds(value: Any) -> float | None:
 
 
 def _instance_groups(value: Any) -> tuple[InstanceGroup, ...]:
-    """Every listed group, a malformed one too (as a group of unknown type and count): dropping it would price
-    the job lower than it is billed."""
+    """Every listed group, a malformed one too (unknown type and count): dropping it would under-price the job."""
     if not isinstance(value, list):
         return ()
     return tuple(

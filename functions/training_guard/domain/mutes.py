@@ -17,8 +17,7 @@ from training_guard.domain.job_names import JOB_NAME, RULE_NAME_MAX
 ALL_RULES = "*"  # the rule of an exemption: the whole job
 SNOOZE_SECONDS = 3600  # the Slack button "Snooze 1 h" (issue 14)
 MIN_MUTE_SECONDS = 60
-# A job runs at most this long, counting the upload after training (config.py, from StoppingCondition's reference):
-# a mute has nothing left to silence after it.
+# A job runs at most this long, counting the upload after training: a mute has nothing left to silence after it.
 MAX_MUTE_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING
 # The item outlives its longest mute by a day; every write sets it again, so the newest write decides.
 RECORD_TTL_SECONDS = (MAX_MUTE_DAYS + 1) * 86400

@@ -247,8 +247,7 @@ def click_worker() -> ClickWorker:
 
 
 def click_worker_for(context: Any) -> ClickWorker:
-    """The click worker for one invocation: the container's parts, and a stopper with this invocation's lease,
-    account and region (nothing of them set on what the container keeps)."""
+    """The click worker for one invocation: a stopper with its lease, account and region, none set on shared parts."""
     from training_guard.services.clicks import ClickWorker
 
     kept = click_worker()

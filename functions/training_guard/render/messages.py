@@ -79,8 +79,7 @@ class Notification:
     digest: Mapping[str, Any] | None = None
 
     def spend_document(self) -> dict[str, Any] | None:
-        """The `spend` object of the document: `Spend.as_dict`, with spend avoided only where a stop is in
-        question (elsewhere `avoided_usd` and `avoided_label` are null: not applicable, not unknown)."""
+        """`Spend.as_dict`, spend avoided only where a stop is in question (elsewhere null: not applicable)."""
         if self.spend is None:
             return None
         spend = self.spend if self.outcome in STOP_OUTCOMES else self.spend.without_avoided()

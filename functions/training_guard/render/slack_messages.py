@@ -151,8 +151,7 @@ def check_document(doc: Any) -> Mapping[str, Any]:
 def render(
     doc: Mapping[str, Any], *, extra_links: Mapping[str, str] | None = None, actions: list[dict[str, Any]] | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks as dicts) for one notification document; `extra_links` beside the document's (the
-    metric's graph), `actions` the guard's buttons (app mode: `buttons`)."""
+    """(fallback text, blocks) of a document; `extra_links` beside its own (the graph), `actions` its buttons."""
     doc = check_document(doc)
     if doc["kind"] == DIGEST_KIND:
         return render_digest(doc)

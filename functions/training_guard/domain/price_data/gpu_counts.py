@@ -42,8 +42,7 @@ GPU_COUNTS: Final[dict[str, tuple[int, str]]] = {
     "ml.g6.16xlarge": (1, BATCH_GUIDE),
 }
 
-# GPU training types (botocore's TrainingInstanceType, families ml.p* and ml.g*) whose count no AWS page
-# consulted gives: the idle-GPU guard cannot normalise their hosts and says so.
+# GPU training types whose count no AWS page consulted gives: the idle-GPU guard says it cannot normalise them.
 UNCITED_GPU_TRAINING_TYPES: Final[frozenset[str]] = frozenset(
     {
         "ml.g6.24xlarge",
