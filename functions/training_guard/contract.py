@@ -8,8 +8,7 @@ from typing import Final
 SAGEMAKER_EVENT_SOURCE: Final = "aws.sagemaker"
 TRAINING_JOB_STATE_CHANGE: Final = "SageMaker Training Job State Change"
 
-# The job-events rule matches on source and detail-type only: content checks happen in code,
-# where they are tested and logged (patterns on nested arrays also behave differently in moto).
+# Source and detail-type only: content checks happen in code, where they are tested and logged.
 JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
     "source": [SAGEMAKER_EVENT_SOURCE],
     "detail-type": [TRAINING_JOB_STATE_CHANGE],
@@ -38,15 +37,13 @@ ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds b
 ENV_SLACK_BOT_TOKEN_SECRET: Final = "TRAINING_GUARD_SLACK_BOT_TOKEN_SECRET"  # noqa: S105 - a variable's name
 ENV_SLACK_SIGNING_SECRET: Final = "TRAINING_GUARD_SLACK_SIGNING_SECRET"  # noqa: S105 - a variable's name
 ENV_CLICK_QUEUE_URL: Final = "TRAINING_GUARD_CLICK_QUEUE_URL"
-# The chat queue, for the functions that fold a job's end into the guard's stop: they hand its card update to the
-# notifier directly (not through the topic, whose e-mail and Q Developer subscribers must not see it).
+# Where the functions that fold a job's end into the stop send its card update (the topic's e-mail must not see it).
 ENV_CHAT_QUEUE_URL: Final = "TRAINING_GUARD_CHAT_QUEUE_URL"
 # slack.app.allowed_users, comma-separated: the acknowledgement reads no configuration file.
 ENV_SLACK_ALLOWED_USERS: Final = "TRAINING_GUARD_SLACK_ALLOWED_USERS"
 # The Slack Web API's base URL (unset: Slack's own); the local emulation points it at 127.0.0.1.
 ENV_SLACK_API_URL: Final = "TRAINING_GUARD_SLACK_API_URL"
-# Path of the GuardConfig as a JSON file (the stack ships it in a layer: Lambda allows only 4 KB of
-# environment). When unset, the functions read ENV_CONFIG, inline JSON (unit tests).
+# The GuardConfig as a JSON file in a layer (Lambda allows 4 KB of environment); unset: ENV_CONFIG, inline JSON.
 ENV_CONFIG_FILE: Final = "TRAINING_GUARD_CONFIG_FILE"
 
 # Attribution written onto a job the guard stopped (SageMaker tag keys allow ':' and '-').
@@ -60,14 +57,12 @@ STOPPED_BY_VALUE: Final = "training-guard"
 DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
 DEFAULT_NOTIFY_ONLY_TAG: Final = "training-guard:notify-only"
 DEFAULT_BUDGET_TAG: Final = "training-guard:budget-usd"
-# Opt-in stopping: the policy and the IAM condition on StopTrainingJob share it. IAM's StringEquals is
-# case-sensitive, so the policy compares exactly too ("True" is not opted in).
+# Opt-in stopping, shared with the IAM condition on StopTrainingJob: StringEquals is case-sensitive, so is the policy.
 STOP_OPT_IN_VALUE: Final = "true"
 STOP_OPT_IN_OPERATOR: Final = "StringEquals"
 
 
 def stop_opted_in(tags: dict[str, str] | None, key: str) -> bool:
-    """Whether a job's tags opt it in to stopping, exactly as the IAM condition will decide."""
     return (tags or {}).get(key) == STOP_OPT_IN_VALUE
 
 
@@ -80,8 +75,7 @@ TABLE_TTL_ATTRIBUTE: Final = "expires_at"  # epoch seconds, DynamoDB TTL
 STOP_KEY_PREFIX: Final = "stop#"  # + the job (a member's: <account>/<job>): its stop record and its mutes' marker
 
 GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
-# Per stop by the guard: what it avoided, up to, in US dollars at list price (never sent when unknown), with the
-# stopping rule or metric guard as a dimension; the dashboard sums it per day and per rule (Metrics Insights).
+# Per stop: what it avoided, up to, in US dollars at list price (never when unknown), the stopping rule a dimension.
 SPEND_AVOIDED_METRIC: Final = "SpendAvoidedUSD"
 # Fleet guards whose Metrics Insights alarm was over a CloudWatch cap in a sweep (the sweeper judged their jobs).
 FLEET_ALARMS_OVER_CAP_METRIC: Final = "FleetAlarmsOverCap"
@@ -111,8 +105,7 @@ class Metric(StrEnum):
     LOG_DELIVERIES_UNFINISHED = "LogDeliveriesUnfinished"
 
 
-# A refusal because a Slack secret holds a placeholder, nothing, or no credential (the endpoint's 503, the bot's and a
-# webhook's parked message): one self-alarm watches it.
+# Refusals for want of a Slack secret (the endpoint's 503, a parked message): one self-alarm watches it.
 SECRET_NOT_SET_METRIC: Final = "SecretNotSet"  # noqa: S105 - a metric name
 SERVICE_DIMENSION: Final = "service"  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
 SERVICE_NAME: Final = "training-guard"
@@ -140,13 +133,11 @@ LOG_FILTER_PATTERN: Final = "%[Ll]oss|LOSS|[Nn]a[Nn]|NAN|[Ii]nfinity|=-?inf|#011
 WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in this secret"
 BOT_TOKEN_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's bot token (xoxb-...) in this secret"  # noqa: S105
 SIGNING_SECRET_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's signing secret in this secret"  # noqa: S105
-# Who stopped a job from a Slack button: the `training-guard:stopped-by` tag and the audit record say
-# `slack:<user id>` (the guard's own stops say STOPPED_BY_VALUE).
+# Who stopped a job from a Slack button, in the stopped-by tag and the audit record: `slack:<user id>`.
 STOPPED_BY_SLACK_PREFIX: Final = "slack:"
 
 
 def stopped_by(rule: str) -> str:
-    """Who a stop is attributed to: the person who pressed Stop now (rule `slack:<user id>`), else the guard."""
     return rule if rule.startswith(STOPPED_BY_SLACK_PREFIX) else STOPPED_BY_VALUE
 
 

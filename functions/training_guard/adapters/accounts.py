@@ -1,6 +1,4 @@
-"""Acting in a member account: STS AssumeRole into the member's role, one session per account.
-
-Only configured members get a role ARN; sessions are renewed before their one-hour credentials expire."""
+"""Acting in a member account: STS AssumeRole into the member's role, one session per account."""
 
 from __future__ import annotations
 
@@ -135,7 +133,6 @@ class MemberAccess:
         )
 
     def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
-        """`base` sweeping `account`: the member's jobs, alarms and metrics, the responder acting there."""
         from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
         from training_guard.adapters.sagemaker import SageMakerJobs
         from training_guard.services.sweeper import Sweeper

@@ -3,8 +3,7 @@
 Each setting is declared once by `setting()`; the reader, the README's table and `configs/schema.json` derive from it.
 A small strict reader, not pydantic (~50 ms of cold start, measured): unknown keys refused, every problem reported."""
 
-# The settings are dataclass fields made by `setting()`, a wrapper of `dataclasses.field` (RUF009
-# cannot tell): each call builds a field, not a shared mutable default.
+# `setting()` wraps `dataclasses.field` (RUF009 cannot tell): each call builds a field, not a shared default.
 # ruff: noqa: RUF009
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ class ConfigError(ValueError):
         super().__init__(f"{source} is invalid:\n{lines}")
 
 
-# The three declaration classes are plain dataclasses: a frozen one costs ~0.45 ms more at import
-# (measured), and import time is cold-start time.
+# Plain dataclasses: a frozen one costs ~0.45 ms more at import (measured), and import time is cold-start time.
 @dataclass(eq=False)
 class DerivedDefault:
     """A default that depends on sibling settings: `rule(the values read so far)`, described in words."""
@@ -913,9 +911,8 @@ _ORGANIZATION_ID_PATTERN = r"^o-[a-z0-9]{10,32}$"
 _BUS_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,256}$"
 # Role names: letters, digits and +=,.@_-; IAM allows 64 characters, the guard 24 (below; docs/limits.md).
 _ROLE_NAME_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,24}$"
-# Each member is a principal of the hub bus's policy and a role ARN in each acting hub function's AssumeRole
-# statement: 100 members with role names of up to 24 characters fit both caps (docs/limits.md,
-# tests/infra/test_organization_limits.py); with names of 32 characters the sweeper's would not.
+# Each member is a bus-policy principal and a role ARN in each acting hub function's AssumeRole: 100 members with role
+# names of 24 characters fit both caps, 32 would not (docs/limits.md, tests/infra/test_organization_limits.py).
 MAX_MEMBER_ACCOUNTS = 100
 STACK_SET_CALLERS = ("SELF", "DELEGATED_ADMIN")
 

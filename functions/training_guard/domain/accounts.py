@@ -1,6 +1,4 @@
-"""Which accounts the guard acts in, and as whom. Pure: no boto3, no environment.
-
-Single account: only its own. Organization: the hub and the configured members, each through its role (`NotAMember`)."""
+"""Which accounts the guard acts in, and as whom. Pure: no boto3, no environment."""
 
 from __future__ import annotations
 

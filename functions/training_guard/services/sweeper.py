@@ -552,7 +552,6 @@ def fleet_series(guard: MetricGuard, running: dict[str, TrainingJob]) -> list[tu
 
 
 def hosts_of(job: TrainingJob) -> list[str]:
-    """The `Host` dimension values of a job's instances: `<job>/algo-1` to `<job>/algo-<instances>`."""
     instances = sum(max(group.count or 1, 1) for group in job.billed_instances)
     return [f"{job.name}/algo-{n}" for n in range(1, instances + 1)]
 
