@@ -82,8 +82,6 @@ def bot_token(secret_id: str, value: str) -> str:
 
 
 class SlackApp:
-    """One workspace's bot: post a job's parent message, reply in its thread, update the parent, upload a chart."""
-
     def __init__(
         self,
         token: str,

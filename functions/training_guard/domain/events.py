@@ -241,7 +241,6 @@ def parse_flag(value: Any) -> bool:
 
 
 def _training_phase_start(value: Any) -> datetime | None:
-    """Start of the latest "Training" secondary status: when the job really began training."""
     if not isinstance(value, list):
         return None
     starts = [

@@ -83,8 +83,7 @@ def price_cache_key(region: str, instance_type: str) -> str:
 
 
 def get_products_filters(region: str, instance_type: str) -> list[dict[str, str]]:
-    # No AWS page lists SageMaker's attribute values; llmeter uses these names for the same lookup
-    # (https://awslabs.github.io/llmeter/reference/callbacks/cost/providers/sagemaker).
+    # No AWS page lists SageMaker's attribute values: llmeter's names for the same lookup (docs/design/pricing.md).
     wanted = {"regionCode": region, "instanceName": instance_type, "component": TRAINING_COMPONENT}
     return [{"Type": "TERM_MATCH", "Field": name, "Value": value} for name, value in wanted.items()]
 
@@ -104,8 +103,7 @@ def parse_usd(value: Any) -> float | None:
 
 
 def parse_price_list(items: Iterable[Any], *, region: str, instance_type: str) -> PriceParse:
-    """The hourly on-demand USD price of `instance_type` in `region` from GetProducts' `PriceList` items; products
-    that disagree give none (https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html)."""
+    """`instance_type`'s hourly on-demand USD price in `region` from GetProducts' items (docs/design/pricing.md)."""
     prices: dict[float, str | None] = {}  # price -> SKU
     published: list[str] = []
     count = 0
@@ -237,9 +235,7 @@ def _types(groups: Iterable[InstanceGroup]) -> tuple[str, ...]:
 
 
 def job_spend(job: TrainingJob, prices: Mapping[str, PriceQuote | None], *, now: datetime) -> Spend:
-    # Billing: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html; the max
-    # runtime defaults to a day: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html;
-    # instances: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html.
+    # Billed time, the max runtime's default and the instances: docs/design/pricing.md cites each.
     return compute_spend(
         job.billed_instances,
         prices,
@@ -294,7 +290,6 @@ def compute_spend(
     if max_runtime_seconds is None:
         notes.append("no MaxRuntimeInSeconds: spend avoided unknown")
     else:
-        # Without a start time nothing is known to have run: the whole max runtime is the upper bound.
         seconds_left = max(0.0, max_runtime_seconds - (ran or 0.0))
     if spot:
         notes.append("managed spot training: the list price is an upper bound")
