@@ -1,7 +1,6 @@
 """DynamoDB: the transition ledger (exactly-once) and the stop audit records.
 
-The items and their attributes: docs/design/exactly-once.md.
-"""
+The items and their attributes: docs/design/exactly-once.md."""
 
 from __future__ import annotations
 
@@ -34,7 +33,6 @@ class DynamoLedger:
         self._table = table
 
     def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
-        """Claim a transition for `lease_seconds`: granted, done before, or held by another attempt."""
         # Powertools Idempotency's in-progress semantics, but one event holds several transitions, each its own.
         epoch = int(now.timestamp())
         try:
@@ -88,10 +86,8 @@ class DynamoLedger:
             self._client.update_item(
                 TableName=self._table,
                 Key={_PK: {"S": _stop_key(record.job)}},
-                # Written only when there is none (the item may hold the job's mutes' marker): a retry of the same
-                # rule's stop finds its earlier record and keeps it whole, with what it gathered since.
+                # Only when there is none (the item may hold the mutes' marker): a retry keeps its earlier record whole.
                 **_stop_update(record, ttl_seconds, lease_until=None, condition="attribute_not_exists(#rule)"),
-                # The record that made the condition fail, read in the same write.
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
@@ -155,8 +151,7 @@ class DynamoLedger:
 
     def fold(self, job: str, key: str) -> bool:
         # ADD to a set is idempotent (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/dynamodb/aws.sdk.kotlin.services.dynamodb.model/-update-item-request/update-expression.html);
-        # a job's keys (at most 20 Debugger and 20 Profiler rules, guards, its end) fit the 400 KB item
-        # (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html).
+        # a job's keys (20 Debugger and 20 Profiler rules, guards, its end) fit the 400 KB item (docs/limits.md).
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -307,7 +302,6 @@ def _record(item: dict[str, Any]) -> StopRecord:
 
 
 def _usd(amount: float | None) -> dict[str, Any]:
-    """Dollars to the cent as a DynamoDB number, or NULL when unknown."""
     return {"NULL": True} if amount is None else {"N": f"{amount:.2f}"}
 
 
