@@ -189,7 +189,7 @@ MUTES, CLAIM, COMPLETE, PUBLISH, PRICE = (
     "dynamodb:GetItem price",
 )
 # The stop record with a lease, written only with no stop recorded and no mute in force (ledger.claim_first_stop).
-FIRST_WRITE = "dynamodb:UpdateItem stop record + lease"
+FIRST_WRITE = "dynamodb:PutItem stop record + lease"
 # What the design makes a stop call, each once (tests/unit/test_bench.py holds the bench to it).
 STOP_CALLS = (
     FIRST_WRITE,
@@ -949,7 +949,7 @@ def calls_finding(calls: list[dict[str, Any]]) -> str:
         )
     return (
         "- **Calls per reaction** are exactly the design's, call by call (the table's why). A stop's one write before "
-        "`StopTrainingJob` is one conditional UpdateItem (the stop record with a lease, no mute in force: "
+        "`StopTrainingJob` is one conditional PutItem (the stop record with a lease, no mute in force: "
         "docs/design/responder.md); the transition's claim follows the stop."
     )
 

@@ -148,8 +148,8 @@ def test_the_stops_one_write_asks_about_mutes_only_when_told() -> None:
         ledger.claim_first_stop(
             record("VanishingGradient"), now=NOW, lease_seconds=60, ttl_seconds=60, check_mutes=False
         )
-        [write] = [kwargs for name, kwargs in client.calls if name == "update_item"]
-        assert ":now" not in write["ExpressionAttributeValues"]
+        [write] = [kwargs for name, kwargs in client.calls if name == "put_item"]
+        assert "ExpressionAttributeValues" not in write
         assert "#until" not in write["ExpressionAttributeNames"]
         assert write["ConditionExpression"] == "attribute_not_exists(#rule)"
 
