@@ -34,8 +34,7 @@ NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
 _RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
-# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
-_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")  # a SageMaker tag value holds no comma (docs/limits.md); offline ones may
 _AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
@@ -140,11 +139,11 @@ class _Series:
 
     def __init__(self, name: str, keep: int = 0) -> None:
         self.name = name
-        self.count = 0  # points folded in order
+        self.count = 0
         self.best = math.inf  # loss: the lowest level, in the log (see LEVEL_ALPHA); validation: the lowest value
         self.best_line: int | None = None
-        self.level: float | None = None  # the exponential average of the log of the loss
-        self.noise: float | None = None  # the average |change of the log| from one point to the next
+        self.level: float | None = None
+        self.noise: float | None = None
         self.prev: float | None = None
         self.last_log: float | None = None
         self.window: deque[float] = deque(maxlen=keep or None)  # the last 2 x num_steps values folded in order
@@ -212,7 +211,7 @@ class StreamState:
     def __init__(self) -> None:
         self.ts: int | None = None  # the newest timestamp folded
         self.ids: list[str] = []  # digests of the ids folded at `ts`
-        self.batches: list[str] = []  # digests of the last batches folded
+        self.batches: list[str] = []
         self.lines = 0  # lines folded in order: a firing's line in the Lambda
         self.first_ms: int | None = None
         self.point_ms: int | None = None  # timestamp of the newest point read
@@ -361,7 +360,7 @@ def evaluate(
     if not rules.enabled or not events:
         return folded, []
     plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
-    if plan is None:  # the job's tag turns the log rules off
+    if plan is None:
         return folded, []
     batch = _digest("\n".join([event.id for event in events]))
     if batch in folded.batches:
