@@ -143,8 +143,8 @@ class LogReceipt:
 
 @dataclass
 class StallReport:
-    checked: int = 0  # running jobs whose streams were asked
-    stalled: list[str] = field(default_factory=list)  # streams whose firing went to the responder
+    checked: int = 0
+    stalled: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # jobs left to the next check for want of time
     findings: Receipt | None = None
 
@@ -164,7 +164,7 @@ class JobLog:
     reader: LineReader
     tags: Mapping[str, str]
     problems: tuple[tuple[str, str], ...] = ()  # (kind, what went wrong)
-    missing: bool = False  # SageMaker does not know the job
+    missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,8 +179,8 @@ class _Batch:
     now: datetime
     invocation: Invocation
     receipt: LogReceipt
-    save_reserve: float  # seconds kept for the state's save
-    act_reserve: float  # ... and for one firing's stop path
+    save_reserve: float
+    act_reserve: float
 
 
 def is_scheduled(event: Any) -> bool:
@@ -518,7 +518,7 @@ class LogWatch:
             if not guard.config.selects(job):
                 continue
             if invocation.time_left() < ACT_RESERVE_SECONDS:
-                report.not_checked.append(job)  # the next check asks again
+                report.not_checked.append(job)
                 continue
             report.checked += 1
             for stream in self.states.streams(job, account=account):
