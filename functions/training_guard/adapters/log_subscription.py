@@ -32,10 +32,10 @@ RESPONSE_TIMEOUT_SECONDS = 10
 class Status(StrEnum):
     """What the deploy did to the subscription: the custom resource's `Status` attribute and the stack output."""
 
-    SUBSCRIBED = "subscribed"  # ours created
+    SUBSCRIBED = "subscribed"
     UPDATED = "updated"  # ours was there: updated in place
     NOT_SUBSCRIBED = "not-subscribed"  # the group holds two filters of others (or refused ours): nothing touched
-    REMOVED = "removed"  # delete: ours removed
+    REMOVED = "removed"
     NOTHING_TO_REMOVE = "nothing-to-remove"  # delete: no filter of ours (or ours now sends elsewhere: kept)
     FAILED = "failed"  # a member only: its log role refused or a call failed (the hub's own group fails the deploy)
 
