@@ -1,7 +1,6 @@
 """Debugger's loss rules over a log stream's lines: folded one point at a time into bounded, idempotent state.
 
-The rules, their defaults and what duplicates and reorders can and cannot change: docs/design/log-rules.md.
-"""
+The rules, their defaults and what duplicates and reorders can and cannot change: docs/design/log-rules.md."""
 
 from __future__ import annotations
 
