@@ -1,7 +1,6 @@
 """The log-rules wing at run time: a log delivery folded into its stream's state, firings to the responder, then a save.
 
-Also the scheduled stall check; the order and what a timeout at each step does: docs/design/log-path.md.
-"""
+Also the scheduled stall check; the order and what a timeout at each step does: docs/design/log-path.md."""
 
 from __future__ import annotations
 
