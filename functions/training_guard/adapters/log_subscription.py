@@ -1,5 +1,6 @@
-"""The log-rules subscription filter on the training log group: what to do is decided from what the group holds
-(pure), then applied with CloudWatch Logs' API. It never touches a filter it did not create, nor another group."""
+"""The log-rules subscription filter on the training log group: planned from what the group holds, then applied.
+
+It never touches a filter it did not create, nor another group (docs/design/log-subscription.md)."""
 
 from __future__ import annotations
 
@@ -22,24 +23,19 @@ from training_guard.adapters.clients import RETRY_CONFIG, client, error_code, er
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# CloudWatch Logs allows two subscription filters a log group, not adjustable
-# (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutSubscriptionFilter.html).
-FILTERS_PER_GROUP_MAX = 2
-# The only group the guard subscribes to: never one of its own (its functions' logs would feed it: a loop).
-SUBSCRIBABLE_GROUPS = frozenset({contract.TRAINING_LOG_GROUP})
-# A custom resource's response is at most 4096 bytes; its reason is cut well inside that.
-# https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html
-REASON_MAX_CHARS = 1000
+FILTERS_PER_GROUP_MAX = 2  # CloudWatch Logs' limit a log group, not adjustable (docs/limits.md)
+SUBSCRIBABLE_GROUPS = frozenset({contract.TRAINING_LOG_GROUP})  # never the guard's own: its logs would loop
+REASON_MAX_CHARS = 1000  # well inside a custom resource's 4,096-byte response (docs/limits.md)
 RESPONSE_TIMEOUT_SECONDS = 10
 
 
 class Status(StrEnum):
     """What the deploy did to the subscription: the custom resource's `Status` attribute and the stack output."""
 
-    SUBSCRIBED = "subscribed"  # ours created
+    SUBSCRIBED = "subscribed"
     UPDATED = "updated"  # ours was there: updated in place
     NOT_SUBSCRIBED = "not-subscribed"  # the group holds two filters of others (or refused ours): nothing touched
-    REMOVED = "removed"  # delete: ours removed
+    REMOVED = "removed"
     NOTHING_TO_REMOVE = "nothing-to-remove"  # delete: no filter of ours (or ours now sends elsewhere: kept)
     FAILED = "failed"  # a member only: its log role refused or a call failed (the hub's own group fails the deploy)
 
@@ -103,8 +99,7 @@ def plan_subscribe(wanted: Subscription, existing: Sequence[Filter]) -> Plan:
 
 
 def plan_unsubscribe(wanted: Subscription, existing: Sequence[Filter]) -> Plan:
-    """Remove ours only, and only while it still sends to this stack's function (another stack may have taken the
-    name since)."""
+    """Remove ours only, and only while it still sends to this stack's function (another stack may have the name)."""
     ours = [f for f in existing if f.name == wanted.name]
     if not ours:
         return Plan(False, False, Status.NOTHING_TO_REMOVE, f"no filter {wanted.name} on {wanted.group}")
@@ -164,8 +159,7 @@ class LogSubscriptions:
     def subscribe(self, wanted: Subscription) -> Plan:
         existing = self.filters(wanted.group)
         if existing is None:
-            # The group appears with the account's first training job; made now (default retention: never
-            # expire, as SageMaker would make it), so the subscription is in place before that job's first line.
+            # made now, as SageMaker would, so that the filter is there before the first job's first line
             try:
                 self.logs.create_log_group(logGroupName=wanted.group)
             except ClientError as exc:
@@ -203,10 +197,7 @@ class LogSubscriptions:
         return plan
 
 
-# --- members of an organization -------------------------------------------------------------------------------------
-# A member's filter is put through its log role, several members at once: each is a few calls (AssumeRole, describe,
-# put) that mostly wait on the network; 8 at a time bring 100 members well inside the subscriber's timeout.
-MEMBER_WORKERS = 8
+MEMBER_WORKERS = 8  # members' calls mostly wait on the network (docs/design/log-subscription.md)
 MEMBERS_SUMMARY_MAX_CHARS = 1000  # beside the reason and the detail, within the response's 4096 bytes
 _ACCOUNT = re.compile(r"\d{12}")
 
@@ -239,8 +230,7 @@ class Members:
 
 
 def member_work(kind: str, new: Members | None, old: Members | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(subscribe, unsubscribe) for a request: Create and Update put ours in every configured member; Update removes
-    it from the members no longer configured; Delete removes it from every member."""
+    """(subscribe, unsubscribe): Create, Update subscribe the configured; Update drops the others, Delete all."""
     if kind == "Delete":
         return (), new.accounts if new else ()
     subscribe = new.accounts if new else ()
@@ -269,8 +259,7 @@ def members_summary(outcomes: Sequence[MemberOutcome]) -> str:
 
 
 class MemberSubscriptions:
-    """The guard's filter in members' training log groups, each through the member's log role; one member that
-    fails is reported (FAILED) and never stops the others, nor the deploy."""
+    """The guard's filter in members' log groups, through their log roles; a failing member stops no other."""
 
     def __init__(self, logs_in: Callable[[str], LogsApi], *, workers: int = MEMBER_WORKERS) -> None:
         self.logs_in = logs_in  # a member's role ARN -> CloudWatch Logs in that account
@@ -294,8 +283,7 @@ class MemberSubscriptions:
         return MemberOutcome(account, plan.status, f"{account}: {plan.detail}")
 
 
-# Shown in the member's CloudTrail as assumed-role/<log role>/<this>.
-SESSION_NAME = "training-guard-log-subscriber"
+SESSION_NAME = "training-guard-log-subscriber"  # the member's CloudTrail shows assumed-role/<log role>/<this>
 # boto3's default session is not thread-safe; the clients it makes are (https://docs.aws.amazon.com/boto3/latest/guide/clients.html).
 _CLIENTS = threading.Lock()
 
@@ -319,8 +307,7 @@ def member_logs(role_arn: str) -> LogsApi:
 def response_document(
     event: Mapping[str, Any], *, ok: bool, reason: str, data: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """The custom resource's answer to CloudFormation. The physical id names the group and the filter, so an update
-    keeps the resource and a rename replaces it (CloudFormation then deletes the old one)."""
+    """The custom resource's answer; its physical id names group and filter, so a rename replaces the resource."""
     properties = event.get("ResourceProperties") or {}
     physical = event.get("PhysicalResourceId") or (
         f"{properties.get('LogGroupName', '')}|{properties.get('FilterName', '')}"

@@ -1,7 +1,6 @@
 """Debugger's loss rules over a log stream's lines: folded one point at a time into bounded, idempotent state.
 
-The rules, their defaults and what duplicates and reorders can and cannot change: docs/design/log-rules.md.
-"""
+The rules, their defaults and what duplicates and reorders can and cannot change: docs/design/log-rules.md."""
 
 from __future__ import annotations
 
@@ -24,24 +23,17 @@ MAX_METRIC_NAMES = 64  # names remembered for recognising the loss; a line of a 
 MAX_IDS = 256  # event ids kept at the newest millisecond (duplicates older than it are told by their timestamp)
 MAX_BATCHES = 16  # fingerprints of the last batches folded: a redelivered batch is recognised whole
 MAX_SAMPLE = 200  # characters kept of the first line whose capture is not a number
-# Divergence compares the log of each point with the loss's best *level*: the lowest value of an exponential average
-# of the log over about nine points (LEVEL_ALPHA). The lowest point would not do: a per-batch loss has outliers below
-# its level (a batch of 4 images: 0.01 beside 1.0), and one of them would make any later point "4x".
-LEVEL_ALPHA = 0.2
+LEVEL_ALPHA = 0.2  # the level: an average of the log over ~9 points, not the lowest point (docs/design/log-rules.md)
 NOISE_ALPHA = 0.05  # the point-to-point noise: an average of |change of the log| over about forty points
 MEAN_ABS_STEP = 1.128  # E|a - b| of two independent normal draws, in standard deviations (2 / sqrt(pi))
-# A point fires when it is factor x the best level and the level itself has climbed half-way (in the log) and
-# NOISE_MARGIN standard deviations of the loss's own noise above its best: a climb, not a spike. Chosen on the real
-# logs of tests/data/training_logs and on log-normal noise: no firing in 40 runs of 10,000 points at sigma 0.4 to 1.0.
-NOISE_MARGIN = 3.5
+NOISE_MARGIN = 3.5  # a climb, not a spike; chosen on real logs and log-normal noise (docs/design/log-rules.md)
 
 _log, _exp = math.log, math.exp  # module globals: a lookup less per point than math.log
 NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
 _RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
-# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
-_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")  # a SageMaker tag value holds no comma (docs/limits.md); offline ones may
 _AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
@@ -85,11 +77,7 @@ class LogRuleOverrides:
 
 
 def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str | None]:
-    """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable.
-
-    `off`, or `Rule=action` items (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`, separated by
-    spaces (a SageMaker tag value allows letters, digits, spaces and `_.:/=+-@`, no comma) or, offline, commas.
-    """
+    """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable."""
     value = tags.get(contract.LOG_RULES_TAG)
     if value is None:
         return None, None
@@ -129,12 +117,8 @@ def _tag_problem(value: str, why: str) -> str:
     )
 
 
-# --- The state of one stream -----------------------------------------------------------------------------------
-
-
 class _Series:
-    """One loss series: count, best, level and noise (Divergence), window (LossNotDecreasing), Overtraining's and
-    Overfit's marks."""
+    """One loss series: count, best, level and noise, window, Overtraining's and Overfit's marks."""
 
     __slots__ = (
         "best",
@@ -154,13 +138,13 @@ class _Series:
 
     def __init__(self, name: str, keep: int = 0) -> None:
         self.name = name
-        self.count = 0  # points folded in order
+        self.count = 0
         self.best = math.inf  # loss: the lowest level, in the log (see LEVEL_ALPHA); validation: the lowest value
         self.best_line: int | None = None
-        self.level: float | None = None  # the exponential average of the log of the loss
-        self.noise: float | None = None  # the average |change of the log| from one point to the next
-        self.prev: float | None = None  # the last value
-        self.last_log: float | None = None  # its log
+        self.level: float | None = None
+        self.noise: float | None = None
+        self.prev: float | None = None
+        self.last_log: float | None = None
         self.window: deque[float] = deque(maxlen=keep or None)  # the last 2 x num_steps values folded in order
         self.ot_best = math.inf  # Overtraining: the last value that improved by delta
         self.ot_since = 0
@@ -226,7 +210,7 @@ class StreamState:
     def __init__(self) -> None:
         self.ts: int | None = None  # the newest timestamp folded
         self.ids: list[str] = []  # digests of the ids folded at `ts`
-        self.batches: list[str] = []  # digests of the last batches folded
+        self.batches: list[str] = []
         self.lines = 0  # lines folded in order: a firing's line in the Lambda
         self.first_ms: int | None = None
         self.point_ms: int | None = None  # timestamp of the newest point read
@@ -258,10 +242,7 @@ class StreamState:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StreamState:
-        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream).
-
-        Raises ValueError, in one line, for a document that is not one.
-        """
+        """The state saved by `to_json` (another version starts afresh); ValueError, in one line, if not a state."""
         try:
             return cls._read(doc) if doc.get("v") == STATE_VERSION else cls()
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -300,9 +281,6 @@ class StreamState:
     def mark(self, firing: Firing) -> None:
         """Records a firing made outside `evaluate` (the stall check), so that the rule fires once per stream."""
         self.fired.setdefault(firing.rule, firing.line)
-
-
-# --- The rules, resolved for one job ----------------------------------------------------------------------------
 
 
 class _Plan:
@@ -376,16 +354,12 @@ def evaluate(
     rules: LogRules,
     tags: Mapping[str, str] | None = None,
 ) -> tuple[StreamState, list[Firing]]:
-    """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings.
-
-    A rule fires at most once per stream. An event already folded changes nothing; an event older than the newest
-    folded is late: only the rules that do not depend on order (NaN, patterns) read it.
-    """
+    """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings."""
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
         return folded, []
     plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
-    if plan is None:  # the job's tag turns the log rules off
+    if plan is None:
         return folded, []
     batch = _digest("\n".join([event.id for event in events]))
     if batch in folded.batches:
@@ -563,8 +537,6 @@ class _Run:
             )
         )
 
-    # --- each rule ----------------------------------------------------------------------------------------------
-
     def _non_finite(self, metric: str, value: float, source: str, event: LogEvent, line: int | None) -> None:
         if not self.on[NAN] or (self.rules.nan.only_nan and value == value):  # noqa: PLR0124 - an infinity
             return
@@ -699,8 +671,7 @@ class _Run:
         if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
             series.streak = 0
             return
-        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling),
-        # and a rise out of the validation loss's own noise (its minimum is a low draw of that noise).
+        # growth counts the validation loss rising, not the training loss falling (docs/design/log-rules.md)
         rise = value - series.best
         growth = rise / train
         noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP

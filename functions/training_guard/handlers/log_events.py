@@ -1,6 +1,4 @@
-"""Log-events Lambda: a CloudWatch Logs subscription delivery of the training log group in, Firehose's transformation
-event carrying members' deliveries (docs/design/log-subscription.md, "Members"), or the scheduled stall check of the
-log rules (docs/design/log-path.md)."""
+"""Log-events Lambda: a log delivery, Firehose's member deliveries or the stall check in (docs/design/log-path.md)."""
 
 from __future__ import annotations
 
@@ -76,8 +74,7 @@ class MemberStallsUnchecked(GuardError):
 def check_stalls(
     watch: LogWatch, *, invocation: Invocation, now: datetime, members: MemberAccessPort | None = None
 ) -> dict[str, object]:
-    """The hub's own running jobs, then each configured member's through its role (its streams' states are keyed by
-    the account). One member that cannot be checked does not stop the others; the invocation fails after the last."""
+    """The hub's running jobs, then each member's through its role; a member that fails fails the invocation last."""
     report = watch.check_stalls(now=now, invocation=invocation)
     logger.info("log stall check done", extra={"report": report.as_dict()})
     if report.findings is not None:
@@ -108,10 +105,7 @@ def check_stalls(
     return answer
 
 
-# Firehose's answer for a record it need not deliver: the hub's function has read it (docs/design/log-subscription.md).
-# Every answered record carries recordId, result and data, or Firehose counts it a transformation failure
-# (https://docs.aws.amazon.com/firehose/latest/dev/data-transformation-status-model.html): empty data (no bytes).
-DROPPED = "Dropped"
+DROPPED = "Dropped"  # read here, delivered nowhere; with recordId and empty data (docs/design/log-subscription.md)
 
 
 def process_firehose(
@@ -123,9 +117,7 @@ def process_firehose(
     dead_letters: DeadLetterParker | None = None,
     members: MemberAccessPort | None = None,
 ) -> dict[str, object]:
-    """Each record is one or more CloudWatch Logs deliveries of a member: folded exactly as a direct delivery, then
-    answered Dropped, so Firehose delivers nothing. An unusable record is parked like an unusable delivery; a delivery
-    left unfinished fails the invocation, so Firehose invokes again with the whole batch (folding is idempotent)."""
+    """Each record's member deliveries folded as direct ones, then Dropped; one left unfinished fails the batch."""
     try:
         records = firehose_records(event)
     except EventError as exc:

@@ -40,8 +40,7 @@ def process(
     *,
     members: MemberSubscriptions | None = None,
 ) -> dict[str, Any]:
-    """Always answers CloudFormation (a custom resource without an answer holds the stack until it times out). The hub
-    of an organization also puts (or removes) the filter in each member; a member never fails the deploy."""
+    """Always answers CloudFormation (else the stack waits out its timeout); a member never fails the deploy."""
     kind = str(event.get("RequestType", ""))
     try:
         wanted = Subscription.from_properties(event.get("ResourceProperties") or {})

@@ -1,8 +1,6 @@
-"""The log-rules wing at run time: a CloudWatch Logs subscription delivery folded into its stream's rule state,
-each new firing taken to the responder's one stop path, then the state saved; and the scheduled stall check.
+"""The log-rules wing at run time: a log delivery folded into its stream's state, firings to the responder, then a save.
 
-The order and what a timeout at each step does: docs/design/log-path.md.
-"""
+Also the scheduled stall check; the order and what a timeout at each step does: docs/design/log-path.md."""
 
 from __future__ import annotations
 
@@ -35,11 +33,8 @@ logger = Logger()
 
 CONTROL_MESSAGE = "CONTROL_MESSAGE"  # CloudWatch Logs checking that the destination is reachable: no log events
 SCHEDULED_EVENT = "Scheduled Event"  # EventBridge's detail-type of a scheduled rule's event: the stall check
-# Events folded between two looks at the clock (a fold of this many lines takes milliseconds).
-CHUNK_EVENTS = 500
-# Guard choices, not AWS figures: seconds kept for the state's save (one PutItem, the SDK's retries), and for
-# one firing's stop path (describe, tags, ledger, StopTrainingJob, AddTags, Publish) before it is started; at most
-# this share of the invocation's time (a 30 s function keeps 5 and 10 s; a shorter one still acts).
+CHUNK_EVENTS = 500  # events folded between two looks at the clock (milliseconds of work)
+# Guard choices, not AWS figures: time kept for the save and for one stop path (docs/design/log-path.md).
 SAVE_RESERVE_SECONDS = 5.0
 ACT_RESERVE_SECONDS = 10.0
 SAVE_RESERVE_SHARE = 1 / 6
@@ -147,8 +142,8 @@ class LogReceipt:
 
 @dataclass
 class StallReport:
-    checked: int = 0  # running jobs whose streams were asked
-    stalled: list[str] = field(default_factory=list)  # streams whose firing went to the responder
+    checked: int = 0
+    stalled: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # jobs left to the next check for want of time
     findings: Receipt | None = None
 
@@ -168,7 +163,7 @@ class JobLog:
     reader: LineReader
     tags: Mapping[str, str]
     problems: tuple[tuple[str, str], ...] = ()  # (kind, what went wrong)
-    missing: bool = False  # SageMaker does not know the job
+    missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,8 +178,8 @@ class _Batch:
     now: datetime
     invocation: Invocation
     receipt: LogReceipt
-    save_reserve: float  # seconds kept for the state's save
-    act_reserve: float  # ... and for one firing's stop path
+    save_reserve: float
+    act_reserve: float
 
 
 def is_scheduled(event: Any) -> bool:
@@ -220,8 +215,7 @@ def firehose_records(event: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def decode_data(data: Any, *, where: str, many: bool = True) -> list[Delivery]:
-    """base64 of gzip of CloudWatch Logs' JSON document (or, from Firehose, documents one after another) to
-    Deliveries; EventError names what is wrong."""
+    """base64 of gzip of CloudWatch Logs' JSON document(s) to Deliveries; EventError names what is wrong."""
     if not isinstance(data, str):
         raise EventError(f"{where}: missing or not base64 text")
     try:
@@ -302,12 +296,10 @@ class LogWatch:
         watch._jobs = self._jobs
         return watch
 
-    # --- a delivery ------------------------------------------------------------------------------------
     def deliver(
         self, delivery: Delivery, *, now: datetime, invocation: Invocation, guard: Responder | None = None
     ) -> LogReceipt:
-        """Fold the delivery into its stream's state, take each new firing to `guard` (the responder, or a member
-        account's), then save the state. Raises DeliveryUnfinished when the time ran out (what was folded saved)."""
+        """Fold, take each new firing to `guard`, save; DeliveryUnfinished when the time ran out (the folded saved)."""
         budget = invocation.time_left()  # the invocation's time, as it starts: the deadline's reserves are shares of it
         guard = guard or self.responder
         account = guard.account_scope  # a member's: its states scoped by its account
@@ -377,8 +369,7 @@ class LogWatch:
         return policy.selection_reason(delivery.job, guard.config)
 
     def _fold(self, b: _Batch, state: StreamState | None) -> tuple[StreamState | None, int]:
-        """The state after the events folded in time, and how many: a chunk's firings go to the responder
-        before the chunk counts as folded, so a state is never saved ahead of its stops."""
+        """The state after the events folded in time, and how many; never saved ahead of its chunk's stops."""
         # In time first: a chunk older than one folded before it would be late, and order-dependent rules skip it.
         events = sorted(b.delivery.events, key=_in_time)
         b.receipt.evaluated = 0  # a refold after a lost save counts again
@@ -466,7 +457,6 @@ class LogWatch:
         if isinstance(r, LogReceipt):
             r.firings.append(firing.rule)
 
-    # --- the job's definitions and tags, cached ------------------------------------------------------------
     def _job_log(self, guard: Responder, job: str, account: str | None) -> JobLog:
         key = (account, job)
         cached = self._jobs.get(key)
@@ -517,19 +507,17 @@ class LogWatch:
         logger.warning("log rules problem", extra={"training_job": job, "problem": kind, "detail": what})
         r.problems.append(f"{kind}: {what}")
 
-    # --- the stall check ----------------------------------------------------------------------------------
     def check_stalls(
         self, *, now: datetime, invocation: Invocation, guard: Responder | None = None, account: str | None = None
     ) -> StallReport:
-        """Each running job's streams asked `log_rules.stalled`; a stall goes to the responder like a firing. With
-        `guard` and `account`: a member account's jobs, through its responder, and its streams' states."""
+        """Each running job's streams asked `log_rules.stalled`; a stall goes to the responder like a firing."""
         report = StallReport()
         guard = guard or self.responder
         for job in guard.jobs.running():
             if not guard.config.selects(job):
                 continue
             if invocation.time_left() < ACT_RESERVE_SECONDS:
-                report.not_checked.append(job)  # the next check asks again
+                report.not_checked.append(job)
                 continue
             report.checked += 1
             for stream in self.states.streams(job, account=account):
@@ -547,8 +535,7 @@ class LogWatch:
         report: StallReport,
         account: str | None = None,
     ) -> None:
-        """One stream asked; a stall (read again with the job's tags, which may turn it off) to the responder, then
-        marked in the state so that the next check does not ask again (lost to a delivery's save: the ledger)."""
+        """One stream asked; a stall to the responder, then marked in the state so that no later check asks again."""
         state, version = self.states.get(stream, account=account)
         now_ms = int(now.timestamp() * 1000)
         if state is None or stalled(state, now_ms=now_ms, rules=self.rules) is None:
