@@ -99,8 +99,7 @@ class Metric(StrEnum):
     RECONCILED = "Reconciled"
     ORPHANED_ALARMS_DELETED = "OrphanedAlarmsDeleted"
     EVENTS_FROM_OTHER_ACCOUNTS = "EventsFromOtherAccounts"
-    # The log-rules wing: a job's definitions or tags unreadable, or a log line its rules could not read (once a
-    # job and problem); a delivery whose time ran out mid-batch (what was folded saved, the rest left to the retry).
+    # The log-rules wing's problems (once a job and problem), deliveries left to the retry (docs/design/log-path.md).
     LOG_RULE_PROBLEMS = "LogRuleProblems"
     LOG_DELIVERIES_UNFINISHED = "LogDeliveriesUnfinished"
 
@@ -121,13 +120,10 @@ HOST_DIMENSION: Final = "Host"
 JOB_ALARM_TAG_PREFIX: Final = "training-guard:alarm:"
 TRAINING_LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
 RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
-# The log-rules wing: its subscription filter on TRAINING_LOG_GROUP, and the per-job override tag
-# ("off", or "Divergence=notify NaN=stop loss=<metric> val=<metric>": a tag value holds no comma).
+# The log-rules wing's filter on TRAINING_LOG_GROUP and its per-job tag ("off", "Divergence=notify loss=<metric>").
 LOG_SUBSCRIPTION_FILTER_NAME: Final = "training-guard-log-rules"
 LOG_RULES_TAG: Final = "training-guard:log-rules"
-# The subscription filter's default pattern (log_rules.filter_pattern): one regex of CloudWatch Logs' dialect, so only
-# lines that can carry a loss, a validation metric or a non-finite value cost an invocation (docs/limits.md).
-# Case-sensitive, matched anywhere in the line; the dialect has no "(", ")", space, quote or colon.
+# The default filter pattern: only lines that may carry a loss or a non-finite value cost an invocation (limits.md).
 LOG_FILTER_PATTERN: Final = "%[Ll]oss|LOSS|[Nn]a[Nn]|NAN|[Ii]nfinity|=-?inf|#011|[Ee]val|[Vv]alid|mse|mae|error%"
 
 WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in this secret"
