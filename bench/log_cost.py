@@ -26,6 +26,22 @@ LOG_ASSUMPTIONS: dict[str, float] = {
     "chatty job: hosts": 8,  # issue 30's chatty job: a line per step, a step a second, on 8 hosts
     "chatty job: matching lines per host-hour": 3600,
 }
+# Members of an organization (docs/design/log-subscription.md, "Members"): their deliveries reach the same function
+# through the hub's CloudWatch Logs destination and a Firehose stream. Firehose bills ingestion per GB, each record
+# rounded up to the next 5 KB, and nothing while idle (https://aws.amazon.com/kinesis/data-firehose/pricing/): a
+# delivery (one record, CloudWatch Logs' gzip of a minute of metric lines) is counted as one 5 KB increment, an
+# assumption (AWS documents no delivery size). The per-GB price was not read from the page: the model gives GB, not $.
+FIREHOSE_RECORD_KB = 5
+# A Kinesis data stream would bill every shard hour whether or not anything trains (same page family:
+# https://aws.amazon.com/kinesis/data-streams/pricing/); Firehose adds nothing to the fixed cost.
+FIREHOSE_FIXED_MONTH = 0.0
+
+
+def member_ingestion_gb(deliveries: float) -> float:
+    """GB Firehose bills for members' deliveries (each a record of at most one 5 KB increment, the assumption)."""
+    return deliveries * FIREHOSE_RECORD_KB / (1024 * 1024)
+
+
 # No page read states a charge for delivering a subscription to Lambda (the training logs' ingestion is SageMaker's
 # and paid whether or not the guard reads them): the model adds none (docs/cost.md, "The log rules").
 UNPRICED = {"CloudWatch Logs subscription delivery": "no charge found on a page read; counted as none"}
@@ -66,6 +82,7 @@ def log_path_cost(
                 "deliveries (one a line)": round(unbatched),
                 "log path $ (one a line)": round(unbatched * delivery + stall, 2),
                 "of which stall check $": round(stall, 3),
+                "members: Firehose GB (batched)": round(member_ingestion_gb(batched), 2),
             }
         )
     return rows
@@ -101,6 +118,9 @@ def section(prices: Mapping[str, float], alarms: int = 5) -> list[str]:
         f"{LOG_ASSUMPTIONS['chatty job: hosts']:.0f} hosts): ${chatty['batched $ per hour']} an hour batched, "
         f"${chatty['one a line $ per hour']} if each line were its own invocation. Assumptions: "
         + ", ".join(f"{k}: {v:g}" for k, v in LOG_ASSUMPTIONS.items())
+        + ". Members' jobs (an organization): the same deliveries and state, plus Firehose's ingestion in the column "
+        f"'members: Firehose GB' ({FIREHOSE_RECORD_KB} KB a delivery; per GB at the Region's Firehose price, nothing "
+        "at rest, so the fixed cost is unchanged)"
         + ". Not priced: "
         + "; ".join(f"{k} ({v})" for k, v in UNPRICED.items())
         + ".",

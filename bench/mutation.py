@@ -144,7 +144,28 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
                 ("DynamoLedger.claim", "attribute_not_exists(#pk) OR (#state", "attribute_not_exists(#pk) or (#state"),
                 ("DynamoLedger.claim_stop", "attribute_not_exists(#pk) OR #rule", "attribute_not_exists(#pk) or #rule"),
                 ("DynamoLedger.complete", 'UpdateExpression="SET #state', 'UpdateExpression="set #state'),
+                ("_stop_update", '"UpdateExpression": "SET "', '"UpdateExpression": "set "'),
+                (
+                    "DynamoLedger.claim_first_stop",
+                    '" AND (attribute_not_exists(#until) OR',
+                    '" and (attribute_not_exists(#until) or',
+                ),
+                ("DynamoLedger.confirm_stop", 'UpdateExpression="SET #confirmed', 'UpdateExpression="set #confirmed'),
+                ("DynamoLedger.drop_stop", 'UpdateExpression="REMOVE "', 'UpdateExpression="remove "'),
+                ("DynamoLedger.fold", 'UpdateExpression="ADD #folded', 'UpdateExpression="add #folded'),
+                ("DynamoLedger.record_stop_spend", '"SET spend_avoided_usd', '"set spend_avoided_usd'),
+                (
+                    "DynamoLedger.release_stop_lease",
+                    'UpdateExpression="REMOVE lease_until"',
+                    'UpdateExpression="remove lease_until"',
+                ),
             )
+        ),
+        Explained(
+            "DynamoLedger.claim_stop",
+            "(previous.lease_until or 0) >",
+            "(previous.lease_until or 1) >",
+            "equivalent: a record without a lease compares 0 or 1 with an epoch of today, and both are smaller",
         ),
         *(
             Explained(

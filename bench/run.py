@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "functions"), str(ROOT / "local")]
 
-from bench import log_cost  # noqa: E402 - after the path set-up above
+from bench import log_cost, log_rules  # noqa: E402 - after the path set-up above
 
 REPORT = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
@@ -189,7 +189,7 @@ MUTES, CLAIM, COMPLETE, PUBLISH, PRICE = (
     "dynamodb:GetItem price",
 )
 # The stop record with a lease, written only with no stop recorded and no mute in force (ledger.claim_first_stop).
-FIRST_WRITE = "dynamodb:UpdateItem stop record + lease"
+FIRST_WRITE = "dynamodb:PutItem stop record + lease"
 # What the design makes a stop call, each once (tests/unit/test_bench.py holds the bench to it).
 STOP_CALLS = (
     FIRST_WRITE,
@@ -834,6 +834,7 @@ class Measured:
     throughput: dict[str, Any]
     size: dict[str, Any]
     money: list[dict[str, Any]]
+    logs: dict[str, Any] | None = None  # bench/log_rules.py's section: throughput, memory, the guard's latency
 
 
 def findings(measured: Measured) -> list[str]:
@@ -919,6 +920,7 @@ def headline(measured: Measured) -> list[str]:
         f"| monthly cost, {jobs} jobs (of which fixed, at zero jobs) | {totals} (${fixed:.2f}) | fixed "
         f"${TARGETS['fixed cost $']:.0f} ({verdict(fixed, TARGETS['fixed cost $'])}: alarms, key, secret; metrics only "
         "while jobs run) |",
+        *([log_rules.headline_row(measured.logs)] if measured.logs else []),
     ]
 
 
@@ -947,7 +949,7 @@ def calls_finding(calls: list[dict[str, Any]]) -> str:
         )
     return (
         "- **Calls per reaction** are exactly the design's, call by call (the table's why). A stop's one write before "
-        "`StopTrainingJob` is one conditional UpdateItem (the stop record with a lease, no mute in force: "
+        "`StopTrainingJob` is one conditional PutItem (the stop record with a lease, no mute in force: "
         "docs/design/responder.md); the transition's claim follows the stop."
     )
 
@@ -999,7 +1001,8 @@ def main(argv: list[str] | None = None) -> int:
     money = cost(calls, latency)
     clicks_cold, clicks_ack = interaction_cold_import(), interaction_ack_latency()
     app_calls = slack_app_calls()
-    measured = Measured(cold, calls, latency, throughput, size, money)
+    logs = log_rules.measure()
+    measured = Measured(cold, calls, latency, throughput, size, money, logs)
 
     lines = [
         "# Benchmarks",
@@ -1074,6 +1077,7 @@ def main(argv: list[str] | None = None) -> int:
         + ".",
         "",
         *log_cost.section(PRICES),
+        *log_rules.section(logs),
         *interactions_section(clicks_cold, clicks_ack),
         *cold_ack_section(clicks_cold, clicks_ack),
         *slack_app_section(app_calls),

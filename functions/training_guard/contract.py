@@ -5,24 +5,21 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-# --- Events -------------------------------------------------------------------------------------
 SAGEMAKER_EVENT_SOURCE: Final = "aws.sagemaker"
 TRAINING_JOB_STATE_CHANGE: Final = "SageMaker Training Job State Change"
 
-# The job-events rule matches on source and detail-type only: content checks happen in code,
-# where they are tested and logged (patterns on nested arrays also behave differently in moto).
+# Source and detail-type only: content checks happen in code, where they are tested and logged.
 JOB_EVENTS_PATTERN: Final[dict[str, list[str]]] = {
     "source": [SAGEMAKER_EVENT_SOURCE],
     "detail-type": [TRAINING_JOB_STATE_CHANGE],
 }
 
-# CloudWatch alarm state changes of the guard's own alarms (fleet guards and per-job guards).
 CLOUDWATCH_EVENT_SOURCE: Final = "aws.cloudwatch"
 ALARM_STATE_CHANGE: Final = "CloudWatch Alarm State Change"
-LOGS_SOURCE: Final = "aws.logs"  # a log rule's finding came with a CloudWatch Logs subscription delivery
+LOGS_SOURCE: Final = "aws.logs"
 LOG_DELIVERY: Final = "CloudWatch Logs subscription delivery"
 ALARM_CONTRIBUTOR_STATE_CHANGE: Final = "CloudWatch Alarm Contributor State Change"
-ALARM_NAME_PREFIX: Final = "training-guard-"  # every alarm the guard owns is named with it
+ALARM_NAME_PREFIX: Final = "training-guard-"
 JOB_ALARM_PREFIX: Final = f"{ALARM_NAME_PREFIX}job-"  # per-job alarms: training-guard-job-<job>-<n>
 ALARM_EVENTS_PATTERN: Final[dict[str, object]] = {
     "source": [CLOUDWATCH_EVENT_SOURCE],
@@ -30,30 +27,25 @@ ALARM_EVENTS_PATTERN: Final[dict[str, object]] = {
     "detail": {"alarmName": [{"prefix": ALARM_NAME_PREFIX}]},
 }
 
-# --- Environment of the functions ---------------------------------------------------------------
 ENV_CONFIG: Final = "TRAINING_GUARD_CONFIG"  # the validated GuardConfig, serialized as JSON
-ENV_TABLE: Final = "TRAINING_GUARD_TABLE"  # DynamoDB table: transition ledger and stop audit
-ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"  # SNS topic that receives every notification
-ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"  # JSON: webhook name -> secret id
-ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"  # where undeliverables wait
-ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"  # unusable events, parked
+ENV_TABLE: Final = "TRAINING_GUARD_TABLE"
+ENV_TOPIC_ARN: Final = "TRAINING_GUARD_TOPIC_ARN"
+ENV_WEBHOOK_SECRETS: Final = "TRAINING_GUARD_WEBHOOK_SECRETS"
+ENV_DEAD_LETTER_QUEUE_URL: Final = "TRAINING_GUARD_DEAD_LETTER_QUEUE_URL"
+ENV_REJECTED_EVENTS_QUEUE_URL: Final = "TRAINING_GUARD_REJECTED_EVENTS_QUEUE_URL"
 ENV_SLACK_MIN_INTERVAL: Final = "TRAINING_GUARD_SLACK_MIN_INTERVAL"  # seconds between posts to one webhook
-# Slack app mode: the secrets' names (never values), and the queue acknowledged clicks are handed to.
 ENV_SLACK_BOT_TOKEN_SECRET: Final = "TRAINING_GUARD_SLACK_BOT_TOKEN_SECRET"  # noqa: S105 - a variable's name
 ENV_SLACK_SIGNING_SECRET: Final = "TRAINING_GUARD_SLACK_SIGNING_SECRET"  # noqa: S105 - a variable's name
 ENV_CLICK_QUEUE_URL: Final = "TRAINING_GUARD_CLICK_QUEUE_URL"
-# The chat queue, for the functions that fold a job's end into the guard's stop: they hand its card update to the
-# notifier directly (not through the topic, whose e-mail and Q Developer subscribers must not see it).
+# Where the functions that fold a job's end into the stop send its card update (the topic's e-mail must not see it).
 ENV_CHAT_QUEUE_URL: Final = "TRAINING_GUARD_CHAT_QUEUE_URL"
 # slack.app.allowed_users, comma-separated: the acknowledgement reads no configuration file.
 ENV_SLACK_ALLOWED_USERS: Final = "TRAINING_GUARD_SLACK_ALLOWED_USERS"
 # The Slack Web API's base URL (unset: Slack's own); the local emulation points it at 127.0.0.1.
 ENV_SLACK_API_URL: Final = "TRAINING_GUARD_SLACK_API_URL"
-# Path of the GuardConfig as a JSON file (the stack ships it in a layer: Lambda allows only 4 KB of
-# environment). When unset, the functions read ENV_CONFIG, inline JSON (unit tests).
+# The GuardConfig as a JSON file in a layer (Lambda allows 4 KB of environment); unset: ENV_CONFIG, inline JSON.
 ENV_CONFIG_FILE: Final = "TRAINING_GUARD_CONFIG_FILE"
 
-# --- Tags -----------------------------------------------------------------------------------------
 # Attribution written onto a job the guard stopped (SageMaker tag keys allow ':' and '-').
 TAG_STOPPED_BY: Final = "training-guard:stopped-by"
 TAG_STOP_REASON: Final = "training-guard:stop-reason"
@@ -62,36 +54,28 @@ TAG_STOPPED_AT: Final = "training-guard:stopped-at"
 # What the stop avoided, "up to" (until MaxRuntimeInSeconds), in US dollars at list price: "45.67", or "unknown".
 TAG_SPEND_AVOIDED: Final = "training-guard:spend-avoided-usd"
 STOPPED_BY_VALUE: Final = "training-guard"
-# Default per-job override tags (their keys are configurable in GuardConfig).
 DEFAULT_EXEMPT_TAG: Final = "training-guard:exempt"
 DEFAULT_NOTIFY_ONLY_TAG: Final = "training-guard:notify-only"
-DEFAULT_BUDGET_TAG: Final = "training-guard:budget-usd"  # a job's own spending cap, in US dollars
-# Opt-in stopping: the policy and the IAM condition on StopTrainingJob share it. IAM's StringEquals is
-# case-sensitive, so the policy compares exactly too ("True" is not opted in).
+DEFAULT_BUDGET_TAG: Final = "training-guard:budget-usd"
+# Opt-in stopping, shared with the IAM condition on StopTrainingJob: StringEquals is case-sensitive, so is the policy.
 STOP_OPT_IN_VALUE: Final = "true"
 STOP_OPT_IN_OPERATOR: Final = "StringEquals"
 
 
 def stop_opted_in(tags: dict[str, str] | None, key: str) -> bool:
-    """Whether a job's tags opt it in to stopping, exactly as the IAM condition will decide."""
     return (tags or {}).get(key) == STOP_OPT_IN_VALUE
 
 
-# A SageMaker resource carries at most 50 tags (AddTags: Tags, at most 50 items;
-# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AddTags.html).
+# AddTags takes at most 50 tags (docs/limits.md).
 TAGS_PER_JOB_MAX: Final = 50
-# SageMaker tag values are at most 256 characters.
 TAG_VALUE_MAX_CHARS: Final = 256
 
-# --- State table ------------------------------------------------------------------------------------
 TABLE_PARTITION_KEY: Final = "pk"
 TABLE_TTL_ATTRIBUTE: Final = "expires_at"  # epoch seconds, DynamoDB TTL
 STOP_KEY_PREFIX: Final = "stop#"  # + the job (a member's: <account>/<job>): its stop record and its mutes' marker
 
-# --- Metrics and logs ---------------------------------------------------------------------------------
 GUARD_METRICS_NAMESPACE: Final = "TrainingGuard"
-# Per stop by the guard: what it avoided, up to, in US dollars at list price (never sent when unknown), with the
-# stopping rule or metric guard as a dimension; the dashboard sums it per day and per rule (Metrics Insights).
+# Per stop: what it avoided, up to, in US dollars at list price (never when unknown), the stopping rule a dimension.
 SPEND_AVOIDED_METRIC: Final = "SpendAvoidedUSD"
 # Fleet guards whose Metrics Insights alarm was over a CloudWatch cap in a sweep (the sweeper judged their jobs).
 FLEET_ALARMS_OVER_CAP_METRIC: Final = "FleetAlarmsOverCap"
@@ -115,17 +99,15 @@ class Metric(StrEnum):
     RECONCILED = "Reconciled"
     ORPHANED_ALARMS_DELETED = "OrphanedAlarmsDeleted"
     EVENTS_FROM_OTHER_ACCOUNTS = "EventsFromOtherAccounts"
-    # The log-rules wing: a job's definitions or tags unreadable, or a log line its rules could not read (once a
-    # job and problem); a delivery whose time ran out mid-batch (what was folded saved, the rest left to the retry).
+    # The log-rules wing's problems (once a job and problem), deliveries left to the retry (docs/design/log-path.md).
     LOG_RULE_PROBLEMS = "LogRuleProblems"
     LOG_DELIVERIES_UNFINISHED = "LogDeliveriesUnfinished"
 
 
-# A refusal because a Slack secret holds a placeholder, nothing, or no credential (the endpoint's 503, the bot's and a
-# webhook's parked message): one self-alarm watches it.
+# Refusals for want of a Slack secret (the endpoint's 503, a parked message): one self-alarm watches it.
 SECRET_NOT_SET_METRIC: Final = "SecretNotSet"  # noqa: S105 - a metric name
 SERVICE_DIMENSION: Final = "service"  # Powertools Metrics adds it from POWERTOOLS_SERVICE_NAME
-SERVICE_NAME: Final = "training-guard"  # POWERTOOLS_SERVICE_NAME of every function: the `service` dimension's value
+SERVICE_NAME: Final = "training-guard"
 OUTCOME_METRIC_PREFIX: Final = "Outcome_"  # + an outcome ("stopped", "would_stop", ...): one metric per outcome
 SAGEMAKER_TRAINING_NAMESPACE: Final = "/aws/sagemaker/TrainingJobs"
 # Instance metrics carry the dimension Host = "<job>/algo-<n>"; algorithm metrics TrainingJobName.
@@ -138,32 +120,23 @@ HOST_DIMENSION: Final = "Host"
 JOB_ALARM_TAG_PREFIX: Final = "training-guard:alarm:"
 TRAINING_LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
 RULE_JOB_LOG_GROUP: Final = "/aws/sagemaker/ProcessingJobs"
-# The log-rules wing: its subscription filter on TRAINING_LOG_GROUP, and the per-job override tag
-# ("off", or "Divergence=notify NaN=stop loss=<metric> val=<metric>": a tag value holds no comma).
+# The log-rules wing's filter on TRAINING_LOG_GROUP and its per-job tag ("off", "Divergence=notify loss=<metric>").
 LOG_SUBSCRIPTION_FILTER_NAME: Final = "training-guard-log-rules"
 LOG_RULES_TAG: Final = "training-guard:log-rules"
-# The subscription filter's default pattern (log_rules.filter_pattern): one regex of CloudWatch Logs' dialect, so only
-# lines that can carry a loss, a validation metric or a non-finite value cost an invocation (docs/limits.md).
-# Case-sensitive, matched anywhere in the line; the dialect has no "(", ")", space, quote or colon.
+# The default filter pattern: only lines that may carry a loss or a non-finite value cost an invocation (limits.md).
 LOG_FILTER_PATTERN: Final = "%[Ll]oss|LOSS|[Nn]a[Nn]|NAN|[Ii]nfinity|=-?inf|#011|[Ee]val|[Vv]alid|mse|mae|error%"
 
-# --- Slack --------------------------------------------------------------------------------------------
-# Value of a webhook secret the stack creates, until an operator puts the webhook URL in it.
 WEBHOOK_PLACEHOLDER: Final = "REPLACE-ME: put the Slack incoming webhook URL in this secret"
-# Values of the app mode's secrets the stack creates, until an operator puts the app's in them.
 BOT_TOKEN_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's bot token (xoxb-...) in this secret"  # noqa: S105
 SIGNING_SECRET_PLACEHOLDER: Final = "REPLACE-ME: put the Slack app's signing secret in this secret"  # noqa: S105
-# Who stopped a job from a Slack button: the `training-guard:stopped-by` tag and the audit record say
-# `slack:<user id>` (the guard's own stops say STOPPED_BY_VALUE).
+# Who stopped a job from a Slack button, in the stopped-by tag and the audit record: `slack:<user id>`.
 STOPPED_BY_SLACK_PREFIX: Final = "slack:"
 
 
 def stopped_by(rule: str) -> str:
-    """Who a stop is attributed to: the person who pressed Stop now (rule `slack:<user id>`), else the guard."""
     return rule if rule.startswith(STOPPED_BY_SLACK_PREFIX) else STOPPED_BY_VALUE
 
 
-# --- Notifications --------------------------------------------------------------------------------------
 NOTIFICATION_SCHEMA: Final = "training-guard.notification/1"
 # A notification document with this member set to true updates its job's Slack card only (no reply, no webhook).
 CARD_ONLY: Final = "card_only"

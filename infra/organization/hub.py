@@ -26,7 +26,8 @@ from constructs import Construct
 from infra.components.functions import GuardFunction
 from infra.components.job_events import event_target
 from infra.organization.member import pattern
-from infra.organization.names import CLICK_WORKER, acting_functions, hub_role_name
+from infra.organization.member_logs import MemberLogs
+from infra.organization.names import CLICK_WORKER, LOG_EVENTS, acting_functions, hub_role_name
 from infra.organization.stackset import MemberStackSet
 from infra.stack import TrainingGuardStack
 from training_guard import contract
@@ -107,7 +108,22 @@ class HubStack(TrainingGuardStack):
             if organization.organizational_units and member_template_body is not None
             else None
         )
+        # Members' training logs: through the hub's CloudWatch Logs destination to the same log-events function.
+        self.member_logs = (
+            MemberLogs(self, "MemberLogs", organization=organization, wing=self.log_rules) if self.log_rules else None
+        )
+        if self.member_logs is not None and self.stack_set is not None and self.log_rules is not None:
+            # The members' log roles exist once the StackSet has deployed them.
+            self.log_rules.subscription.node.add_dependency(self.stack_set)
         CfnOutput(self, "HubBusArn", value=self.bus.event_bus_arn, description="The bus members forward to")
+        if self.member_logs is not None and self.log_rules is not None:
+            CfnOutput(
+                self,
+                "MemberLogSubscriptions",
+                value=self.log_rules.subscription.get_att_string("Members"),
+                description="The log rules' filter in each member's training log group: how many subscribed, and "
+                "the members that are not (the custom resource's status reason says why)",
+            )
         if self.stack_set is not None:
             CfnOutput(
                 self,
@@ -122,6 +138,9 @@ class HubStack(TrainingGuardStack):
             "AlarmEvents": self.metric_guards.alarm_handler,
             "Sweeper": self.metric_guards.sweeper,
         }
+        if self.log_rules is not None:
+            # A member's log line that fires a rule stops the member's job through the member role.
+            functions[LOG_EVENTS] = self.log_rules.handler
         if self.slack_app is not None:
             # Stop now on a member's job: the worker stops it through the member role (services/clicks.py).
             functions[CLICK_WORKER] = self.slack_app.worker

@@ -44,10 +44,11 @@ from infra.components.job_events import (
     job_alarm_arn_pattern,
     training_job_arn_pattern,
 )
+from infra.components.log_rules import SUBSCRIPTION_ACTIONS, training_log_group_arns
 from infra.components.metric_guards import ALARM_READ_ACTIONS, UNSCOPED_READ_ACTIONS, FleetAlarm
 from infra.components.queues import DEAD_LETTER_RETENTION
 from infra.nag import acknowledge_findings
-from infra.organization.names import acting_functions, hub_role_name
+from infra.organization.names import SUBSCRIBER, acting_functions, hub_role_name, member_log_role_name
 from training_guard import contract
 from training_guard.config.model import GuardConfig, OrganizationConfig
 
@@ -191,6 +192,43 @@ class HubAccess(Construct):
         policy.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
 
 
+class LogAccess(Construct):
+    """The role the hub's log-rules subscriber assumes in this account: it may put, describe and delete the guard's
+    filter on the training log group (and create the group), nothing else; trusted only by the subscriber's role. A role
+    of its own, not the member role: the functions that act on jobs need no logs action, and the subscriber nothing
+    else (docs/design/log-subscription.md, "Members")."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: GuardConfig) -> None:
+        super().__init__(scope, construct_id)
+        organization = config.organization
+        assert organization is not None
+        subscriber = Stack.of(self).format_arn(
+            service="iam",
+            region="",
+            account=organization.hub_account,
+            resource="role",
+            resource_name=hub_role_name(organization, SUBSCRIBER),
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+        conditions: dict[str, Any] = {"ArnEquals": {"aws:PrincipalArn": [subscriber]}}
+        if organization.organization_id:
+            conditions["StringEquals"] = {"aws:PrincipalOrgID": organization.organization_id}
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=member_log_role_name(organization),  # the hub builds its ARN from the configuration
+            assumed_by=iam.AccountPrincipal(organization.hub_account).with_conditions(conditions),
+            description="Training Guard member: the hub subscribes the log rules to this account's training logs",
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="SubscribeTrainingLogGroup",
+                actions=list(SUBSCRIPTION_ACTIONS),
+                resources=training_log_group_arns(self),
+            )
+        )
+
+
 MEMBER_DESCRIPTION = "Training Guard member: forwards the guard's events to the hub and lets the hub act on jobs"
 
 
@@ -204,6 +242,8 @@ class MemberStack(Stack):
         self.config = config
         self.forwarding = Forwarding(self, "Forwarding", organization=organization)
         self.access = HubAccess(self, "HubAccess", config=config)
+        # The hub's log rules read this account's training logs through a filter the hub's subscriber puts.
+        self.logs = LogAccess(self, "LogAccess", config=config) if config.log_rules.enabled else None
         self.alarms = [FleetAlarm(self, f"Guard-{g.name}", guard=g).alarm for g in config.metric_guards]
         CfnOutput(
             self,

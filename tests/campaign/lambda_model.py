@@ -183,7 +183,7 @@ class Context:
         return max(0, int((self._deadline - self._clock.now).total_seconds() * 1000))
 
 
-FIRST_STOP_WRITE = "UpdateItem stop record + lease"  # the stop's one write before StopTrainingJob
+FIRST_STOP_WRITE = "PutItem stop record + lease"  # the stop's one write before StopTrainingJob
 
 
 def step_label(operation: str, params: Mapping[str, Any]) -> str:
@@ -208,6 +208,8 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
 
 def _stop_item_label(operation: str, params: Mapping[str, Any]) -> str:
     """A call on a job's stop item: its record (the stop's one write, the longer way's), its mutes' marker, ..."""
+    if operation == "PutItem" and "lease_until" in (params.get("Item") or {}):
+        return FIRST_STOP_WRITE
     if operation != "UpdateItem":
         return {"DeleteItem": "DeleteItem drop stop record"}.get(operation, f"{operation} stop record")
     expression = str(params.get("UpdateExpression"))
@@ -215,7 +217,6 @@ def _stop_item_label(operation: str, params: Mapping[str, Any]) -> str:
     if expression == "REMOVE lease_until":
         return "UpdateItem release stop lease"
     labels = {
-        "lease_until": FIRST_STOP_WRITE,
         "stopped_at": "UpdateItem stop record",
         "in_force_until": "UpdateItem mute marker",
     }

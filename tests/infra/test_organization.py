@@ -15,7 +15,14 @@ from infra.app import build_app
 from infra.components import job_events, metric_guards
 from infra.organization import hub as hub_module
 from infra.organization import stackset
-from infra.organization.names import ACTING_FUNCTIONS, MEMBER_STACK_NAME, STACK_SET_NAME, hub_role_name
+from infra.organization.names import (
+    ACTING_FUNCTIONS,
+    LOG_EVENTS,
+    MEMBER_STACK_NAME,
+    STACK_SET_NAME,
+    SUBSCRIBER,
+    hub_role_name,
+)
 from infra.stack import TrainingGuardStack
 from tests.infra.conftest import (
     ConfigSynth,
@@ -178,10 +185,17 @@ def test_the_default_bus_rules_of_the_hubs_own_account_are_kept(org: OrgSynth) -
 
 # --- the hub's roles --------------------------------------------------------------------------------------------
 
-FUNCTION_PATHS = {"JobEvents": "JobEventsHandler", "AlarmEvents": "MetricGuardsAlarmEvents", "Sweeper": "Sweeper"}
+FUNCTION_PATHS = {
+    "JobEvents": "JobEventsHandler",
+    "AlarmEvents": "MetricGuardsAlarmEvents",
+    "Sweeper": "Sweeper",
+    "LogEvents": "LogRulesHandler",
+}
+# The example has the log rules on (their default): their function stops members' jobs too.
+ACTING = (*ACTING_FUNCTIONS, LOG_EVENTS)
 
 
-@pytest.mark.parametrize("function", ACTING_FUNCTIONS)
+@pytest.mark.parametrize("function", ACTING)
 def test_each_acting_hub_role_has_its_fixed_name_and_may_assume_exactly_the_member_roles(
     org: OrgSynth, function: str
 ) -> None:
@@ -207,7 +221,8 @@ def test_each_acting_hub_role_has_its_fixed_name_and_may_assume_exactly_the_memb
 
 
 def test_no_other_hub_role_may_assume_anything(org: OrgSynth) -> None:
-    acting = {f"TrainingGuardHub-{f}-{REGION}" for f in ACTING_FUNCTIONS}
+    # The subscriber may assume the members' log roles only (tests/infra/test_organization_logs.py).
+    acting = {f"TrainingGuardHub-{f}-{REGION}" for f in (*ACTING, SUBSCRIBER)}
     for policy in org.resources("AWS::IAM::Policy").values():
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         if any("sts:" in json.dumps(s["Action"]) for s in statements):
@@ -221,14 +236,14 @@ def test_the_member_roles_trust_names_exactly_the_hub_roles_the_hub_creates(org:
         r["Properties"]["RoleName"]
         for r in org.resources("AWS::IAM::Role").values()
         if str(r["Properties"].get("RoleName", "")).startswith("TrainingGuardHub-")
-    }
+    } - {f"TrainingGuardHub-{SUBSCRIBER}-{REGION}"}  # trusted by the members' log roles instead
     _, member_role = org.member_one("AWS::IAM::Role", "HubAccess")
     [statement] = member_role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     trusted = statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]
     assert trusted == [arn(f":iam::{HUB}:role/{name}") for name in sorted(hub_names, key=ACTING_ORDER.index)]
 
 
-ACTING_ORDER = [f"TrainingGuardHub-{f}-{REGION}" for f in ACTING_FUNCTIONS]
+ACTING_ORDER = [f"TrainingGuardHub-{f}-{REGION}" for f in ACTING]
 
 
 # --- the member stack -----------------------------------------------------------------------------------------------
@@ -548,4 +563,4 @@ def test_the_single_account_app_has_no_organization_resources_and_one_stack(tmp_
 def test_the_hub_role_name_is_shared_by_both_sides() -> None:
     config = GuardConfig.from_dict(example())
     assert config.organization is not None
-    assert [hub_role_name(config.organization, f) for f in ACTING_FUNCTIONS] == ACTING_ORDER
+    assert [hub_role_name(config.organization, f) for f in ACTING] == ACTING_ORDER

@@ -84,11 +84,11 @@ def test_the_bus_policy_listing_the_most_members_fits_eventbridges_10_kb(at_the_
     assert len(document.encode()) <= BUS_POLICY_MAX_BYTES, len(document.encode())
 
 
-@pytest.mark.parametrize("function", ACTING_FUNCTIONS)
+@pytest.mark.parametrize("function", [*ACTING_FUNCTIONS, "LogEvents", "Subscriber"])
 def test_each_acting_hub_roles_policies_with_the_most_members_fit_iams_10240_characters(
     at_the_limit: OrgSynth, function: str
 ) -> None:
-    path = FUNCTION_PATHS[function]
+    path = {**FUNCTION_PATHS, "Subscriber": "LogRulesSubscriber"}[function]
     [role_id] = [
         k
         for k, v in at_the_limit.resources("AWS::IAM::Role").items()
@@ -184,3 +184,20 @@ def test_the_stackset_body_is_the_member_template_without_the_clis_construct_pat
             resource.pop("Metadata")
     _, stack_set = synth.one("AWS::CloudFormation::StackSet")
     assert json.loads(stack_set["Properties"]["TemplateBody"]) == member
+
+
+def test_the_log_destinations_role_trust_listing_the_most_members_fits_iams_2048_characters(
+    at_the_limit: OrgSynth,
+) -> None:
+    """Without an organization id, CloudWatch Logs may assume it for the hub's and the 100 members' log groups."""
+    _, role = at_the_limit.one("AWS::IAM::Role", "MemberLogsDestinationRole")
+    trust = resolve(role["Properties"]["AssumeRolePolicyDocument"])
+    assert len(trust["Statement"][0]["Condition"]["StringEquals"]["aws:SourceAccount"]) == MAX_MEMBER_ACCOUNTS + 1
+    assert len(compact(trust)) <= TRUST_POLICY_MAX_CHARS, len(compact(trust))
+
+
+def test_the_members_log_role_trust_fits_iams_2048_characters(at_the_limit: OrgSynth) -> None:
+    _, role = at_the_limit.member_one("AWS::IAM::Role", "LogAccess")
+    trust = resolve(role["Properties"]["AssumeRolePolicyDocument"])
+    trust["Statement"][0]["Condition"]["StringEquals"] = {"aws:PrincipalOrgID": "o-" + "a" * 32}
+    assert len(compact(trust)) <= TRUST_POLICY_MAX_CHARS, len(compact(trust))

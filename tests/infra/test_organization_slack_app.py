@@ -1,6 +1,6 @@
 """Slack app mode in an organization (issues 14 and 16): the click worker stops a member's job through the member
 role, so its role gets a fixed name and may assume exactly the members' roles, and each member role trusts it by ARN.
-Webhook mode has no worker: neither template names one. And at the limits: the member role's trust with four hub
+Webhook mode has no worker: neither template names one. And at the limits: the member role's trust with five hub
 roles of IAM's longest role names, the worker's policies naming the most member roles."""
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from infra.organization import hub as hub_module
-from infra.organization.names import ACTING_FUNCTIONS, CLICK_WORKER, acting_functions, hub_role_name
+from infra.organization.names import (
+    ACTING_FUNCTIONS,
+    CLICK_WORKER,
+    LOG_EVENTS,
+    SUBSCRIBER,
+    acting_functions,
+    hub_role_name,
+)
 from tests.infra import test_organization_limits as limits
 from tests.infra.conftest import cfn_lint, synthesized
 from tests.infra.test_organization import HUB, MEMBERS, REGION, OrgSynth, arn, example
@@ -31,7 +38,10 @@ APP_SLACK = {
 }
 MANAGED_POLICY_MAX_CHARS = 6_144  # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html
 WORKER_ROLE = f"TrainingGuardHub-{CLICK_WORKER}-{REGION}"
-ACTING_ORDER = [f"TrainingGuardHub-{f}-{REGION}" for f in (*ACTING_FUNCTIONS, CLICK_WORKER)]
+# The example has the log rules on (their default): their function acts in members too.
+ACTING = (*ACTING_FUNCTIONS, LOG_EVENTS)
+ACTING_ORDER = [f"TrainingGuardHub-{f}-{REGION}" for f in (*ACTING, CLICK_WORKER)]
+SUBSCRIBER_ROLE = f"TrainingGuardHub-{SUBSCRIBER}-{REGION}"  # trusted by the members' log roles, not the member role
 
 
 def app_mode(document: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +130,7 @@ def test_in_app_mode_the_trust_names_exactly_the_roles_the_hub_names(org_app: Or
         r["Properties"]["RoleName"]
         for r in org_app.resources("AWS::IAM::Role").values()
         if str(r["Properties"].get("RoleName", "")).startswith("TrainingGuardHub-")
+        and r["Properties"]["RoleName"] != SUBSCRIBER_ROLE
     ]
     _, member_role = org_app.member_one("AWS::IAM::Role", "HubAccess")
     assert sorted(trusted(member_role), key=json.dumps) == sorted(
@@ -130,19 +141,19 @@ def test_in_app_mode_the_trust_names_exactly_the_roles_the_hub_names(org_app: Or
 
 
 def test_in_app_mode_only_the_acting_roles_may_assume_anything(org_app: OrgSynth) -> None:
-    """The interaction function and the notifier assume nothing: only the four acting roles do."""
+    """The interaction function and the notifier assume nothing: only the five acting roles and the log subscriber do."""
     for policy in org_app.resources("AWS::IAM::Policy").values():
         if any("sts:" in json.dumps(s["Action"]) for s in policy["Properties"]["PolicyDocument"]["Statement"]):
             [role_ref] = policy["Properties"]["Roles"]
             name = org_app.json["Resources"][role_ref["Ref"]]["Properties"].get("RoleName")
-            assert name in ACTING_ORDER
+            assert name in [*ACTING_ORDER, SUBSCRIBER_ROLE]
 
 
 def test_the_click_worker_is_an_acting_function_only_in_app_mode() -> None:
     webhook = GuardConfig.from_dict(example())
     app = GuardConfig.from_dict(app_mode(example()))
-    assert acting_functions(webhook) == ACTING_FUNCTIONS
-    assert acting_functions(app) == (*ACTING_FUNCTIONS, CLICK_WORKER)
+    assert acting_functions(webhook) == ACTING
+    assert acting_functions(app) == (*ACTING, CLICK_WORKER)
     assert app.organization is not None
     assert hub_role_name(app.organization, CLICK_WORKER) == WORKER_ROLE
 
@@ -160,7 +171,7 @@ def test_in_app_mode_a_region_that_would_make_a_role_name_too_long_is_refused(tm
 # --- webhook mode: no worker, nothing changes ----------------------------------------------------------------------
 
 
-def test_in_webhook_mode_there_is_no_worker_and_the_member_trusts_the_three_acting_roles(org_webhook: OrgSynth) -> None:
+def test_in_webhook_mode_there_is_no_worker_and_the_member_trusts_the_four_acting_roles(org_webhook: OrgSynth) -> None:
     assert not [k for k in org_webhook.resources("AWS::Lambda::Function") if "ClickWorker" in k]
     assert not [
         r
@@ -168,7 +179,7 @@ def test_in_webhook_mode_there_is_no_worker_and_the_member_trusts_the_three_acti
         if CLICK_WORKER in str(r["Properties"].get("RoleName", ""))
     ]
     _, member_role = org_webhook.member_one("AWS::IAM::Role", "HubAccess")
-    assert trusted(member_role) == [arn(f":iam::{HUB}:role/TrainingGuardHub-{f}-{REGION}") for f in ACTING_FUNCTIONS]
+    assert trusted(member_role) == [arn(f":iam::{HUB}:role/TrainingGuardHub-{f}-{REGION}") for f in ACTING]
     assert CLICK_WORKER not in json.dumps(org_webhook.member)
 
 
@@ -218,7 +229,7 @@ def longest_region(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("longest_region")
-def test_the_member_roles_trust_with_four_64_character_role_names_fits_iams_2048_characters(
+def test_the_member_roles_trust_with_five_64_character_role_names_fits_iams_2048_characters(
     app_at_the_limit: OrgSynth,
 ) -> None:
     """IAM's role trust policy length: 2,048 characters by default
@@ -226,7 +237,7 @@ def test_the_member_roles_trust_with_four_64_character_role_names_fits_iams_2048
     _, role = app_at_the_limit.member_one("AWS::IAM::Role", "HubAccess")
     trust = limits.resolve(role["Properties"]["AssumeRolePolicyDocument"])
     names = [a.rsplit("/", 1)[1] for a in trust["Statement"][0]["Condition"]["ArnEquals"]["aws:PrincipalArn"]]
-    assert len(names) == 4
+    assert len(names) == 5
     assert max(len(n) for n in names) == hub_module.IAM_ROLE_NAME_MAX
     # with the organization's condition too, at its longest (o- and 32 characters)
     trust["Statement"][0]["Condition"]["StringEquals"] = {"aws:PrincipalOrgID": "o-" + "a" * 32}

@@ -132,6 +132,62 @@ def test_a_stop_record_within_its_lease_is_busy_for_the_same_rule_then_taken_ove
     assert taken.previous.event_id == "e1"
 
 
+def test_a_stop_records_lease_ends_at_its_second(tables: Tables) -> None:
+    ledger = tables.ledger
+    assert first(ledger, lease=120)
+    assert ledger.claim_stop(record("VanishingGradient", 119), ttl_seconds=3600).busy
+    at_the_end = ledger.claim_stop(record("VanishingGradient", 120), ttl_seconds=3600)
+    assert (at_the_end.granted, at_the_end.busy) == (True, False)  # lease_until is the first second it is over
+
+
+def test_the_stops_one_write_asks_about_mutes_only_when_told() -> None:
+    # DynamoDB refuses a value the expressions do not use ("unused in expressions"); moto does not check it.
+    with Emulation() as aws:
+        client = Recording(aws.client("dynamodb"))
+        ledger = DynamoLedger(cast("DynamoDBClient", client), TABLE)
+        ledger.claim_first_stop(
+            record("VanishingGradient"), now=NOW, lease_seconds=60, ttl_seconds=60, check_mutes=False
+        )
+        [write] = [kwargs for name, kwargs in client.calls if name == "put_item"]
+        assert "ExpressionAttributeValues" not in write
+        assert "#until" not in write["ExpressionAttributeNames"]
+        assert write["ConditionExpression"] == "attribute_not_exists(#rule)"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda ledger: ledger.claim_first_stop(
+                record("VanishingGradient"), now=NOW, lease_seconds=60, ttl_seconds=60, check_mutes=True
+            ),
+            "record the stop of mnist-1 failed",
+        ),
+        (lambda ledger: ledger.release_stop_lease("mnist-1"), "release the stop lease of mnist-1 failed"),
+    ],
+)
+def test_the_stop_items_other_failures_are_reported_naming_the_job(call: Any, message: str) -> None:
+    with pytest.raises(ActionFailed, match=message) as failed:
+        call(DynamoLedger(cast("DynamoDBClient", Failing("ProvisionedThroughputExceededException")), TABLE))
+    assert isinstance(failed.value.__cause__, ClientError)
+
+
+def test_a_stop_record_with_a_spend_but_no_price_source_reads_back() -> None:
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        item = {
+            contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"},
+            "job": {"S": "mnist-1"},
+            "rule": {"S": "VanishingGradient"},
+            "stopped_at": {"S": NOW.isoformat()},
+            "spend_avoided_usd": {"N": "12.50"},
+        }
+        dynamodb.put_item(TableName=TABLE, Item=item)
+        stop = DynamoLedger(dynamodb, TABLE).get_stop("mnist-1")
+        assert stop is not None
+        assert stop.spend == StopSpend(avoided_usd=12.5, so_far_usd=None, price_source=None, instance_types=())
+
+
 def test_a_failed_writer_releases_its_lease_for_the_retry(tables: Tables) -> None:
     ledger = tables.ledger
     assert first(ledger, lease=120)

@@ -241,3 +241,78 @@ def test_the_headline_says_met_or_missed_from_the_figures_and_the_targets() -> N
     assert missed[4].endswith("differ from the design: see the report |")
     assert missed[5].endswith("| 3.0x | 2.0x (missed, see the report) |")
     assert run.findings(measured(ratio=1.4, unexpected={}, to_stop=3.0))[0].count("Still over 1.3x: job_events")
+
+
+# --- the log rules' section (bench/log_rules.py) --------------------------------------------------------------
+def log_measured(ratio: float) -> dict[str, Any]:
+    from bench import log_rules
+
+    return {
+        "throughput": [{"case": c.label, "ratio": ratio} for c in log_rules.CASES],
+        "memory": {
+            "case": log_rules.CASES[0].label,
+            "runs": [{"lines": n, "peak_rss_kb": 25_000, "state_bytes": 1_300} for n in log_rules.MEMORY_LINES],
+            "growth_mb": 0.0,
+            "state_growth_bytes": 0,
+        },
+        "latency": [
+            {"events": 1, "decode ms": 0.1, "fold ms": 0.1, "delivery in -> StopTrainingJob ms": 11.0},
+            {"events": 10_000, "decode ms": 20.0, "fold ms": 40.0, "delivery in -> StopTrainingJob ms": 75.0},
+        ],
+    }
+
+
+def test_the_log_rules_evaluator_is_timed_against_the_bare_loop_on_each_real_log() -> None:
+    from bench import log_rules
+
+    rows = log_rules.throughput(lines=2_000, runs=1)
+    assert [r["case"] for r in rows] == [c.label for c in log_rules.CASES]
+    for row in rows:
+        assert row["lines"] == 2_000
+        assert row["points"] > 0  # the bare loop read numbers: its regexes are the log's
+        assert row["ratio"] == pytest.approx(row["bare lines/s"] / row["evaluator lines/s"], rel=0.02)
+
+
+def test_the_log_rules_memory_does_not_grow_with_the_log() -> None:
+    from bench import log_rules
+
+    memory = log_rules.memory((2_000, 4_000))
+    assert [r["lines"] for r in memory["runs"]] == [2_000, 4_000]
+    assert abs(memory["state_growth_bytes"]) < 1_000  # a bounded window, not the history
+
+
+def test_the_guards_part_of_the_latency_is_measured_to_the_stop_per_delivery_size() -> None:
+    from bench import log_rules
+
+    rows = log_rules.latency(sizes=(1, 50), runs=1)  # raises unless each delivery stops its job once
+    assert [r["events"] for r in rows] == [1, 50]
+    assert all(r["delivery in -> StopTrainingJob ms"] > r["decode ms"] > 0 for r in rows)
+
+
+def test_the_log_rules_section_and_headline_row_say_met_or_missed_and_cite_the_delivery_latency() -> None:
+    from bench import log_rules
+
+    met, missed = log_measured(1.8), log_measured(2.6)
+    text = "\n".join(log_rules.section(met))
+    assert text.startswith(log_rules.SECTION_TITLE)
+    assert "(met: worst 1.8x)" in text
+    assert log_rules.SUBSCRIPTIONS_PAGE in text
+    assert "cannot be predicted from cited figures" in text
+    assert "(missed: worst 2.6x)" in "\n".join(log_rules.section(missed))
+    row = log_rules.headline_row(missed)
+    assert row.startswith(log_rules.HEADLINE_ROW)
+    assert "| 2.6x, 2.6x, 2.6x, 2.6x / +0.0 MB / 75.0 ms | 2.0x (missed, see the report) / none / 10 s" in row
+
+
+def test_the_log_rules_sections_are_spliced_into_the_report_once() -> None:
+    from bench import log_rules
+
+    report = run.REPORT.read_text(encoding="utf-8")
+    once = log_rules.spliced(report, log_measured(2.6))
+    twice = log_rules.spliced(once, log_measured(1.8))
+    assert twice.count(log_rules.SECTION_TITLE) == 1
+    assert twice.count("## The log rules' cost (issue 30)") == 1
+    headline = run.headline_of(twice)
+    assert sum(r.startswith(log_rules.HEADLINE_ROW) for r in headline) == 1
+    assert "(met: worst 1.8x)" in twice
+    assert twice.index(log_rules.SECTION_TITLE) < twice.index("## What the numbers say")

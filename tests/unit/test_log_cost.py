@@ -44,3 +44,10 @@ def test_the_section_names_every_assumption_and_what_is_not_priced() -> None:
     assert all(key in text for key in log_cost.LOG_ASSUMPTIONS)
     assert "CloudWatch Logs subscription delivery" in text
     assert "$0.50 a month" in text  # the wing's 5 alarms
+
+
+def test_members_deliveries_are_billed_by_firehose_per_5_kb_record_and_nothing_at_rest() -> None:
+    [row] = log_cost.log_path_cost(PRICES, jobs=(1000,))
+    assert row["members: Firehose GB (batched)"] == pytest.approx(1000 * 6 * 60 * 5 / 1024**2, abs=0.01)  # 1.72 GB
+    assert log_cost.FIREHOSE_FIXED_MONTH == 0.0
+    assert "members: Firehose GB" in "\n".join(log_cost.section(PRICES))

@@ -510,3 +510,38 @@ def test_ignored_rule_never_fires() -> None:
 def test_dry_run_action_is_carried() -> None:
     rules = GuardConfig.from_dict({"log_rules": {"nan": {"action": "dry_run"}}}).log_rules
     assert [f.action for f in run(["loss = nan"], rules)] == ["dry_run"]
+
+
+def test_a_states_copy_is_its_json_round_trip_and_shares_nothing_mutable() -> None:
+    lines = [keras(v, v * 1.2) for v in falling(60)] + ["step 61 loss: nan"]
+    state, _ = evaluate(None, events(lines), reader=READER, rules=DEFAULTS)
+    assert state.loss is not None
+    assert state.val is not None
+    copied = state.copy()
+    assert copied.to_json() == StreamState.from_json(state.to_json()).to_json() == state.to_json()
+    for mine, theirs in ((copied.loss, state.loss), (copied.val, state.val)):
+        assert mine is not None
+        assert mine is not theirs
+        assert {k: getattr(mine, k) for k in mine.__slots__ if k != "window"} == {
+            k: getattr(theirs, k) for k in theirs.__slots__ if k != "window"
+        }
+        assert (list(mine.window), mine.window.maxlen) == (list(theirs.window), theirs.window.maxlen)
+    before = json.dumps(state.to_json())
+    copied.ids.append("x")
+    copied.names.append("x")
+    copied.fired["x"] = 1
+    assert copied.loss is not None
+    assert copied.val is not None
+    copied.loss.window.append(9.0)
+    copied.val.count += 1
+    assert json.dumps(state.to_json()) == before
+
+
+def test_the_plan_follows_the_tag_at_each_call_though_it_is_made_once() -> None:
+    lines = [keras(v) for v in falling(30)] + [keras(math.nan)]
+    assert [f.action for f in run(lines)] == ["stop"]
+    assert [f.action for f in run(lines, tags={contract.LOG_RULES_TAG: "NaN=notify"})] == ["notify"]
+    assert run(lines, tags={contract.LOG_RULES_TAG: "off"}) == []
+    assert [f.action for f in run(lines)] == ["stop"]
+    other = GuardConfig.from_dict({"log_rules": {"nan": {"action": "dry_run"}}}).log_rules
+    assert [f.action for f in run(lines, rules=other)] == ["dry_run"]

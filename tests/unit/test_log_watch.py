@@ -631,3 +631,17 @@ def test_a_member_accounts_log_is_read_and_stopped_through_the_members_role_with
     assert list(world.ledger.stops) == [f"{MEMBER}/{JOB}"]  # the hub's ledger, the member's key
     assert world.states.get(STREAM, account=MEMBER)[1] == 1
     assert world.states.get(STREAM) == (None, 0)  # not the hub's own stream of that name
+
+
+def test_a_delivery_out_of_time_order_is_folded_in_time_across_its_chunks() -> None:
+    # The loss falls to 0.5, then jumps to 8 (16x its best): Divergence. Delivered newest chunk first, an unsorted
+    # fold would read the plateau first and then find the fall late, skipped by every order-dependent rule.
+    world = World()
+    falling = [f"step {i} loss: {3.0 - 2.5 * i / CHUNK_EVENTS:.4f}" for i in range(CHUNK_EVENTS)]
+    climbed = [f"step {CHUNK_EVENTS + i} loss: {8.0 + 0.001 * (i % 3):.4f}" for i in range(CHUNK_EVENTS)]
+    in_time = batch([*falling, *climbed])
+    newest_first = replace(in_time, events=in_time.events[CHUNK_EVENTS:] + in_time.events[:CHUNK_EVENTS])
+    receipt = world.deliver(newest_first)
+    assert "Divergence" in receipt.firings
+    assert world.jobs.stop_calls == [JOB]
+    assert (receipt.events, receipt.evaluated, receipt.left) == (2 * CHUNK_EVENTS, 2 * CHUNK_EVENTS, 0)

@@ -1,7 +1,4 @@
-"""Acting in a member account: STS AssumeRole into the member's role, one session per account.
-
-Only configured members get a role ARN; sessions are renewed before their one-hour credentials expire.
-"""
+"""Acting in a member account: STS AssumeRole into the member's role, one session per account."""
 
 from __future__ import annotations
 
@@ -42,7 +39,7 @@ SESSION_NAME = "training-guard-hub"
 @dataclass
 class _Session:
     expires_at: float  # epoch seconds
-    session: Any  # what makes the account's clients: .client(service, config=...)
+    session: Any
     clients: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,8 +57,6 @@ class CredentialedClients:
 
 
 class MemberSessions:
-    """One set of credentials per member account, assumed through the member role and renewed before it expires."""
-
     def __init__(
         self,
         organization: OrganizationConfig,
@@ -100,7 +95,7 @@ class MemberSessions:
             return held
         try:
             answer = self._sts.assume_role(RoleArn=arn, RoleSessionName=SESSION_NAME)
-        except (ClientError, BotoCoreError) as exc:  # refused, throttled, or STS out of reach
+        except (ClientError, BotoCoreError) as exc:
             raise ActionFailed(f"AssumeRole {arn}", exc) from exc
         credentials = answer["Credentials"]
         expiration: datetime | str = credentials["Expiration"]  # the stubs say datetime; a stubbed answer: str
@@ -122,8 +117,6 @@ class MemberSessions:
 
 
 class MemberAccess:
-    """Responders that act in a member account, for the event handlers."""
-
     def __init__(self, sessions: MemberSessions) -> None:
         self.sessions = sessions
 
@@ -140,7 +133,6 @@ class MemberAccess:
         )
 
     def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
-        """`base` sweeping `account`: the member's jobs, alarms and metrics, the responder acting there."""
         from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
         from training_guard.adapters.sagemaker import SageMakerJobs
         from training_guard.services.sweeper import Sweeper
@@ -166,13 +158,12 @@ def member_access(organization: OrganizationConfig) -> MemberAccess:
     held = _MEMBER_ACCESS.get(key)
     if held is None:
         sts = client("sts")
-        partition = sts.meta.partition  # the partition of its region (botocore read it making the client)
+        partition = sts.meta.partition
         held = _MEMBER_ACCESS[key] = MemberAccess(MemberSessions(organization, sts=sts, partition=partition))
     return held
 
 
 def forget_member_access() -> None:
-    """Forget every member session (the emulation resets the wiring between runs: `wiring.reset`)."""
     _MEMBER_ACCESS.clear()
 
 

@@ -1,7 +1,6 @@
 """What the guard did, read for its totals: the stop records of the state table and the guard's outcome metrics.
 
-Shared by `training-guard report` and the weekly digest; a refused call raises `ActionFailed` with its `ClientError`.
-"""
+Shared by `training-guard report` and the weekly digest; a refused call raises `ActionFailed` with its `ClientError`."""
 
 from __future__ import annotations
 
@@ -20,10 +19,8 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# Hourly sums, kept 455 days; one GetMetricData holds at most 500 metrics and 100,800 datapoints (a test pins the
-# report's longest window under it); StartTime inclusive, EndTime exclusive
-# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricData.html,
-# https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/cloudwatch/aws.sdk.kotlin.services.cloudwatch.model/-get-metric-data-request/start-time.html)
+# Hourly sums, kept 455 days, within one GetMetricData's caps (docs/limits.md; a test pins the report's longest
+# window under them); StartTime inclusive, EndTime exclusive (GetMetricData's API reference).
 METRIC_PERIOD_SECONDS: Final = 3600
 METRIC_QUERIES_MAX: Final = 500
 METRIC_DATAPOINTS_MAX: Final = 100_800
@@ -87,7 +84,6 @@ def scan_stops(
 
 
 def metric_queries() -> list[dict[str, Any]]:
-    """One query per metric the totals read: hourly sums under the guard's service dimension."""
     dimensions = [{"Name": k, "Value": v} for k, v in totals.SERVICE_DIMENSION.items()]
     return [
         {
@@ -131,7 +127,6 @@ def read_metrics(
 
 
 def client_error(exc: ActionFailed) -> ClientError | None:
-    """The AWS error behind a failed read, if it was one."""
     cause = exc.__cause__
     return cause if isinstance(cause, ClientError) else None
 

@@ -48,8 +48,7 @@ if TYPE_CHECKING:
         def __wrapped__(self) -> Any: ...
 
 
-# Standard retry mode: exponential backoff with jitter on throttling and 5xx, bounded attempts,
-# short timeouts so a stuck call fails inside the function's time budget and is retried.
+# Standard retry mode (backoff with jitter, bounded attempts) and short timeouts: a stuck call fails in time.
 RETRY_CONFIG = Config(
     # total_max_attempts counts the first try too (max_attempts would count retries only)
     retries={"mode": "standard", "total_max_attempts": 5},

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.literals import ComparisonOperatorType, StatisticType
     from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
 
-DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
-DESCRIBE_BATCH = 100  # DescribeAlarms takes at most 100 AlarmNames
-METRIC_DATA_BATCH = 500  # GetMetricData takes at most 500 queries
+# The APIs' batch caps (docs/limits.md).
+DELETE_BATCH = 100
+DESCRIBE_BATCH = 100
+METRIC_DATA_BATCH = 500
 
 
 class CloudWatchAlarms:
@@ -41,7 +42,7 @@ class CloudWatchAlarms:
                 EvaluationPeriods=spec.periods,
                 DatapointsToAlarm=spec.datapoints,
                 Threshold=spec.threshold,
-                ComparisonOperator=cast("ComparisonOperatorType", spec.comparison_operator),  # a closed table too
+                ComparisonOperator=cast("ComparisonOperatorType", spec.comparison_operator),
                 TreatMissingData="notBreaching",  # a quiet job is the sweeper's stall check's concern
                 ActionsEnabled=True,
                 Tags=[{"Key": "training-guard:job", "Value": spec.job}],
@@ -84,12 +85,10 @@ class CloudWatchAlarms:
         return firing
 
     def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
-        """DescribeAlarmContributors lists a multi-time-series alarm's contributors in ALARM (it has no
-        paginator in botocore: NextToken by hand)."""
+        """Contributors in ALARM of a multi-time-series alarm (botocore has no paginator for it: NextToken by hand)."""
         firing: list[AlarmObservation] = []
         request: dict[str, Any] = {"AlarmName": alarm_name}
-        # The operation is recent (2025): a runtime whose botocore predates it must fail as an AWS call
-        # does (the sweep goes on and its error alarm fires), not with an AttributeError.
+        # Recent (2025): a botocore without it must fail as an AWS call does (the sweep goes on, its alarm fires).
         describe = getattr(self._client, "describe_alarm_contributors", None)
         if describe is None:
             missing = RuntimeError("this runtime's botocore does not know DescribeAlarmContributors")
@@ -147,8 +146,6 @@ class CloudWatchAlarms:
 
 
 class TrainingMetrics:
-    """Reads of the training metrics SageMaker publishes (namespace /aws/sagemaker/TrainingJobs)."""
-
     def __init__(self, client: CloudWatchClient) -> None:
         self._client = client
 
@@ -193,7 +190,6 @@ class TrainingMetrics:
     def host_averages(
         self, hosts: Sequence[str], *, metric: str, since: datetime, until: datetime
     ) -> dict[str, list[tuple[datetime, float]]]:
-        """One-minute averages of an instance metric per host (dimension `Host`)."""
         return self.series_values(
             contract.HOST_DIMENSION, hosts, metric=metric, statistic="Average", since=since, until=until
         )
@@ -262,10 +258,8 @@ def _observation(
 
 
 class MetricCharts:
-    """GetMetricWidgetImage: the PNG CloudWatch draws for a metric widget (charts.py builds the widget).
-
-    PNG bytes, 20 transactions per second (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html).
-    """
+    """GetMetricWidgetImage: the PNG CloudWatch draws for a metric widget (charts.py builds it), 20 transactions a
+    second (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html)."""
 
     def __init__(self, client: CloudWatchClient) -> None:
         self._client = client

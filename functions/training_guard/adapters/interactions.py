@@ -1,6 +1,5 @@
 """The interactivity endpoint's I/O: replay markers (DynamoDB), the hand-off queue (SQS), the signing secret
-(Secrets Manager) and the answers to a click (its response_url, whose client only the asynchronous path makes).
-"""
+(Secrets Manager) and the answers to a click (its response_url, whose client only the asynchronous path makes)."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ class ReplayMarkers:
                 TableName=self._table,
                 Item={
                     _PK: {"S": f"{REPLAY_PREFIX}{timestamp}#{signature}"},
-                    # DynamoDB deletes an expired item some time after `expires_at`, never before it: the marker
-                    # outlives the signature's window.
+                    # Deleted some time after `expires_at`, never before: the marker outlives the signature's window.
                     _TTL: {"N": str(expires_at)},
                 },
                 ConditionExpression="attribute_not_exists(#pk)",
@@ -59,8 +57,6 @@ class ReplayMarkers:
 
 
 class ClickQueue:
-    """The asynchronous path's queue: one message per acknowledged click."""
-
     def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = client
         self._url = queue_url
@@ -115,7 +111,6 @@ class ResponseUrl:
         self._timeout = timeout
 
     def ephemeral(self, url: str, text: str) -> None:
-        """A message only the clicking user sees, leaving the original message as it is."""
         self._post(url, {"response_type": "ephemeral", "replace_original": False, "text": text})
 
     def _post(self, url: str, body: dict[str, Any]) -> None:

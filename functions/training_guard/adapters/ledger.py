@@ -1,7 +1,6 @@
 """DynamoDB: the transition ledger (exactly-once) and the stop audit records.
 
-The items and their attributes: docs/design/exactly-once.md.
-"""
+The items and their attributes: docs/design/exactly-once.md."""
 
 from __future__ import annotations
 
@@ -34,7 +33,6 @@ class DynamoLedger:
         self._table = table
 
     def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
-        """Claim a transition for `lease_seconds`: granted, done before, or held by another attempt."""
         # Powertools Idempotency's in-progress semantics, but one event holds several transitions, each its own.
         epoch = int(now.timestamp())
         try:
@@ -88,10 +86,8 @@ class DynamoLedger:
             self._client.update_item(
                 TableName=self._table,
                 Key={_PK: {"S": _stop_key(record.job)}},
-                # Written only when there is none (the item may hold the job's mutes' marker): a retry of the same
-                # rule's stop finds its earlier record and keeps it whole, with what it gathered since.
-                **_stop_update(record, ttl_seconds, lease_until=None, condition="attribute_not_exists(#rule)"),
-                # The record that made the condition fail, read in the same write.
+                # Only when there is none (the item may hold the mutes' marker): a retry keeps its earlier record whole.
+                **_stop_update(record, ttl_seconds, condition="attribute_not_exists(#rule)"),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
@@ -108,18 +104,25 @@ class DynamoLedger:
     def claim_first_stop(
         self, record: StopRecord, *, now: datetime, lease_seconds: int, ttl_seconds: int, check_mutes: bool
     ) -> bool:
-        # One UpdateItem: the job's stop item may hold its mutes' marker already, never a stop record.
+        # One PutItem, written only over no record and no mute in force: a marker it replaces had ended.
+        names = {"#rule": "rule"}
+        values: dict[str, Any] = {}
         condition = "attribute_not_exists(#rule)"
-        values = {":now": {"N": str(int(now.timestamp()))}} if check_mutes else {}
         if check_mutes:
             condition += " AND (attribute_not_exists(#until) OR #until < :now)"
-        lease = int(now.timestamp()) + lease_seconds
+            names["#until"] = IN_FORCE_UNTIL
+            values[":now"] = {"N": str(int(now.timestamp()))}
+        item = _stop_item(record, ttl_seconds) | {"lease_until": {"N": str(int(now.timestamp()) + lease_seconds)}}
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": {_PK: {"S": _stop_key(record.job)}, **item},
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+        }
+        if values:  # DynamoDB refuses a value no expression uses
+            request["ExpressionAttributeValues"] = values
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={_PK: {"S": _stop_key(record.job)}},
-                **_stop_update(record, ttl_seconds, lease_until=lease, condition=condition, values=values),
-            )
+            self._client.put_item(**request)
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False  # a stop recorded (a duplicate, a retry, another rule) or a mute: the longer way
@@ -155,8 +158,7 @@ class DynamoLedger:
 
     def fold(self, job: str, key: str) -> bool:
         # ADD to a set is idempotent (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/dynamodb/aws.sdk.kotlin.services.dynamodb.model/-update-item-request/update-expression.html);
-        # a job's keys (at most 20 Debugger and 20 Profiler rules, guards, its end) fit the 400 KB item
-        # (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html).
+        # a job's keys (20 Debugger and 20 Profiler rules, guards, its end) fit the 400 KB item (docs/limits.md).
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -255,16 +257,8 @@ _RECORD_ATTRIBUTES = (
 )
 
 
-def _stop_update(
-    record: StopRecord,
-    ttl_seconds: int,
-    *,
-    lease_until: int | None,
-    condition: str,
-    values: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The UpdateItem arguments that write a stop record (`lease_until`: the stop's one write, before the stop)."""
-    sets = {
+def _stop_item(record: StopRecord, ttl_seconds: int) -> dict[str, Any]:
+    return {
         "job": {"S": record.job},
         "rule": {"S": record.rule},
         "reason": {"S": record.reason},
@@ -273,16 +267,17 @@ def _stop_update(
         "stopped_by": {"S": contract.stopped_by(record.rule)},
         _TTL: {"N": str(int(record.at.timestamp()) + ttl_seconds)},
     }
-    if lease_until is not None:
-        sets["lease_until"] = {"N": str(lease_until)}
+
+
+def _stop_update(record: StopRecord, ttl_seconds: int, *, condition: str) -> dict[str, Any]:
+    """The UpdateItem arguments that write a stop record and keep the rest of the item (its mutes' marker)."""
+    sets = _stop_item(record, ttl_seconds)
     names = {f"#a{i}": name for i, name in enumerate(sets)} | {"#rule": "rule"}
-    if "#until" in condition:
-        names["#until"] = IN_FORCE_UNTIL
     return {
         "UpdateExpression": "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets))),
         "ConditionExpression": condition,
         "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": {f":a{i}": value for i, value in enumerate(sets.values())} | (values or {}),
+        "ExpressionAttributeValues": {f":a{i}": value for i, value in enumerate(sets.values())},
     }
 
 
@@ -307,7 +302,6 @@ def _record(item: dict[str, Any]) -> StopRecord:
 
 
 def _usd(amount: float | None) -> dict[str, Any]:
-    """Dollars to the cent as a DynamoDB number, or NULL when unknown."""
     return {"NULL": True} if amount is None else {"N": f"{amount:.2f}"}
 
 

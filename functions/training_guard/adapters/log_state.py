@@ -1,8 +1,6 @@
 """DynamoDB: each training log stream's rule state (`log_rules.StreamState`) in the state table, versioned.
 
-Items `logstate#<stream>` (the state, its version) and `logjob#<job>` (the job's streams, its problems reported);
-the flow that reads and writes them: docs/design/log-path.md.
-"""
+Items `logstate#<stream>` and `logjob#<job>`; the flow that reads and writes them: docs/design/log-path.md."""
 
 from __future__ import annotations
 
@@ -25,10 +23,7 @@ _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 STATE_PREFIX = "logstate#"
 JOB_PREFIX = "logjob#"
-# A DynamoDB item is at most 400 KB, names and values together
-# (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html); a stream's state is bounded
-# by the rules' design (log_rules.StreamState), far under it (tests/integration/test_log_path.py measures it).
-ITEM_MAX_BYTES = 400 * 1024
+ITEM_MAX_BYTES = 400 * 1024  # DynamoDB's item limit (docs/limits.md); a stream's bounded state is far under it
 
 
 def state_key(stream: str, account: str | None = None) -> str:
@@ -72,8 +67,7 @@ class DynamoLogState:
     def put(
         self, job: str, stream: str, state: StreamState, *, version: int, now: datetime, account: str | None = None
     ) -> bool:
-        """Write the state as version `version + 1` if the stored one is still `version`; False when another
-        invocation wrote it first (the caller reads it again and folds its batch on top)."""
+        """Write the state as version `version + 1` if the stored one is still `version`; False if another was first."""
         if version == 0:
             self._list_stream(job, stream, now=now, account=account)  # first: a stream listed is never lost
         try:

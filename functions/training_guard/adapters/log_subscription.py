@@ -1,42 +1,43 @@
-"""The log-rules subscription filter on the training log group: what to do is decided from what the group holds
-(pure), then applied with CloudWatch Logs' API. It never touches a filter it did not create, nor another group."""
+"""The log-rules subscription filter on the training log group: planned from what the group holds, then applied.
+
+It never touches a filter it did not create, nor another group (docs/design/log-subscription.md)."""
 
 from __future__ import annotations
 
 import json
+import re
+import threading
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
+import boto3
 from botocore.exceptions import ClientError
 
 from training_guard import contract
-from training_guard.adapters.clients import error_code, error_message
+from training_guard.adapters.clients import RETRY_CONFIG, client, error_code, error_message
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# CloudWatch Logs allows two subscription filters a log group, not adjustable
-# (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutSubscriptionFilter.html).
-FILTERS_PER_GROUP_MAX = 2
-# The only group the guard subscribes to: never one of its own (its functions' logs would feed it: a loop).
-SUBSCRIBABLE_GROUPS = frozenset({contract.TRAINING_LOG_GROUP})
-# A custom resource's response is at most 4096 bytes; its reason is cut well inside that.
-# https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html
-REASON_MAX_CHARS = 1000
+FILTERS_PER_GROUP_MAX = 2  # CloudWatch Logs' limit a log group, not adjustable (docs/limits.md)
+SUBSCRIBABLE_GROUPS = frozenset({contract.TRAINING_LOG_GROUP})  # never the guard's own: its logs would loop
+REASON_MAX_CHARS = 1000  # well inside a custom resource's 4,096-byte response (docs/limits.md)
 RESPONSE_TIMEOUT_SECONDS = 10
 
 
 class Status(StrEnum):
     """What the deploy did to the subscription: the custom resource's `Status` attribute and the stack output."""
 
-    SUBSCRIBED = "subscribed"  # ours created
+    SUBSCRIBED = "subscribed"
     UPDATED = "updated"  # ours was there: updated in place
     NOT_SUBSCRIBED = "not-subscribed"  # the group holds two filters of others (or refused ours): nothing touched
-    REMOVED = "removed"  # delete: ours removed
+    REMOVED = "removed"
     NOTHING_TO_REMOVE = "nothing-to-remove"  # delete: no filter of ours (or ours now sends elsewhere: kept)
+    FAILED = "failed"  # a member only: its log role refused or a call failed (the hub's own group fails the deploy)
 
 
 class RequestError(ValueError):
@@ -98,8 +99,7 @@ def plan_subscribe(wanted: Subscription, existing: Sequence[Filter]) -> Plan:
 
 
 def plan_unsubscribe(wanted: Subscription, existing: Sequence[Filter]) -> Plan:
-    """Remove ours only, and only while it still sends to this stack's function (another stack may have taken the
-    name since)."""
+    """Remove ours only, and only while it still sends to this stack's function (another stack may have the name)."""
     ours = [f for f in existing if f.name == wanted.name]
     if not ours:
         return Plan(False, False, Status.NOTHING_TO_REMOVE, f"no filter {wanted.name} on {wanted.group}")
@@ -159,8 +159,7 @@ class LogSubscriptions:
     def subscribe(self, wanted: Subscription) -> Plan:
         existing = self.filters(wanted.group)
         if existing is None:
-            # The group appears with the account's first training job; made now (default retention: never
-            # expire, as SageMaker would make it), so the subscription is in place before that job's first line.
+            # made now, as SageMaker would, so that the filter is there before the first job's first line
             try:
                 self.logs.create_log_group(logGroupName=wanted.group)
             except ClientError as exc:
@@ -198,11 +197,117 @@ class LogSubscriptions:
         return plan
 
 
+MEMBER_WORKERS = 8  # members' calls mostly wait on the network (docs/design/log-subscription.md)
+MEMBERS_SUMMARY_MAX_CHARS = 1000  # beside the reason and the detail, within the response's 4096 bytes
+_ACCOUNT = re.compile(r"\d{12}")
+
+
+@dataclass(frozen=True)
+class Members:
+    """The hub's custom resource's member properties: the accounts, their log role's name, the hub's destination."""
+
+    accounts: tuple[str, ...]
+    role_name: str
+    destination: str
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> Members | None:
+        """None for a single-account guard (no `Members`)."""
+        accounts = properties.get("Members")
+        if accounts is None:
+            return None
+        role, destination = properties.get("MemberRoleName"), properties.get("MemberDestinationArn")
+        if not isinstance(accounts, list) or not all(isinstance(a, str) and _ACCOUNT.fullmatch(a) for a in accounts):
+            raise RequestError("Members: a list of 12-digit account IDs; deploy the guard's own template")
+        if not isinstance(role, str) or not role or not isinstance(destination, str) or not destination:
+            raise RequestError("MemberRoleName and MemberDestinationArn: text; deploy the guard's own template")
+        return cls(tuple(accounts), role, destination)
+
+    def role_arn(self, account: str) -> str:
+        """The member's log role, in the destination's partition (arn:<partition>:logs:...)."""
+        partition = self.destination.split(":")[1] if self.destination.count(":") >= 5 else "aws"
+        return f"arn:{partition}:iam::{account}:role/{self.role_name}"
+
+
+def member_work(kind: str, new: Members | None, old: Members | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(subscribe, unsubscribe): Create, Update subscribe the configured; Update drops the others, Delete all."""
+    if kind == "Delete":
+        return (), new.accounts if new else ()
+    subscribe = new.accounts if new else ()
+    gone = tuple(a for a in (old.accounts if old else ()) if a not in subscribe)
+    return subscribe, gone
+
+
+@dataclass(frozen=True)
+class MemberOutcome:
+    account: str
+    status: Status
+    detail: str
+
+
+def members_summary(outcomes: Sequence[MemberOutcome]) -> str:
+    """One line for the stack output: how many members are subscribed, and which are not."""
+    put = [o for o in outcomes if o.status in {Status.SUBSCRIBED, Status.UPDATED}]
+    if not put and not any(o.status in {Status.NOT_SUBSCRIBED, Status.FAILED} for o in outcomes):
+        text = f"{len(outcomes)} member(s) unsubscribed" if outcomes else "no member"
+    else:
+        missing = [o for o in outcomes if o.status in {Status.NOT_SUBSCRIBED, Status.FAILED}]
+        text = f"{len(put)} of {len(put) + len(missing)} members subscribed"
+        if missing:
+            text += "; not subscribed: " + ", ".join(f"{o.account} ({o.status.value})" for o in missing)
+    return text if len(text) <= MEMBERS_SUMMARY_MAX_CHARS else text[: MEMBERS_SUMMARY_MAX_CHARS - 3] + "..."
+
+
+class MemberSubscriptions:
+    """The guard's filter in members' log groups, through their log roles; a failing member stops no other."""
+
+    def __init__(self, logs_in: Callable[[str], LogsApi], *, workers: int = MEMBER_WORKERS) -> None:
+        self.logs_in = logs_in  # a member's role ARN -> CloudWatch Logs in that account
+        self.workers = workers
+
+    def apply(
+        self, wanted: Subscription, members: Members, *, subscribe: Sequence[str], unsubscribe: Sequence[str]
+    ) -> list[MemberOutcome]:
+        theirs = replace(wanted, destination=members.destination)
+        work = [(a, True) for a in subscribe] + [(a, False) for a in unsubscribe]
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(work) or 1))) as pool:
+            return list(pool.map(lambda job: self._one(theirs, members, *job), work))
+
+    def _one(self, wanted: Subscription, members: Members, account: str, subscribe: bool) -> MemberOutcome:
+        try:
+            subscriptions = LogSubscriptions(self.logs_in(members.role_arn(account)))
+            plan = subscriptions.subscribe(wanted) if subscribe else subscriptions.unsubscribe(wanted)
+        except Exception as exc:  # noqa: BLE001 - one member must never fail the deploy (unanswered) nor the others
+            what = "subscribe" if subscribe else "unsubscribe"
+            return MemberOutcome(account, Status.FAILED, f"could not {what} {account}: {exc}")
+        return MemberOutcome(account, plan.status, f"{account}: {plan.detail}")
+
+
+SESSION_NAME = "training-guard-log-subscriber"  # the member's CloudTrail shows assumed-role/<log role>/<this>
+# boto3's default session is not thread-safe; the clients it makes are (https://docs.aws.amazon.com/boto3/latest/guide/clients.html).
+_CLIENTS = threading.Lock()
+
+
+def member_logs(role_arn: str) -> LogsApi:
+    """CloudWatch Logs in a member account, through its log role (the subscriber's credentials, one session a call)."""
+    with _CLIENTS:  # the first call makes the cached STS client
+        sts = client("sts")
+    credentials = sts.assume_role(RoleArn=role_arn, RoleSessionName=SESSION_NAME)["Credentials"]
+    with _CLIENTS:
+        logs: LogsApi = boto3.client(
+            "logs",
+            config=RETRY_CONFIG,
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+        )
+    return logs
+
+
 def response_document(
     event: Mapping[str, Any], *, ok: bool, reason: str, data: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """The custom resource's answer to CloudFormation. The physical id names the group and the filter, so an update
-    keeps the resource and a rename replaces it (CloudFormation then deletes the old one)."""
+    """The custom resource's answer; its physical id names group and filter, so a rename replaces the resource."""
     properties = event.get("ResourceProperties") or {}
     physical = event.get("PhysicalResourceId") or (
         f"{properties.get('LogGroupName', '')}|{properties.get('FilterName', '')}"

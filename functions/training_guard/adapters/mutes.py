@@ -1,7 +1,6 @@
 """DynamoDB: each job's mutes in one item of the state table, read with one GetItem (mutes.py says what they mean).
 
-One map attribute per mute, `m:<effect>:<rule>`; each write pushes the item's TTL, and expiry is checked at read.
-"""
+One map attribute per mute, `m:<effect>:<rule>`; each write pushes the item's TTL, and expiry is checked at read."""
 
 from __future__ import annotations
 
@@ -25,9 +24,8 @@ if TYPE_CHECKING:
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 ATTRIBUTE_PREFIX = "m:"
-# The latest end of a mute ever put for the job (epoch seconds), kept on the job's stop item (`stop#<job>`): the stop's
-# one write checks it in its own condition instead of reading the mutes (adapters/ledger.claim_first_stop). Never
-# lowered: a removed mute only sends the stop the slower way until it would have ended.
+# The latest end of any mute of the job (epoch seconds), on its stop item: the stop's one write checks it instead of
+# reading the mutes (ledger.claim_first_stop). Never lowered: a removed mute only sends the stop the slower way.
 IN_FORCE_UNTIL = "in_force_until"
 UNTIL_THE_JOB_ENDS = 253402300799  # 9999-12-31T23:59:59Z
 
@@ -97,7 +95,6 @@ class DynamoMutes:
             raise ActionFailed(f"record the mute {mute.key} of {job}", exc) from exc
 
     def remove(self, job: str, key: str, *, account: str | None = None) -> bool:
-        """Remove the mute `key` (`Mute.key`) of the job: False when it had none of that name."""
         try:
             self._client.update_item(
                 TableName=self._table,

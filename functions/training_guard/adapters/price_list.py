@@ -1,7 +1,6 @@
 """The AWS Price List API, behind a cache in the container's memory and one in the state table.
 
-Never raises: a price is information, and what went wrong is kept in `problems`. Lookup order: docs/design/pricing.md.
-"""
+Never raises: a price is information; what went wrong is kept in `problems`. Lookup order: docs/design/pricing.md."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 PAGE_SIZE: Final = 100  # GetProducts MaxResults: 1 to 100 (API reference)
 MAX_PAGES: Final = 5  # the filters select one instance type in one region: more pages mean a filter was ignored
-# After the API failed, this container asks it again only after this long (chosen: a sweep every few minutes
-# must not pay the SDK's retries and timeouts for every job while the endpoint is unreachable).
+# After a failure, asked again only after this long (chosen: a sweep must not pay the SDK's retries for every job).
 RETRY_AFTER_FAILURE_SECONDS: Final = 900
 
 # Entries: (expires at, epoch seconds; the quote, or None when the API answered without a usable price).
@@ -56,11 +54,7 @@ def pricing_client() -> PricingClient:
 
 
 class PriceList:
-    """Hourly on-demand list prices of SageMaker training instances.
-
-    `pricing` None: `pricing_factory` makes the client when the API is first asked. Without `dynamodb` and `table`
-    only the container's memory is used.
-    """
+    """Hourly on-demand list prices of SageMaker training instances; without `dynamodb` and `table`, memory only."""
 
     def __init__(
         self,
@@ -100,7 +94,6 @@ class PriceList:
         return quote or table_quote(region, instance_type)
 
     def prices(self, region: str, instance_types: tuple[str, ...], *, now: datetime) -> dict[str, PriceQuote | None]:
-        """Prices of several types (pricing.job_instance_types of a job), for pricing.job_spend."""
         return {t: self.hourly_price(region, t, now=now) for t in instance_types}
 
     def forget(self) -> None:
@@ -108,7 +101,6 @@ class PriceList:
         self._memory.clear()
 
     def take_problems(self) -> list[str]:
-        """What went wrong since last asked, for the caller to log; forgotten here (a container lives long)."""
         problems, self.problems = self.problems, []
         return problems
 
@@ -117,7 +109,6 @@ class PriceList:
             self._pricing = self._pricing_factory()
         return self._pricing
 
-    # --- The Price List API -------------------------------------------------------------------------------
     def _ask(self, region: str, instance_type: str) -> tuple[bool, PriceQuote | None]:
         """(whether the API answered, the price it gave)."""
         items: list[Any] = []
@@ -149,7 +140,6 @@ class PriceList:
             self.problems.append(f"GetProducts: {parsed.reason}")
         return True, parsed.quote
 
-    # --- The state table ----------------------------------------------------------------------------------
     def _read_cached(self, key: str, region: str, instance_type: str, epoch: float) -> tuple[float, PriceQuote] | None:
         """(when the item expires, its price), or None when there is no live item."""
         if self._dynamodb is None or not self._table:
@@ -161,8 +151,7 @@ class PriceList:
             return None
         if not item:
             return None
-        # DynamoDB deletes expired items in the background, typically within two days; until then they are still
-        # read (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ttl-expired-items.html).
+        # DynamoDB deletes expired items in the background, days later; until then they are still read (docs/limits.md).
         expires = _number(item.get(_TTL))
         usd = parse_usd(item.get("usd_per_hour", {}).get("N"))
         if expires is None or expires <= epoch or usd is None:

@@ -1,6 +1,5 @@
 """What the event handlers do with a receipt: one log line and the guard's metrics; unusable and
-foreign events parked or ignored with their reason; and the spend-avoided metric of every stop.
-"""
+foreign events parked or ignored with their reason; and the spend-avoided metric of every stop."""
 
 from __future__ import annotations
 
@@ -19,26 +18,19 @@ logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 
 
-# CloudWatch dimension values: ASCII only, no control characters, at least one non-whitespace character,
-# 1 to 1024 characters (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html).
+# CloudWatch dimension values: printable ASCII, 1 to 1024 characters (docs/limits.md).
 DIMENSION_VALUE_MAX = 1024
 
 
 def dimension_value(text: str) -> str:
-    """A rule's name as a legal dimension value: anything outside printable ASCII becomes "?" (the audit
-    record keeps the name as it is)."""
+    """A rule's name as a legal dimension value: non-printable ASCII becomes "?" (the audit record keeps it whole)."""
     value = "".join(c if " " <= c <= "~" else "?" for c in text)[:DIMENSION_VALUE_MAX]
     return value if value.strip() else "?"
 
 
 class SpendMeter:
-    """`SpendAvoidedUSD` per stop, with the stopping rule or metric guard as the `rule` dimension.
-
-    Each rule is one more billed custom metric
-    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/metrics-otel-pricing.html,
-    https://aws.amazon.com/cloudwatch/pricing/; docs/cost.md does the sum). A line of its own (single_metric), so
-    the dimension does not spread to the invocation's other metrics.
-    """
+    """`SpendAvoidedUSD` per stop by rule: each rule is one more billed custom metric (docs/cost.md has the sum); a line
+    of its own (single_metric), so the dimension does not spread to the invocation's other metrics."""
 
     def spend_avoided(self, rule: str, usd: float) -> None:
         with single_metric(
@@ -49,9 +41,6 @@ class SpendMeter:
         ) as metric:
             metric.add_dimension(name=contract.RULE_DIMENSION, value=dimension_value(rule))
         logger.info("spend avoided by a stop", extra={"rule": rule, "spend_avoided_usd": usd})
-
-
-# Events ignored because their account is not guarded here (another account, or not a configured member).
 
 
 def reject(event: Any, error: EventError, dead_letters: DeadLetterParker | None) -> Receipt:
@@ -94,8 +83,7 @@ def count_outcomes(receipt: Receipt) -> None:
             name=contract.Metric.NOTIFICATIONS_PUBLISHED, unit=MetricUnit.Count, value=len(receipt.notifications)
         )
     if receipt.folded:
-        # Acted on and recorded (the ledger's outcome "folded", the stop record's audit), never published:
-        # this line is what a person searching the logs for a missing message finds.
+        # Acted on and recorded, never published: what a person searching the logs for a missing message finds.
         logger.info(
             "folded into the guard's stop of the job, not announced",
             extra={"training_job": receipt.job, "transitions": receipt.folded},

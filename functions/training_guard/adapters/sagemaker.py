@@ -14,15 +14,13 @@ from training_guard.domain.events import EventError, TrainingJob, parse_job
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
-# SageMaker answers a training job that does not exist with ValidationException "Requested resource not found."
-# (DescribeTrainingJob: aws/aws-sdk#165, aws/amazon-sagemaker-examples#2360), not the ResourceNotFound its API model
-# declares; "Could not find ..." is the wording of other SageMaker answers (and moto's). Code and wording both.
+# A missing job answers ValidationException "Requested resource not found." (aws/aws-sdk#165,
+# aws/amazon-sagemaker-examples#2360), not its model's ResourceNotFound; other answers say "Could not find".
 _NOT_FOUND_CODES = ("ValidationException", "ResourceNotFound", "ResourceNotFoundException")
 _NOT_FOUND_WORDS = ("requested resource not found", "could not find")
 
 
 def is_missing(exc: ClientError) -> bool:
-    """Whether SageMaker said the job (or resource) does not exist."""
     message = error_message(exc).lower()
     return error_code(exc) in _NOT_FOUND_CODES and any(words in message for words in _NOT_FOUND_WORDS)
 
@@ -49,8 +47,7 @@ class SageMakerJobs:
         try:
             self._client.stop_training_job(TrainingJobName=name)
         except ClientError as exc:
-            # "The request was rejected because the training job is in status Stopped." is the
-            # expected race with a person, SageMaker or the job finishing: not a failure.
+            # "... is in status Stopped.": a race with a person, SageMaker or the job finishing, not a failure.
             if error_code(exc) == "ValidationException" and "status" in error_message(exc).lower():
                 return False
             if is_missing(exc):  # nothing left to stop: not a failure to retry until the dead-letter queue

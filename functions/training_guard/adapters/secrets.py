@@ -30,8 +30,6 @@ class Secrets:
 
 
 class SecretWebhookUrls:
-    """Webhook name -> its URL, read from the secret the stack configured for it."""
-
     def __init__(self, secrets: Secrets, secret_ids: dict[str, str]) -> None:
         self._secrets = secrets
         self._ids = secret_ids

@@ -1,7 +1,6 @@
 """Slack incoming webhooks as HTTPS+JSON with the standard library, and the retry rules every Slack call shares.
 
-429, 5xx and timeouts are transient, other 4xx permanent (docs/design/chat-delivery.md); URLs are never logged.
-"""
+429, 5xx and timeouts are transient, other 4xx permanent (docs/design/chat-delivery.md); URLs are never logged."""
 
 from __future__ import annotations
 
@@ -22,15 +21,13 @@ from urllib.request import Request, urlopen
 SEND_TIMEOUT_SECONDS = 10
 MAX_RETRIES = 3
 BACKOFF_FACTOR = 0.5  # retries after about 0.5, 1 and 2 s (plus up to as much jitter)
-# Slack answers a rate limit with 429 and Retry-After in seconds (https://docs.slack.dev/apis/web-api/rate-limits);
-# a longer back-off than this: the queue redelivers later instead.
+# Slack answers a rate limit with 429 and Retry-After (docs/limits.md); longer than this, the queue redelivers later.
 MAX_RETRY_AFTER_SECONDS = 10
 # chat.postMessage "generally allows posting one message per second per channel" (https://docs.slack.dev/apis/web-api/rate-limits).
 MIN_INTERVAL_SECONDS = 1.0
 # Longest back-off before a retry of a 5xx or a connection error: the last interval, doubled by jitter.
 MAX_BACKOFF_SECONDS = 2 * BACKOFF_FACTOR * 2 ** (MAX_RETRIES - 1)
-# One attempt at most (pacing, the HTTP timeout): started only with this much time left, since a timed-out
-# notifier returns its whole batch to the queue.
+# One attempt at most (pacing, the HTTP timeout): started only with this much time left (a timeout fails the batch).
 ATTEMPT_SECONDS = MIN_INTERVAL_SECONDS + SEND_TIMEOUT_SECONDS + 1.0
 CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError)  # retried as a 5xx is
 USER_AGENT = "training-guard"
@@ -64,7 +61,6 @@ class Deadline:
         return self.time_left() >= wait + ATTEMPT_SECONDS
 
 
-# --- the retry rules, and the one loop that applies them (the webhook sender and slack_app's bot) ---------------
 def retry_after(headers: Mapping[str, Any]) -> int:
     """A 429's Retry-After in whole seconds (header names in any case); 1 when unreadable."""
     value = {k.lower(): v for k, v in headers.items()}.get("retry-after") or "1"
@@ -83,9 +79,8 @@ def retry_wait(
     deadline: Deadline,
     backoff_factor: float,
 ) -> float | None:
-    """Seconds to wait before retrying attempt `attempt` (0 the first); None: no retry. A 429 waits Retry-After plus
-    up to a second when that is short and fits the time left; a 5xx, a timeout or a connection error backs off
-    factor x 2^attempt plus up to as much, when the longest back-off fits; at most MAX_RETRIES retries."""
+    """Seconds before retrying attempt `attempt` (0 the first); None: no retry. A 429 waits Retry-After (+ up to 1 s)
+    when it fits; a 5xx, timeout or connection error backs off factor x 2^attempt (+ as much); MAX_RETRIES at most."""
     if attempt >= MAX_RETRIES:
         return None
     jitter = random.random()  # noqa: S311 - jitter, not cryptography
@@ -103,15 +98,13 @@ RetryRule = Callable[[int, int | None, Mapping[str, Any], BaseException | None],
 
 
 def slack_retries(deadline: Deadline, backoff_factor: float) -> RetryRule:
-    """`retry_wait` for one sender: its invocation's deadline and its back-off factor."""
     return partial(retry_wait, deadline=deadline, backoff_factor=backoff_factor)
 
 
 def retry_connection_once(
     attempt: int, status: int | None, headers: Mapping[str, Any], error: BaseException | None
 ) -> float | None:
-    """One retry of a refused or reset connection after 0.5 s plus up to a second, nothing else (what slack_sdk's
-    WebhookClient did by default: the response_url's answers)."""
+    """One retry of a refused or reset connection after 0.5 to 1.5 s, as slack_sdk's WebhookClient did."""
     if attempt == 0 and status is None and isinstance(error, URLError | ConnectionResetError | RemoteDisconnected):
         return 0.5 + random.random()  # noqa: S311 - jitter, not cryptography
     return None
@@ -120,8 +113,7 @@ def retry_connection_once(
 def exchange(
     request: Request, *, retry: RetryRule, timeout: float, logger: logging.Logger
 ) -> tuple[int, Mapping[str, str], str]:
-    """Send `request` (http or https only), retried as `retry` says: the last answer's status, headers and body, or
-    the last connection error raised."""
+    """Send `request` (http(s) only), retried as `retry` says: the last status, headers and body, or the last error."""
     if not request.full_url.lower().startswith(("https://", "http://")):
         raise ValueError(f"Invalid URL detected: {request.full_url}")
     attempt = 0
@@ -147,10 +139,8 @@ def exchange(
 
 @dataclass(frozen=True)
 class Delivery:
-    """One webhook post's result: delivered, or why not and whether a retry can help."""
-
     ok: bool
-    permanent: bool = False  # True: retrying the same request cannot succeed
+    permanent: bool = False
     detail: str = ""  # status and Slack's error text; never the URL
 
 

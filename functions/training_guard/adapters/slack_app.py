@@ -1,7 +1,6 @@
 """Slack app mode: a bot token (`xoxb-`) and Slack's Web API over HTTPS, for one living thread per job.
 
-Failures are classified as the webhook sender's are (docs/design/chat-delivery.md); the token is never logged.
-"""
+Failures are classified as the webhook sender's are (docs/design/chat-delivery.md); the token is never logged."""
 
 from __future__ import annotations
 
@@ -31,10 +30,8 @@ from training_guard.domain.credentials import BOT_TOKEN_PREFIX
 from training_guard.domain.errors import ActionFailed
 
 SLACK_API_URL = "https://slack.com/api/"
-# Errors each method's reference lists as Slack's side, not the request's: retrying later can succeed
-# (https://docs.slack.dev/reference/methods/chat.postMessage, .../files.getUploadURLExternal). Of internal_error and
-# fatal_error "it's possible some aspect of the operation succeeded"
-# (https://docs.slack.dev/reference/methods/files.completeUploadExternal): a retried reply can appear twice.
+# Errors that chat.postMessage's and files.*'s references list as Slack's side: retrying later can succeed.
+# internal_error and fatal_error may have partly succeeded: a retried reply can appear twice (docs/limits.md).
 TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error", "request_timeout"}
     | {"team_added_to_org"}
@@ -55,8 +52,6 @@ class SlackAppError(ActionFailed):
 
 
 class _ApiError(Exception):
-    """Slack's answer was not `ok` (or not HTTP 200): its status and what it said."""
-
     def __init__(self, status: int, data: Mapping[str, Any]) -> None:
         super().__init__(f"{data.get('error')} (HTTP {status})")
         self.status = status
@@ -69,7 +64,7 @@ class _UploadRefused(Exception):
 
 @dataclass(frozen=True)
 class Posted:
-    channel: str  # the channel ID Slack answered with
+    channel: str
     ts: str  # the message's timestamp: its ID within the channel
 
 
@@ -87,8 +82,6 @@ def bot_token(secret_id: str, value: str) -> str:
 
 
 class SlackApp:
-    """One workspace's bot: post a job's parent message, reply in its thread, update the parent, upload a chart."""
-
     def __init__(
         self,
         token: str,
@@ -112,7 +105,6 @@ class SlackApp:
         self._sleep = sleep
         self._last_post: dict[str, float] = {}
 
-    # --- what the guard does ---------------------------------------------------------------------------
     def post_parent(self, channel: str, text: str, blocks: Sequence[dict[str, Any]]) -> Posted:
         """Post a job's card as a new message of the channel: its `ts` is the thread's from now on."""
         return self._post(f"post the parent message in {channel}", channel, text, blocks, None)
@@ -122,7 +114,6 @@ class SlackApp:
         return self._post(f"reply in thread {thread_ts} of {channel}", channel, text, blocks, thread_ts)
 
     def update(self, channel: str, ts: str, text: str, blocks: Sequence[dict[str, Any]]) -> None:
-        """Replace the text and blocks of message `ts` in place."""
         # Not paced: chat.update is Tier 3 (https://docs.slack.dev/reference/methods/chat.update).
         action = f"update message {ts} in {channel}"
         self._need(action, calls=1)
@@ -132,9 +123,8 @@ class SlackApp:
             raise _failure(action, exc) from exc
 
     def upload_png(self, channel: str, thread_ts: str, png: bytes, *, filename: str, title: str, alt_text: str) -> str:
-        """Share a PNG in the thread of `thread_ts` in Slack's three steps (files.getUploadURLExternal, the POST of
-        the bytes, files.completeUploadExternal: https://docs.slack.dev/reference/methods/files.getUploadURLExternal);
-        its file ID."""
+        """Share a PNG in the thread of `thread_ts` in Slack's three steps (files.getUploadURLExternal, the POST,
+        files.completeUploadExternal: docs/limits.md); its file ID."""
         action = f"upload {filename} to thread {thread_ts} of {channel}"
         self._need(action, calls=UPLOAD_CALLS)
         self._pace(channel)
@@ -162,7 +152,6 @@ class SlackApp:
             raise _failure(action, exc) from exc
         return {k: str(v) for k, v in response.items() if k != "ok"}
 
-    # --- mechanics ------------------------------------------------------------------------------------
     def _post(
         self, action: str, channel: str, text: str, blocks: Sequence[dict[str, Any]], thread_ts: str | None
     ) -> Posted:
@@ -183,8 +172,7 @@ class SlackApp:
     def _call(
         self, method: str, *, json_body: Mapping[str, Any] | None = None, form: Mapping[str, Any] | None = None
     ) -> Mapping[str, Any]:
-        """One Web API method (https://docs.slack.dev/apis/web-api): JSON for chat.*, a form for files.*, retried by
-        adapters/slack.py's rules; its answer when `ok`, else `_ApiError`."""
+        """One Web API call: JSON for chat.*, a form for files.*, retried by slack.py's rules; the answer when `ok`."""
         headers = {"Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT}
         data: bytes | None = None
         if json_body:
@@ -229,7 +217,6 @@ class SlackApp:
 
 
 def _failure(action: str, exc: BaseException) -> SlackAppError:
-    """Slack's answer (or the lack of one) as the guard's error: permanent or worth retrying later."""
     if isinstance(exc, _ApiError):
         status, data = exc.status, exc.data
         error = str(data.get("error") or "") or f"http_{status}"
@@ -244,7 +231,6 @@ def _failure(action: str, exc: BaseException) -> SlackAppError:
 
 
 def _one_line(body: str) -> str:
-    """A body that is not JSON, on one line and cut to 100 characters, for the error that names it."""
     line = "".join(part.strip() for part in body.replace("\r", "\n").split("\n"))
     return line if len(line) <= 100 else line[:100] + "..."
 

@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sns.type_defs import MessageAttributeValueTypeDef
 
-# A Publish is refused above the topic's maximum message size, body and attributes together: 256 KiB.
-# https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.html
+# Body and attributes together; above it, Publish is refused (docs/limits.md).
 SNS_MAX_MESSAGE_BYTES = 262_144
 _ATTRIBUTES_ALLOWANCE = 1024  # the three short message attributes, with room to spare
 # Longest text kept in each string of the document, tried in turn until the message fits.
@@ -24,11 +23,8 @@ _TEXT_LIMITS = (None, 1024, 256, 64)
 
 
 def sns_message(notification: Notification, *, members: Collection[str] = ()) -> str:
-    """The `MessageStructure="json"` body: prose for e-mail and SMS, Q Developer's form for HTTPS, the document else.
-
-    UTF-8, not \\u-escaped (6 to 12 bytes a letter); too long for one SNS message, its long strings are cut to the
-    first of `_TEXT_LIMITS` that fits rather than the notification lost.
-    """
+    """The `MessageStructure="json"` body: prose for e-mail and SMS, Q Developer's form for HTTPS, the document else;
+    UTF-8, not \\u-escaped; long strings cut to the first of `_TEXT_LIMITS` that fits rather than the message lost."""
     document, email = notification.document(), notification.email_text()
     budget = SNS_MAX_MESSAGE_BYTES - _ATTRIBUTES_ALLOWANCE
     for limit in _TEXT_LIMITS:
@@ -61,7 +57,6 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _shorten(value: Any, limit: int) -> Any:
-    """The document with every string (map keys too) cut to `limit` characters."""
     if isinstance(value, str):
         return _cut(value, limit)
     if isinstance(value, dict):
@@ -72,7 +67,6 @@ def _shorten(value: Any, limit: int) -> Any:
 
 
 def message_attributes(notification: Notification) -> dict[str, MessageAttributeValueTypeDef]:
-    """Attributes that subscription filter policies can select on (e.g. severity for SMS)."""
     return {
         "kind": {"DataType": "String", "StringValue": notification.kind.value},
         "outcome": {"DataType": "String", "StringValue": notification.outcome.value},

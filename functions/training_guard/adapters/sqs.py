@@ -36,8 +36,7 @@ class DeadLetterParker:
 
 
 class CardUpdates:
-    """Slack app mode's card updates (ports.CardPort): the notification's document, marked card-only, sent to the chat
-    queue the notifier reads, as the topic's SQS subscription would deliver it (raw message delivery)."""
+    """Card updates (ports.CardPort): the document, marked card-only, sent to the chat queue as SNS would deliver it."""
 
     def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = client
@@ -49,5 +48,5 @@ class CardUpdates:
         )
         try:
             self._client.send_message(QueueUrl=self._queue_url, MessageBody=body)
-        except (ClientError, BotoCoreError) as exc:  # refused, throttled, or SQS out of reach
+        except (ClientError, BotoCoreError) as exc:
             raise ActionFailed(f"sqs:SendMessage of a card update to {self._queue_url}", exc) from exc

@@ -1,7 +1,6 @@
 """DynamoDB: the record of each job's Slack thread per channel (threads.py says why and how it is used).
 
-The item and its claim: docs/design/chat-delivery.md; it expires with the ledger's transitions (dedup_ttl_days).
-"""
+The item and its claim: docs/design/chat-delivery.md; it expires with the ledger's transitions (dedup_ttl_days)."""
 
 from __future__ import annotations
 
@@ -92,8 +91,7 @@ class DynamoThreads:
                 raise ActionFailed(f"record the parent of {key}", exc) from exc
             old = exc.response.get("Item")
             record = _record(old) if old else self.read(key)
-            # Taken over and posted by another: theirs is the thread. Taken over and still being posted, or gone:
-            # ours is the only parent there is so far, the caller keeps it.
+            # Taken over and posted by another: theirs is the thread; otherwise ours is the only parent so far.
             return record if record is not None and record.ts else ThreadRecord(ts=ts, card_version=card_version)
         return ThreadRecord(ts=ts, card_version=card_version)
 

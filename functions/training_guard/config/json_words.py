@@ -10,7 +10,6 @@ _SHOWN_CHARS = 80  # an error line names the value, it does not reprint a docume
 
 
 def kind(value: Any) -> str:
-    """The JSON type of a value: null, a boolean, a number, a string, a list, an object."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -1,11 +1,9 @@
 """The guard's one configuration surface: `GuardConfig`, validated at synth and again at start-up.
 
 Each setting is declared once by `setting()`; the reader, the README's table and `configs/schema.json` derive from it.
-A small strict reader, not pydantic (~50 ms of cold start, measured): unknown keys refused, every problem reported.
-"""
+A small strict reader, not pydantic (~50 ms of cold start, measured): unknown keys refused, every problem reported."""
 
-# The settings are dataclass fields made by `setting()`, a wrapper of `dataclasses.field` (RUF009
-# cannot tell): each call builds a field, not a shared mutable default.
+# `setting()` wraps `dataclasses.field` (RUF009 cannot tell): each call builds a field, not a shared default.
 # ruff: noqa: RUF009
 
 from __future__ import annotations
@@ -44,11 +42,7 @@ class ConfigError(ValueError):
         super().__init__(f"{source} is invalid:\n{lines}")
 
 
-# --- How a setting is declared ----------------------------------------------------------------------
-
-
-# The three declaration classes are plain dataclasses: a frozen one costs ~0.45 ms more at import
-# (measured), and import time is cold-start time.
+# Plain dataclasses: a frozen one costs ~0.45 ms more at import (measured), and import time is cold-start time.
 @dataclass(eq=False)
 class DerivedDefault:
     """A default that depends on sibling settings: `rule(the values read so far)`, described in words."""
@@ -61,7 +55,7 @@ class DerivedDefault:
 class Setting:
     """Everything about one setting but its name, type (the annotation) and default."""
 
-    doc: str  # one line: what the setting means
+    doc: str
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[str, ...] | None = None  # allowed values (for an enum: a subset of its values)
@@ -69,14 +63,14 @@ class Setting:
     pattern: str | None = None  # a text value (or each item of a list of text) must match it whole
     pattern_error: str | None = None  # the message when it does not; `{value!r}` is the value
     max_items: int | None = None
-    keys: tuple[str, ...] | None = None  # the keys a map may have
+    keys: tuple[str, ...] | None = None
     key_pattern: str | None = None  # ... or the pattern its keys must match
     key_error: str | None = None
     why: str | None = None  # appended to a bound, choice or size violation
     derived_default: DerivedDefault | None = None
 
 
-_SETTING = "training_guard.setting"  # the key of a field's metadata that holds its Setting
+_SETTING = "training_guard.setting"
 
 
 def setting(
@@ -97,10 +91,7 @@ def setting(
     why: str | None = None,
     derived_default: DerivedDefault | None = None,
 ) -> Any:
-    """A configuration field: the dataclass default (or `factory`) plus its declaration.
-
-    With neither `default` nor `factory` the setting is required.
-    """
+    """A configuration field: the default (or `factory`; with neither, required) plus its declaration."""
     meta = {
         _SETTING: Setting(
             doc=doc,
@@ -136,9 +127,6 @@ def _validator(cls: type[_T]) -> Callable[[Callable[[_T], Iterator[tuple[str, st
         return check
 
     return register
-
-
-# --- The settings ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -348,7 +336,6 @@ class SlackConfig:
         return bool(self.targets)
 
     def channel_id(self, name: str) -> str:
-        """The Slack channel ID of an app mode channel name (a KeyError for a name the configuration lacks)."""
         if self.app is None:
             raise KeyError(name)
         return self.app.channels[name]
@@ -356,9 +343,8 @@ class SlackConfig:
     def route(
         self, severity: str, tags: Mapping[str, str], *, account: str | None = None, unit: str | None = None
     ) -> list[str]:
-        """The webhooks (app mode: channel names) one notification goes to (each at most once), in a stable order:
-        the job's team, its account's (`by_account`, else its organizational unit's, `unit`), its severity's; the
-        default if none."""
+        """The webhooks (app mode: channel names) one notification goes to, each once, in a stable order: the job's
+        team, its account's (`by_account`, else its unit's), its severity's; the default if none."""
         if not self.enabled or _rank(severity) < _rank(self.min_severity):
             return []
         targets = self.targets
@@ -456,7 +442,7 @@ class QDeveloperTeamsConfig:
 
 
 STATISTICS = ("AVG", "MIN", "MAX", "SUM", "COUNT")
-COMPARISONS = {  # configuration spelling -> CloudWatch ComparisonOperator
+COMPARISONS = {
     ">": "GreaterThanThreshold",
     ">=": "GreaterThanOrEqualToThreshold",
     "<": "LessThanThreshold",
@@ -634,7 +620,6 @@ class IdleGpuGuard:
     )
 
     def describe(self) -> str:
-        """The policy line of the guard."""
         return (
             f"idle_gpu: GPUs below {self.threshold_percent} % for {self.minutes} min in a row, after the first "
             f"{self.ignore_first_minutes} min of training -> {self.action.value}"
@@ -919,22 +904,15 @@ class Digest:
 # --- One guard for an organization (docs/organization.md) ------------------------------------------------
 # A commercial, China or GovCloud region name (us-east-1, cn-north-1, us-gov-west-1).
 _REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$"
-# Organization IDs (https://docs.aws.amazon.com/organizations/latest/APIReference/API_Organization.html) and the
-# StackSet's deployment targets: an OU or the organization's root
-# (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_StackSetAutoDeploymentTargetSummary.html).
+# Organization IDs (https://docs.aws.amazon.com/organizations/latest/APIReference/API_Organization.html).
 _ORGANIZATION_ID_PATTERN = r"^o-[a-z0-9]{10,32}$"
 # A custom bus name: letters, digits, '.', '-', '_', at most 256, never "default"
 # (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_CreateEventBus.html).
 _BUS_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,256}$"
-# Role names: letters, digits and +=,.@_- (IAM allows 64 characters,
-# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html; see below for 24).
+# Role names: letters, digits and +=,.@_-; IAM allows 64 characters, the guard 24 (below; docs/limits.md).
 _ROLE_NAME_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,24}$"
-# Each member is one principal of the hub bus's policy (without organization_id) and one role ARN (with the member
-# role's name) in the AssumeRole statement of each acting hub function. EventBridge keeps a bus policy to 10 KB
-# (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbuspolicy.html)
-# and IAM a role's inline policies to 10,240 characters in total (the IAM quotas page above): 100 members with a
-# role name of up to 24 characters fit both, measured on the synthesized hub at the limit with every token at its
-# longest (tests/infra/test_organization_limits.py); with names of 32 characters the sweeper's would not.
+# Each member is a bus-policy principal and a role ARN in each acting hub function's AssumeRole: 100 members with role
+# names of 24 characters fit both caps, 32 would not (docs/limits.md, tests/infra/test_organization_limits.py).
 MAX_MEMBER_ACCOUNTS = 100
 STACK_SET_CALLERS = ("SELF", "DELEGATED_ADMIN")
 
@@ -988,10 +966,9 @@ class OrganizationConfig:
         pattern=_BUS_NAME_PATTERN,
         pattern_error="a bus name is 1-256 letters, digits, '.', '-' or '_': {value!r}",
     )
-    # Declared, not looked up: ListParents answers only in the management account or a delegated administrator, and
-    # names the immediate parent only
-    # (https://docs.aws.amazon.com/goto/WebAPI/organizations-2016-11-28/ListParents), so a lookup would need that
-    # grant, a walk up nested OUs and a call the notifier's delivery could fail on.
+    # Declared, not looked up: ListParents (https://docs.aws.amazon.com/goto/WebAPI/organizations-2016-11-28/ListParents)
+    # answers only in the management account or a delegated administrator, for the immediate parent only: a lookup would
+    # need that grant, a walk up nested OUs and a call the notifier's delivery could fail on.
     account_units: Mapping[str, str] = setting(
         factory=dict,
         doc="the organizational unit of the hub or a member account (account ID -> `ou-...`), for routing chat by "
@@ -1010,7 +987,6 @@ class OrganizationConfig:
     )
 
     def accepts(self, account: str | None) -> bool:
-        """Whether the hub guards this account: its own, or a configured member (exactly)."""
         return account == self.hub_account or account in self.members
 
     def unit_of(self, account: str | None) -> str | None:
@@ -1043,11 +1019,9 @@ def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else 0
 
 
-# A transition the guard handled must be remembered for as long as the job can still be re-decided
-# (the sweeper re-decides running jobs every few minutes), or its finding is announced again.
-# SageMaker: MaxRuntimeInSeconds is at most 28 days, and a training job runs at most 30 days in
-# total, counting the time spent publishing metrics and uploading the model after training stops.
-# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html
+# A handled transition is remembered while the job can still be re-decided, or its finding is announced again:
+# MaxRuntimeInSeconds is at most 28 days, and a job runs at most 30 in all, counting the upload after training
+# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html).
 MAX_TRAINING_DAYS = 28
 MAX_DAYS_AFTER_TRAINING = 30 - MAX_TRAINING_DAYS  # publishing metrics, uploading the model
 MIN_DEDUP_TTL_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING + 1  # one day's margin
@@ -1139,11 +1113,8 @@ class GuardConfig:
     )
 
     def budget_for(self, job_name: str, tags: Mapping[str, str]) -> tuple[str, Budget, str] | None:
-        """The cap of a job: (its name, the budget, its policy line), or None when nothing caps it.
-
-        A valid budget tag first (its name: the tag key), else the first `budgets` entry that selects the job
-        (its name: `budgets[<i>]`).
-        """
+        """The cap of a job: (its name, the budget, its policy line), or None: a valid budget tag first (named by its
+        key), else the first `budgets` entry that selects the job (`budgets[<i>]`)."""
         value = tags.get(self.tags.budget_usd)
         usd = budget_from_tag(value) if value is not None else None
         if value is not None and usd is not None:
@@ -1234,12 +1205,9 @@ def _check_account_routes(config: GuardConfig) -> Iterator[tuple[str, str]]:
 
 @dataclass(eq=False)
 class Declared:
-    """One setting of a configuration class: name, declaration and the shape of its JSON value.
-
-    `kind` is bool, int, number, text, enum, section (a nested settings class), list or map.
-    For a list or a map, `item` is the element type and `item_kind` its kind; for an enum or a
-    section, `item` is the enum or the class. `optional` (`X | None`): null means absent.
-    """
+    """One setting of a configuration class: name, declaration and the shape of its JSON value. `kind`: bool, int,
+    number, text, enum, section, list or map; `item`: a list's or map's element type (`item_kind` its kind), the enum
+    or the section's class; `optional` (`X | None`): null means absent."""
 
     name: str
     setting: Setting
@@ -1262,7 +1230,6 @@ _DECLARED: dict[type, tuple[Declared, ...]] = {}
 
 
 def settings_of(cls: type) -> tuple[Declared, ...]:
-    """The declared settings of a configuration class, in declaration order."""
     declared = _DECLARED.get(cls)
     if declared is None:
         hints = typing.get_type_hints(cls)
@@ -1308,7 +1275,6 @@ def _scalar_kind(tp: Any) -> str:
 
 
 def _expectation(kind: str, item_kind: str, s: Setting, enum: Any = None) -> str:
-    """What a value of this shape must be, in the words of the reader's messages."""
     if kind == "list":
         return "must be a list of non-empty strings" if item_kind == "text" else "must be a list"
     if kind == "enum":
@@ -1343,7 +1309,6 @@ def _because(s: Setting) -> str:
 
 
 def _read(cls: type[_T], data: Any, path: str, problems: list[str], *, top: bool = False) -> _T:
-    """Reads one settings object strictly, recording problems with their dotted field paths."""
     if data is None:
         data = {}
     if not isinstance(data, Mapping):

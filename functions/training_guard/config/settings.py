@@ -43,7 +43,6 @@ class Settings:
 
 
 def _required(env: Mapping[str, str], *keys: str) -> Mapping[str, str]:
-    """The environment, once every named variable (and the configuration) is known to be set."""
     missing = [k for k in keys if not env.get(k)]
     if not env.get(contract.ENV_CONFIG_FILE) and not env.get(contract.ENV_CONFIG):
         missing.insert(0, f"{contract.ENV_CONFIG_FILE} (or {contract.ENV_CONFIG})")
@@ -79,7 +78,7 @@ class ChatSettings:
     webhook_secrets: dict[str, str]  # webhook name -> secret name or ARN (never the URL); empty in app mode
     dead_letter_queue_url: str
     min_interval_seconds: float = 1.0  # as adapters/slack.py MIN_INTERVAL_SECONDS
-    bot_token_secret: str | None = None  # app mode: the secret holding the bot token (its name or ARN)
+    bot_token_secret: str | None = None
     slack_api_url: str | None = None  # app mode: the Slack Web API's base URL (None: Slack's own)
 
     @classmethod

@@ -1,7 +1,4 @@
-"""Which accounts the guard acts in, and as whom. Pure: no boto3, no environment.
-
-Single account: only its own. Organization: the hub and the configured members, each through its role (`NotAMember`).
-"""
+"""Which accounts the guard acts in, and as whom. Pure: no boto3, no environment."""
 
 from __future__ import annotations
 
@@ -14,9 +11,8 @@ if TYPE_CHECKING:
 
 # arn:<partition>:iam::<account>:role/<name> (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html)
 ROLE_ARN = "arn:{partition}:iam::{account}:role/{name}"
-# A member's job in the state table: "<account>/<job>", since names are unique per account and region only. Job
-# names are letters, digits and hyphens, so the separator cannot be part of one
-# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
+# A member's job in the state table: "<account>/<job>" (names are unique per account and region only; job names
+# hold no "/": https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
 SCOPE_SEPARATOR = "/"
 
 
@@ -45,7 +41,6 @@ def is_member(config: GuardConfig, own_account: str | None, event_account: str |
 
 
 def member_role_arn(organization: OrganizationConfig, account: str | None, partition: str) -> str:
-    """The role the hub assumes to act in `account`: only ever for a configured member."""
     if account is None or account not in organization.members:
         raise NotAMember(account)
     return ROLE_ARN.format(partition=partition, account=account, name=organization.member_role_name)

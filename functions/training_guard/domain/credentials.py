@@ -18,8 +18,7 @@ PUBLISHED = frozenset(
     }
 )
 PLACEHOLDER_MARK = "REPLACE-ME"
-# Slack documents no format; app credentials pages show 32 letters and digits (its own example is not hex), so this
-# is a floor on the shape, not a pattern of Slack's.
+# Slack documents no format; its pages show 32 letters and digits: a floor on the shape, not Slack's pattern.
 SIGNING_SECRET_SHAPE = re.compile(r"[A-Za-z0-9]{32,}")
 SIGNING_SECRET_WORDS = "32 or more letters and digits, from the app's Basic Information page"  # noqa: S105
 BOT_TOKEN_PREFIX = "xoxb-"  # noqa: S105 - the prefix of a bot user's token (domain.md section 8)
@@ -30,7 +29,7 @@ WEBHOOK_SHAPE = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]+)?/\S*")
 SLACK_SERVICES = re.compile(r"https://hooks\.slack\.com/services/T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9_-]{8,}")
 ELIDED = ("...", "…", "<", ">")  # the marks of an example written in a doc or a fix command
 
-NOT_CONFIGURED_ERROR = "not_configured"  # the `error` of a Slack failure for want of a credential
+NOT_CONFIGURED_ERROR = "not_configured"
 SIGNING_SECRET, BOT_TOKEN, WEBHOOK_URL = "signing_secret", "bot_token", "webhook_url"
 
 
@@ -43,7 +42,6 @@ def _common(value: str) -> str | None:
 
 
 def signing_secret_problem(value: str) -> str | None:
-    """Why `value` cannot be the Slack app's signing secret; None when it can."""
     problem = _common(value)
     if problem is None and not SIGNING_SECRET_SHAPE.fullmatch(value.strip()):
         problem = f"is not shaped like a Slack signing secret ({SIGNING_SECRET_WORDS})"
@@ -51,7 +49,6 @@ def signing_secret_problem(value: str) -> str | None:
 
 
 def bot_token_problem(value: str) -> str | None:
-    """Why `value` cannot be the Slack app's bot token; None when it can."""
     problem = _common(value)
     if problem is None and not BOT_TOKEN_SHAPE.fullmatch(value.strip()):
         problem = f"is not shaped like a bot token ({BOT_TOKEN_PREFIX}...)"

@@ -1,8 +1,6 @@
 """The weekly digest's week and numbers: seven days ending at the scheduled hour, and the totals' document.
 
-The window ends at the scheduled hour (the scheduled event's `time`, taken to its hour) and starts seven days
-earlier, so that consecutive digests tile time; the ISO week of its end names it (`2026-W49`).
-"""
+The window, and why consecutive digests tile time: docs/design/digest.md."""
 
 from __future__ import annotations
 
@@ -20,12 +18,9 @@ if TYPE_CHECKING:
 WINDOW: Final = timedelta(days=7)
 TOP: Final = 5  # rules and guards, and job prefixes, named in the digest (as many as the report's text shows)
 KEY_PREFIX: Final = f"{contract.DIGEST_KIND}#"  # the state table's marker: digest#<ISO week>
-SENT: Final = "sent"  # the marker's outcome once published
+SENT: Final = "sent"
 # The last instant of a window that ends at `until` (totals.compute counts both ends; the next week starts there).
 JUST_BEFORE: Final = timedelta(microseconds=1)
-
-
-# --- the week ------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -38,7 +33,6 @@ class Week:
 
     @property
     def key(self) -> str:
-        """The marker of this week's digest in the state table, and its notification's transition."""
         return f"{KEY_PREFIX}{self.label}"
 
 

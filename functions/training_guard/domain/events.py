@@ -1,8 +1,6 @@
 """Tolerant parsing of raw events and API responses into domain records.
 
-Never trusts shape: what it cannot use becomes `None` or empty, except the few fields without which an event
-means nothing (then `EventError`).
-"""
+What it cannot use becomes `None` or empty, except fields without which an event means nothing (`EventError`)."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ from training_guard.config import json_words
 from training_guard.domain.text import ascii_int
 from training_guard.domain.values import mapping
 
-# Fixed vocabularies (the SageMaker API model). Unknown values are kept as they are: SageMaker
-# adds statuses over time and an unknown one must never crash the guard.
+# SageMaker's vocabularies; unknown values are kept as they are: SageMaker adds statuses, they must not crash the guard.
 IN_PROGRESS = "InProgress"
 COMPLETED = "Completed"
 FAILED = "Failed"
@@ -48,8 +45,7 @@ class ForeignEvent(EventError):
 
 @dataclass(frozen=True)
 class Finding:
-    """Something a rule or a guard found about a job: a Debugger or Profiler rule's evaluation status,
-    a metric guard's alarm (status ALARM) or a stall (status NoData)."""
+    """What a rule or a guard found about a job: a rule's evaluation status, a metric guard's alarm or a stall."""
 
     name: str  # the rule's RuleConfigurationName, the metric guard's name, or "stall"
     source: str  # DEBUGGER | PROFILER | policy.METRIC: who found it
@@ -61,8 +57,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class InstanceGroup:
-    """Instances of one type a job runs on: the job's one type and count, one of its heterogeneous
-    `InstanceGroups`, or the type SageMaker selected from its `InstancePreferences`."""
+    """Instances of one type a job runs on: its one type, one of its `InstanceGroups`, or SageMaker's pick."""
 
     instance_type: str | None
     count: int | None
@@ -71,16 +66,13 @@ class InstanceGroup:
 
 @dataclass(frozen=True)
 class TrainingJob:
-    """A training job as an event `detail` or DescribeTrainingJob describes it."""
-
     name: str
     status: str
     arn: str | None = None
     secondary_status: str | None = None
     failure_reason: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
-    # False when the source said nothing of tags (an event without `Tags`, DescribeTrainingJob): `tags`
-    # is then empty for want of knowing, not because the job has none.
+    # False when the source said nothing of tags: `tags` is then empty for want of knowing, not because there are none.
     tags_known: bool = True
     # None: the source did not say (the event omitted the lists); () : it said "no rules".
     rules: tuple[Finding, ...] | None = None
@@ -93,18 +85,16 @@ class TrainingJob:
     metric_names: tuple[str, ...] = ()
     metric_definitions: tuple[tuple[str, str], ...] = ()  # (Name, Regex): how SageMaker reads the job's log
     tuning_job_arn: str | None = None
-    # When the job last entered the secondary status "Training" (SecondaryStatusTransitions): after
-    # data download, and again after a spot restart. None when the source did not list transitions.
+    # The latest entry into "Training" (after data download, and again after a spot restart); None: not listed.
     training_phase_start: datetime | None = None
-    # What the job is billed for (ResourceConfig, StoppingCondition and the times DescribeTrainingJob reports
-    # once it ended); None or empty when the source did not say. See `billed_instances`.
-    instance_groups: tuple[InstanceGroup, ...] = ()  # ResourceConfig.InstanceGroups: a heterogeneous cluster
+    # What the job is billed for (`billed_instances`); None or empty when the source did not say.
+    instance_groups: tuple[InstanceGroup, ...] = ()
     selected_instance_type: str | None = None  # picked by SageMaker from ResourceConfig.InstancePreferences
     selected_instance_count: int | None = None
-    max_runtime_seconds: float | None = None  # StoppingCondition.MaxRuntimeInSeconds
-    managed_spot: bool = False  # EnableManagedSpotTraining
+    max_runtime_seconds: float | None = None
+    managed_spot: bool = False
     billable_seconds: float | None = None  # BillableTimeInSeconds: wall-clock, once the job ended
-    training_time_seconds: float | None = None  # TrainingTimeInSeconds: once the job ended
+    training_time_seconds: float | None = None
 
     @property
     def billed_instances(self) -> tuple[InstanceGroup, ...]:
@@ -133,8 +123,6 @@ class TrainingJob:
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One training-job state-change event."""
-
     event_id: str
     account: str | None
     region: str | None
@@ -145,7 +133,6 @@ class JobEvent:
 
 
 def parse_event(event: Any) -> JobEvent:
-    """Parse an EventBridge "SageMaker Training Job State Change" event."""
     if not isinstance(event, Mapping):
         raise EventError(f"event must be a JSON object, got {json_words.kind(event)}")
     source = _text(event.get("source"))
@@ -167,7 +154,6 @@ def parse_event(event: Any) -> JobEvent:
 
 
 def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") -> TrainingJob:
-    """Parse a training job from an event `detail` or a `DescribeTrainingJob` response."""
     name = _text(data.get("TrainingJobName"))
     if not name:
         raise EventError(f"{where}.TrainingJobName is missing or empty")
@@ -208,7 +194,6 @@ def parse_job(data: Mapping[str, Any], *, where: str = "DescribeTrainingJob") ->
 
 
 def billed_groups(resources: Any) -> tuple[InstanceGroup, ...]:
-    """`TrainingJob.billed_instances` of a raw `ResourceConfig` (an event detail's or DescribeTrainingJob's)."""
     config = mapping(resources)
     return TrainingJob(
         name="-",
@@ -237,8 +222,7 @@ def parse_seconds(value: Any) -> float | None:
 
 
 def _instance_groups(value: Any) -> tuple[InstanceGroup, ...]:
-    """Every listed group, a malformed one too (as a group of unknown type and count): dropping it would price
-    the job lower than it is billed."""
+    """Every listed group, a malformed one too (unknown type and count): dropping it would under-price the job."""
     if not isinstance(value, list):
         return ()
     return tuple(
@@ -257,7 +241,6 @@ def parse_flag(value: Any) -> bool:
 
 
 def _training_phase_start(value: Any) -> datetime | None:
-    """Start of the latest "Training" secondary status: when the job really began training."""
     if not isinstance(value, list):
         return None
     starts = [

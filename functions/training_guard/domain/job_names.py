@@ -1,7 +1,6 @@
 """Names as AWS accepts them, for input the guard checks before it uses it (Slack button values, the mute CLI).
 
-Light on purpose: the Slack interactivity endpoint reads a click with it inside Slack's 3-second acknowledgement.
-"""
+Light on purpose: the Slack interactivity endpoint reads a click with it inside Slack's 3-second acknowledgement."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """How long a claim in the ledger is held: until the invocation that made it can no longer be acting.
 
-Light on purpose: every function's wiring imports it, and the Slack notifier must not load the policy.
-"""
+Light on purpose: every function's wiring imports it, and the Slack notifier must not load the policy."""
 
 from __future__ import annotations
 

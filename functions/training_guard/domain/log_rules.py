@@ -1,7 +1,6 @@
 """Debugger's loss rules over a log stream's lines: folded one point at a time into bounded, idempotent state.
 
-The rules, their defaults and what duplicates and reorders can and cannot change: docs/design/log-rules.md.
-"""
+The rules, their defaults and what duplicates and reorders can and cannot change: docs/design/log-rules.md."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ import re
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -23,23 +23,17 @@ MAX_METRIC_NAMES = 64  # names remembered for recognising the loss; a line of a 
 MAX_IDS = 256  # event ids kept at the newest millisecond (duplicates older than it are told by their timestamp)
 MAX_BATCHES = 16  # fingerprints of the last batches folded: a redelivered batch is recognised whole
 MAX_SAMPLE = 200  # characters kept of the first line whose capture is not a number
-# Divergence compares the log of each point with the loss's best *level*: the lowest value of an exponential average
-# of the log over about nine points (LEVEL_ALPHA). The lowest point would not do: a per-batch loss has outliers below
-# its level (a batch of 4 images: 0.01 beside 1.0), and one of them would make any later point "4x".
-LEVEL_ALPHA = 0.2
+LEVEL_ALPHA = 0.2  # the level: an average of the log over ~9 points, not the lowest point (docs/design/log-rules.md)
 NOISE_ALPHA = 0.05  # the point-to-point noise: an average of |change of the log| over about forty points
 MEAN_ABS_STEP = 1.128  # E|a - b| of two independent normal draws, in standard deviations (2 / sqrt(pi))
-# A point fires when it is factor x the best level and the level itself has climbed half-way (in the log) and
-# NOISE_MARGIN standard deviations of the loss's own noise above its best: a climb, not a spike. Chosen on the real
-# logs of tests/data/training_logs and on log-normal noise: no firing in 40 runs of 10,000 points at sigma 0.4 to 1.0.
-NOISE_MARGIN = 3.5
+NOISE_MARGIN = 3.5  # a climb, not a spike; chosen on real logs and log-normal noise (docs/design/log-rules.md)
 
+_log, _exp = math.log, math.exp  # module globals: a lookup less per point than math.log
 NAN, DIVERGENCE, LND, OVERFIT, OVERTRAINING, STALLED = LOG_RULE_NAMES
 _ACTION_WORDS = {"stop": "stop", "notify": "notify", "dry_run": "dry_run", "dry-run": "dry_run", "ignore": "ignore"}
 _OFF_WORDS = frozenset({"off", "false", "no", "none", "0", "disabled"})
 _RULE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
-# SageMaker's tag values: letters, digits, spaces and _.:/=+-@ (https://docs.aws.amazon.com/sagemaker/latest/dg/API_Tag.html)
-_ITEM_SEPARATOR = re.compile(r"[\s,;]+")
+_ITEM_SEPARATOR = re.compile(r"[\s,;]+")  # a SageMaker tag value holds no comma (docs/limits.md); offline ones may
 _AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
@@ -83,11 +77,7 @@ class LogRuleOverrides:
 
 
 def job_overrides(tags: Mapping[str, str]) -> tuple[LogRuleOverrides | None, str | None]:
-    """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable.
-
-    `off`, or `Rule=action` items (stop, notify, dry_run, ignore), `loss=<metric>`, `val=<metric>`, separated by
-    spaces (a SageMaker tag value allows letters, digits, spaces and `_.:/=+-@`, no comma) or, offline, commas.
-    """
+    """The job's LOG_RULES_TAG read: (overrides, None), (None, None) without the tag, (None, problem) if unreadable."""
     value = tags.get(contract.LOG_RULES_TAG)
     if value is None:
         return None, None
@@ -127,12 +117,8 @@ def _tag_problem(value: str, why: str) -> str:
     )
 
 
-# --- The state of one stream -----------------------------------------------------------------------------------
-
-
 class _Series:
-    """One loss series: count, best, level and noise (Divergence), window (LossNotDecreasing), Overtraining's and
-    Overfit's marks."""
+    """One loss series: count, best, level and noise, window, Overtraining's and Overfit's marks."""
 
     __slots__ = (
         "best",
@@ -152,13 +138,13 @@ class _Series:
 
     def __init__(self, name: str, keep: int = 0) -> None:
         self.name = name
-        self.count = 0  # points folded in order
+        self.count = 0
         self.best = math.inf  # loss: the lowest level, in the log (see LEVEL_ALPHA); validation: the lowest value
         self.best_line: int | None = None
-        self.level: float | None = None  # the exponential average of the log of the loss
-        self.noise: float | None = None  # the average |change of the log| from one point to the next
-        self.prev: float | None = None  # the last value
-        self.last_log: float | None = None  # its log
+        self.level: float | None = None
+        self.noise: float | None = None
+        self.prev: float | None = None
+        self.last_log: float | None = None
         self.window: deque[float] = deque(maxlen=keep or None)  # the last 2 x num_steps values folded in order
         self.ot_best = math.inf  # Overtraining: the last value that improved by delta
         self.ot_since = 0
@@ -181,6 +167,19 @@ class _Series:
             "ot": [_finite_or_none(self.ot_best), self.ot_since],
             "of": [self.train_at_min, self.streak],
         }
+
+    def copy(self) -> _Series:
+        new = _Series.__new__(_Series)  # every slot, as to_json lists them (a test compares the two)
+        new.name, new.count, new.best, new.best_line = self.name, self.count, self.best, self.best_line
+        new.level, new.noise, new.prev, new.last_log = self.level, self.noise, self.prev, self.last_log
+        new.window = deque(self.window, maxlen=self.window.maxlen)
+        new.ot_best, new.ot_since, new.train_at_min, new.streak = (
+            self.ot_best,
+            self.ot_since,
+            self.train_at_min,
+            self.streak,
+        )
+        return new
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> _Series:
@@ -211,7 +210,7 @@ class StreamState:
     def __init__(self) -> None:
         self.ts: int | None = None  # the newest timestamp folded
         self.ids: list[str] = []  # digests of the ids folded at `ts`
-        self.batches: list[str] = []  # digests of the last batches folded
+        self.batches: list[str] = []
         self.lines = 0  # lines folded in order: a firing's line in the Lambda
         self.first_ms: int | None = None
         self.point_ms: int | None = None  # timestamp of the newest point read
@@ -243,10 +242,7 @@ class StreamState:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StreamState:
-        """The state saved by `to_json`; a state of another version starts afresh (the rules re-learn the stream).
-
-        Raises ValueError, in one line, for a document that is not one.
-        """
+        """The state saved by `to_json` (another version starts afresh); ValueError, in one line, if not a state."""
         try:
             return cls._read(doc) if doc.get("v") == STATE_VERSION else cls()
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -273,14 +269,18 @@ class StreamState:
         return state
 
     def copy(self) -> StreamState:
-        return StreamState.from_json(self.to_json())
+        """What `from_json(to_json())` gives, sharing nothing mutable, without the round trip (once a delivery)."""
+        new = StreamState.__new__(StreamState)
+        new.__dict__.update(self.__dict__)
+        new.ids, new.batches, new.names = list(self.ids), list(self.batches), list(self.names)
+        new.fired = dict(self.fired)
+        new.loss = self.loss.copy() if self.loss else None
+        new.val = self.val.copy() if self.val else None
+        return new
 
     def mark(self, firing: Firing) -> None:
         """Records a firing made outside `evaluate` (the stall check), so that the rule fires once per stream."""
         self.fired.setdefault(firing.rule, firing.line)
-
-
-# --- The rules, resolved for one job ----------------------------------------------------------------------------
 
 
 class _Plan:
@@ -322,6 +322,26 @@ class _Plan:
         return self.actions[rule] is not LogAction.IGNORE
 
 
+# Per execution environment: a job's rules and tag give the same plan, its names the same roles, at every delivery.
+MAX_CACHED = 256
+_PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
+_ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
+
+
+def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
+    """The plan for these rules and this log-rules tag value (None: the tag turns them off), made once."""
+    key = (id(rules), tag)
+    cached = _PLANS.get(key)
+    if cached is not None and cached[0] is rules:  # the same object: an id is reused only after it is freed
+        return cached[1]
+    overrides, _ = job_overrides({} if tag is None else {contract.LOG_RULES_TAG: tag})
+    plan = None if overrides is not None and overrides.off else _Plan(rules, overrides)
+    if len(_PLANS) >= MAX_CACHED:
+        _PLANS.clear()
+    _PLANS[key] = (rules, plan)
+    return plan
+
+
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -334,22 +354,18 @@ def evaluate(
     rules: LogRules,
     tags: Mapping[str, str] | None = None,
 ) -> tuple[StreamState, list[Firing]]:
-    """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings.
-
-    A rule fires at most once per stream. An event already folded changes nothing; an event older than the newest
-    folded is late: only the rules that do not depend on order (NaN, patterns) read it.
-    """
+    """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings."""
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
         return folded, []
-    overrides, _ = job_overrides(tags or {})
-    if overrides is not None and overrides.off:
+    plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
+    if plan is None:
         return folded, []
-    batch = _digest("\n".join(event.id for event in events))
+    batch = _digest("\n".join([event.id for event in events]))
     if batch in folded.batches:
         return folded, []
     lines_before = folded.lines
-    run = _Run(folded, _Plan(rules, overrides), reader)
+    run = _Run(folded, plan, reader)
     run.fold(sorted(events, key=attrgetter("timestamp_ms")))
     if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
         folded.batches = [*folded.batches, batch][-MAX_BATCHES:]
@@ -358,6 +374,26 @@ def evaluate(
 
 class _Run:
     """One batch being folded. Each rule is a few comparisons per point: this is the hot path of a chatty job."""
+
+    __slots__ = (  # attributes read per point: slots are read faster than an instance dict
+        "delta",
+        "firings",
+        "log_factor",
+        "names",
+        "nan_ok",
+        "on",
+        "patience_train",
+        "patience_validation",
+        "plan",
+        "reader",
+        "roles",
+        "rules",
+        "start_ids",
+        "start_ts",
+        "state",
+        "steps",
+        "warmup",
+    )
 
     def __init__(self, state: StreamState, plan: _Plan, reader: LineReader) -> None:
         self.state = state
@@ -375,20 +411,29 @@ class _Run:
         self.steps = rules.loss_not_decreasing.num_steps
         self.delta = rules.overtraining.delta
         self.patience_train = rules.overtraining.patience_train
+        self.patience_validation = rules.overtraining.patience_validation
         for series in (state.loss, state.val):
             if series is not None:
                 series.keep(2 * self.steps)
 
     def _roles(self) -> tuple[str | None, str | None]:
         plan = self.plan
-        return loss_metrics(self.state.names, loss=plan.loss_metric, validation=plan.validation_metric)
+        key = (tuple(self.state.names), plan.loss_metric, plan.validation_metric)
+        roles = _ROLES.get(key)
+        if roles is None:
+            if len(_ROLES) >= MAX_CACHED:
+                _ROLES.clear()
+            roles = _ROLES[key] = loss_metrics(key[0], loss=key[1], validation=key[2])
+        return roles
 
     def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
         """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
         state = self.state
         start = -1 if self.start_ts is None else self.start_ts
         start_ids = self.start_ids
-        scan, patterns, names = self.reader.scan, self.plan.patterns, self.names
+        scan, patterns, names = self.reader.scanner(), self.plan.patterns, self.names
+        points_only = self.reader.points_only()  # no definitions: no capture can fail, one call a line less
+        on_loss, on_validation = self._loss, self._validation
         lines, point_ms = state.lines, state.point_ms
         loss_name, val_name = self.roles
         for event in events:
@@ -399,15 +444,18 @@ class _Run:
                     continue  # folded before
                 lines += 1
             message = event.message
-            line = event.line
-            line = lines if line is None else line
             if patterns:
-                self._patterns(message, event, line)
-            points, unparsed = scan(message)
-            if unparsed is not None:
-                self._unparsed(unparsed, message)
+                self._patterns(message, event, lines if event.line is None else event.line)
+            if points_only is not None:
+                points = points_only(message)
+            else:
+                points, unparsed = scan(message)
+                if unparsed is not None:
+                    self._unparsed(unparsed, message)
             if not points:
                 continue
+            line = event.line
+            line = lines if line is None else line
             point_ms = point_ms if late else ts
             for metric, value, source in points:
                 if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
@@ -417,9 +465,9 @@ class _Run:
                 elif late:
                     continue  # judged by no order-dependent rule (the design)
                 elif metric == loss_name:
-                    self._loss(value, source, event, line)
+                    on_loss(value, source, event, line)
                 elif metric == val_name:
-                    self._validation(value, source, event, line)
+                    on_validation(value, source, event, line)
         if lines != state.lines:  # sorted: the last event is the newest folded (a first batch: the first, the first)
             state.first_ms = events[0].timestamp_ms if state.first_ms is None else state.first_ms
             state.ts = events[-1].timestamp_ms
@@ -489,8 +537,6 @@ class _Run:
             )
         )
 
-    # --- each rule ----------------------------------------------------------------------------------------------
-
     def _non_finite(self, metric: str, value: float, source: str, event: LogEvent, line: int | None) -> None:
         if not self.on[NAN] or (self.rules.nan.only_nan and value == value):  # noqa: PLR0124 - an infinity
             return
@@ -517,7 +563,7 @@ class _Run:
         count = series.count = series.count + 1
         series.window.append(value)
         if value > 0:
-            log = math.log(value)
+            log = _log(value)
             last, noise, level = series.last_log, series.noise, series.level
             if last is not None:
                 step = log - last if log > last else last - log
@@ -529,7 +575,7 @@ class _Run:
                 self._diverged(series, value, (source, event, line))
             if level < best and count >= 3:
                 series.best, series.best_line = level, line
-            smooth = math.exp(level)  # Overtraining on the level: one low batch is no optimum to beat
+            smooth = _exp(level)  # Overtraining on the level: one low batch is no optimum to beat
         else:
             series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
             smooth = value
@@ -587,24 +633,25 @@ class _Run:
         series = state.val
         if series is None:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
-        if value == series.prev:
+        prev = series.prev
+        if value == prev:
             return  # a progress bar repeating the last validation loss
-        if series.prev is not None:  # the point-to-point noise, in the loss's units
-            step = abs(value - series.prev)
-            series.noise = step if series.noise is None else series.noise + NOISE_ALPHA * (step - series.noise)
+        if prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|, as _loss takes it)
+            step = value - prev if value > prev else prev - value
+            noise = series.noise
+            series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
         series.prev = value
         series.count += 1
-        train = self._train_level()
-        if value < series.best:
+        if value < series.best:  # the training level is taken only where a branch reads it
             series.best, series.best_line = value, line
-            series.train_at_min, series.streak = train, 0
+            series.train_at_min, series.streak = self._train_level(), 0
         elif self.on[OVERFIT]:
-            self._overfit(series, value, train, (source, event, line))
+            self._overfit(series, value, self._train_level(), (source, event, line))
         if value < series.ot_best - self.delta:
             series.ot_best, series.ot_since = value, 0
         else:
             series.ot_since += 1
-        if series.ot_since >= self.rules.overtraining.patience_validation and self.on[OVERTRAINING]:
+        if series.ot_since >= self.patience_validation and self.on[OVERTRAINING]:
             self._overtrained(series, (series.name, value, source), event, line)
 
     def _train_level(self) -> float | None:
@@ -612,8 +659,10 @@ class _Run:
         loss = self.state.loss
         if loss is None or not loss.window:
             return None
-        recent = list(loss.window)[-self.steps :]
-        return sum(recent) / len(recent)
+        window, steps = loss.window, self.steps
+        if len(window) <= steps:
+            return sum(window) / len(window)
+        return sum(islice(window, len(window) - steps, None)) / steps  # the same values, summed in the same order
 
     def _overfit(
         self, series: _Series, value: float, train: float | None, at: tuple[str, LogEvent, int | None]
@@ -622,8 +671,7 @@ class _Run:
         if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
             series.streak = 0
             return
-        # The gap's growth since the minimum that is the validation loss rising (not the training loss falling),
-        # and a rise out of the validation loss's own noise (its minimum is a low draw of that noise).
+        # growth counts the validation loss rising, not the training loss falling (docs/design/log-rules.md)
         rise = value - series.best
         growth = rise / train
         noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP

@@ -1,7 +1,6 @@
 """Metric guards, pure: queries, alarm names, alarm events and the per-job guard tag grammar.
 
-How the alarms reach the guard, and CloudWatch's caps: docs/design/metric-guards.md.
-"""
+How the alarms reach the guard, and CloudWatch's caps: docs/design/metric-guards.md."""
 
 from __future__ import annotations
 
@@ -37,7 +36,6 @@ def fleet_alarm_name(guard: MetricGuard) -> str:
 
 
 def insights_query(guard: MetricGuard) -> str:
-    """The Metrics Insights query of a fleet guard: one time series per job (or per host)."""
     group = contract.HOST_DIMENSION if guard.instance_metric else contract.JOB_DIMENSION
     stat = guard.statistic
     # Not injectable: the metric name was validated (letters, digits and _.:/- only; no quotes).
@@ -54,7 +52,6 @@ def job_of_host(host: str) -> str:
 
 
 def job_of_dimensions(dimensions: Mapping[str, Any]) -> str | None:
-    """The training job a series is about: its TrainingJobName, or the job of its Host."""
     if isinstance(dimensions.get(contract.JOB_DIMENSION), str):
         return str(dimensions[contract.JOB_DIMENSION])
     if isinstance(dimensions.get(contract.HOST_DIMENSION), str):
@@ -62,13 +59,8 @@ def job_of_dimensions(dimensions: Mapping[str, Any]) -> str | None:
     return None
 
 
-# --- alarm events ------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class AlarmObservation:
-    """One alarm (or alarm contributor) state change, reduced to what the guard needs."""
-
     event_id: str
     account: str | None
     region: str | None
@@ -76,7 +68,7 @@ class AlarmObservation:
     alarm_name: str
     state: str  # ALARM | OK | INSUFFICIENT_DATA
     reason: str
-    job: str | None  # the training job the alarm (contributor) is about, if it names one
+    job: str | None
     metric: str | None
     contributor: bool
 
@@ -142,13 +134,8 @@ def _single_metric(detail: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | 
     return {}, None
 
 
-# --- per-job guards from tags ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class JobAlarmSpec:
-    """A per-job alarm asked for by a tag `training-guard:alarm:<metric>`."""
-
     job: str
     metric: str
     statistic: str
@@ -229,10 +216,7 @@ def _parse_tag(job: str, metric: str, value: str) -> tuple[JobAlarmSpec | None, 
     )
 
 
-# --- the caps of a Metrics Insights alarm -----------------------------------------------------------------
-# At most 100 contributors in ALARM ("100+ time series evaluated to ALARM")
-# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html); PARTIAL_DATA past 500 series or
-# 10,000 metrics (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-alarms-partial-data.html).
+# At most 100 contributors in ALARM, and PARTIAL_DATA past 500 series or 10,000 metrics (docs/limits.md).
 CONTRIBUTORS_IN_ALARM_MAX = 100
 PARTIAL_DATA_SERIES_MAX = 500
 PARTIAL_DATA_METRICS_MAX = 10_000
@@ -249,8 +233,6 @@ _BREACHES: dict[str, Callable[[float, float], bool]] = {
 
 @dataclass(frozen=True)
 class FleetAlarmState:
-    """What DescribeAlarms says of a fleet guard's alarm: its state, its reason and its EvaluationState."""
-
     name: str
     state: str | None
     reason: str
@@ -285,7 +267,6 @@ def selects(guard: MetricGuard, job: str, tags: Mapping[str, str]) -> bool:
 
 
 def cloudwatch_statistic(guard: MetricGuard) -> str:
-    """The GetMetricData statistic of the guard's query statistic (MAX -> Maximum)."""
     return _STATISTIC_NAMES[guard.statistic.upper()]
 
 

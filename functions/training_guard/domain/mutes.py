@@ -1,8 +1,7 @@
 """Snooze, exempt, mute: one notion of a mute, records with an expiry that the policy reads. Pure.
 
-A mute silences one rule for one job, or exempts the job, until it expires or the job ends; all of a job's
-mutes are one state-table item (`mutes#<job>`, one GetItem), their expiry checked at every read.
-"""
+A mute silences one rule for one job, or exempts the job, until it expires or the job ends; all of a job's mutes
+are one state-table item (docs/design/exactly-once.md), their expiry checked at every read."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from training_guard.domain.job_names import JOB_NAME, RULE_NAME_MAX
 ALL_RULES = "*"  # the rule of an exemption: the whole job
 SNOOZE_SECONDS = 3600  # the Slack button "Snooze 1 h" (issue 14)
 MIN_MUTE_SECONDS = 60
-# A job runs at most this long, counting the upload after training (config.py, from StoppingCondition's reference):
-# a mute has nothing left to silence after it.
+# A job runs at most this long, counting the upload after training: a mute has nothing left to silence after it.
 MAX_MUTE_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING
 # The item outlives its longest mute by a day; every write sets it again, so the newest write decides.
 RECORD_TTL_SECONDS = (MAX_MUTE_DAYS + 1) * 86400
@@ -38,8 +36,6 @@ class MuteError(ValueError):
 
 @dataclass(frozen=True)
 class Mute:
-    """One snooze, exemption or mute of a job: its rule, who made it, when, and until when."""
-
     effect: Effect
     rule: str  # ALL_RULES for an exemption
     by: str  # who made it: "slack:U0123ABC" or "cli:<the caller's ARN>"
@@ -63,12 +59,9 @@ class Mute:
 
 @dataclass(frozen=True)
 class Mutes:
-    """All of one job's mutes, as read in one call."""
-
     entries: tuple[Mute, ...] = ()
 
     def silencing(self, rule: str, now: datetime, *, job_running: bool = True) -> Mute | None:
-        """The mute that silences `rule` for this job now, if any."""
         return next(
             (
                 m
@@ -79,7 +72,6 @@ class Mutes:
         )
 
     def exemption(self, now: datetime, *, job_running: bool = True) -> Mute | None:
-        """The mute that exempts this job from stops now, if any."""
         return next(
             (m for m in self.entries if m.effect is Effect.EXEMPT and m.active(now, job_running=job_running)),
             None,
@@ -90,7 +82,6 @@ class Mutes:
 
 
 def silence(rule: str, *, by: str, at: datetime, seconds: int | None) -> Mute:
-    """Mute `rule` for the job for `seconds` (None: until the job ends)."""
     name = rule.strip()
     if not name or name == ALL_RULES or len(name) > RULE_NAME_MAX:
         raise MuteError(f"rule {rule!r}: name one rule (1 to {RULE_NAME_MAX} characters), or exempt the whole job")
@@ -98,7 +89,6 @@ def silence(rule: str, *, by: str, at: datetime, seconds: int | None) -> Mute:
 
 
 def exempt(*, by: str, at: datetime, seconds: int | None = None) -> Mute:
-    """Exempt the job from stops for `seconds` (None: until it ends)."""
     return Mute(Effect.EXEMPT, ALL_RULES, by, at, _until(at, seconds))
 
 

@@ -6,8 +6,6 @@ from enum import StrEnum
 
 
 class Outcome(StrEnum):
-    """What the guard did about a decision."""
-
     STOPPED = "stopped"
     WOULD_STOP = "would_stop"
     DEFERRED = "deferred"

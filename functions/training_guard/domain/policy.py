@@ -1,7 +1,6 @@
 """Pure decisions: which actions follow from an observed training job.
 
-Each decision carries its transition key (job, source, name, new status); the responder acts on each key once.
-"""
+Each decision carries its transition key (job, source, name, new status); the responder acts on each key once."""
 
 from __future__ import annotations
 
@@ -25,16 +24,16 @@ from training_guard.domain.mutes import Mutes
 from training_guard.domain.text import clock, person
 
 METRIC = "metric"  # the source of a metric guard's, a stall's or idle GPUs' finding (Finding.source)
-STALLED = "NoData"  # the status of a stall finding
+STALLED = "NoData"
 BUDGET = "budget"  # the source of a budget's finding; its name is the budget's (`budgets[0]`, or the tag key)
 BUDGET_WARNING = "Warning"  # the status of a budget's finding: `warn_at` of the cap spent
-BUDGET_EXCEEDED = "Exceeded"  # the cap spent
-IDLE_GPU = "idle-gpu"  # the name of the idle-GPU guard's finding
-IDLE = "Idle"  # its status
+BUDGET_EXCEEDED = "Exceeded"
+IDLE_GPU = "idle-gpu"
+IDLE = "Idle"
 LOG_RULE = "log"  # the source of a log rule's finding (the log-rules wing); its name is the rule's
-LOG_ISSUE = "IssuesFound"  # its status, Debugger's word
+LOG_ISSUE = "IssuesFound"
 STOP_REQUEST = "slack"  # the source of a person's Stop now (a Slack button); its name is who: `slack:<user id>`
-REQUESTED = "StopRequested"  # its status
+REQUESTED = "StopRequested"
 NO_MUTES = Mutes()
 
 # Tag values that switch an override tag off rather than on.
@@ -46,27 +45,23 @@ _SECONDARY_STOP_CAUSES = {
 
 
 class Kind(StrEnum):
-    """What happened (the notification's kind)."""
-
     ISSUES_FOUND = "issues_found"
     RULE_ERROR = "rule_error"
     JOB_FAILED = "job_failed"
     JOB_STOPPED = "job_stopped"
     JOB_COMPLETED = "job_completed"
     SPOT_INTERRUPTED = "spot_interrupted"
-    METRIC_ALARM = "metric_alarm"  # a metric guard's alarm fired for the job
+    METRIC_ALARM = "metric_alarm"
     METRIC_STALL = "metric_stall"  # the job declared metrics but published none for a while
     GUARD_TAG_INVALID = "guard_tag_invalid"  # a per-job guard tag (or budget tag) could not be read
-    BUDGET_WARNING = "budget_warning"  # a job spent `warn_at` of its cap (list price)
-    BUDGET_EXCEEDED = "budget_exceeded"  # a job spent its cap
-    IDLE_GPU = "idle_gpu"  # a job's GPUs sat idle for `idle_gpu.minutes`
+    BUDGET_WARNING = "budget_warning"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    IDLE_GPU = "idle_gpu"
     STOP_REQUESTED = "stop_requested"  # a person pressed Stop now (Slack app mode)
     LOG_RULE = "log_rule"  # a rule read the job's training log and found an issue (NaN, divergence, ...)
 
 
 class Plan(StrEnum):
-    """What the policy asks the guard to do about it."""
-
     STOP = "stop"
     WOULD_STOP = "would_stop"  # a stop was called for but dry-run or a job tag prevents it
     DEFER = "defer"  # a stop is called for, but the job is within its grace period
@@ -75,8 +70,6 @@ class Plan(StrEnum):
 
 @dataclass(frozen=True)
 class GuardStop:
-    """What the guard's audit record says about a stop it made."""
-
     rule: str
     reason: str
     at: datetime
@@ -84,13 +77,11 @@ class GuardStop:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the policy decided about one transition of a job, and why."""
-
     key: str
     kind: Kind
     plan: Plan
     reason: str  # the policy line that decided it, shown to people
-    finding: Finding | None = None  # what the decision is about (None for lifecycle changes)
+    finding: Finding | None = None
 
 
 def transition_key(job: str, source: str, name: str, status: str) -> str:
@@ -119,7 +110,6 @@ FOLDED_ONTO_THE_CARD = frozenset({Kind.JOB_STOPPED})
 
 
 def folds_into_guard_stop(decision: Decision, *, is_the_stop: bool) -> bool:
-    """Whether a decision is folded into the guard's stop of its job rather than announced (never the stop itself)."""
     return decision.kind in FOLDED_AFTER_GUARD_STOP and not is_the_stop
 
 
@@ -144,7 +134,6 @@ def decide(
 
 
 def selection_reason(job_name: str, config: GuardConfig) -> str | None:
-    """Why a job is outside the guard's selection (None when it is selected)."""
     if config.selects(job_name):
         return None
     return "job name is outside jobs.include_prefixes / jobs.exclude_prefixes"
@@ -243,7 +232,6 @@ def decide_metric(
     kind: Kind | None = None,
     dry_run: bool = False,
 ) -> list[Decision]:
-    """A metric guard's alarm, a stall or a log rule's finding, for a job the guard selects."""
     if not config.selects(job.name) or silenced(job, finding, mutes, now):
         return []
     if kind is None:
@@ -285,9 +273,7 @@ def decide_budget(
     mutes: Mutes = NO_MUTES,
 ) -> list[Decision]:
     """A job's spend so far (list price) against its cap: a warning at `warn_at`, the budget's action at the cap.
-
-    Compared in whole cents, as shown. The cap is in each transition's key: a raised cap warns and acts again, once.
-    """
+    Compared in whole cents, as shown; the cap is in each transition's key, so a raised cap warns and acts again."""
     if not config.selects(job.name) or mutes.silencing(name, now, job_running=job.running) is not None:
         return []
     spent, cap = cents(spent_usd), cents(budget.max_usd)
@@ -353,10 +339,8 @@ def decide_idle_gpu(
 
 
 def decide_stop_request(job: TrainingJob, config: GuardConfig, *, by: str, rule: str | None) -> Decision:
-    """A person's Stop now on a running job, in their name (`by`: `slack:<user id>`).
-
-    Exemptions and mutes do not hold it back; dry run and a missing opt-in tag do (IAM would refuse the stop).
-    """
+    """A person's Stop now on a running job, in their name (`by`: `slack:<user id>`). Exemptions and mutes do not
+    hold it back; dry run and a missing opt-in tag do (IAM would refuse the stop)."""
     details = f"Stop now pressed in Slack by {by}" + (f" (on the finding of {rule})" if rule else "")
     finding = Finding(name=by, source=STOP_REQUEST, status=REQUESTED, details=details)
     key = transition_key(job.name, STOP_REQUEST, by, REQUESTED)
@@ -445,10 +429,9 @@ def _decide_lifecycle(job: TrainingJob, config: GuardConfig, guard_stop: GuardSt
 
 
 def stop_cause(job: TrainingJob, guard_stop: GuardStop | None) -> str:
-    """Who stopped a job, in words."""
     if guard_stop is not None:
-        at = clock(guard_stop.at)  # "03:00 UTC", as every message shows a time
-        who = person(guard_stop.rule, slack=False)  # a person who pressed Stop now, in words
+        at = clock(guard_stop.at)
+        who = person(guard_stop.rule, slack=False)
         if guard_stop.rule.startswith(contract.STOPPED_BY_SLACK_PREFIX) and who:
             return f"by Training Guard at {at}: {who} pressed Stop now"
         return f"by Training Guard at {at}: rule {guard_stop.rule} ({guard_stop.reason})"

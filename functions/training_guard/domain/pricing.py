@@ -1,7 +1,6 @@
 """What a training job costs: list prices, spend so far, spend a stop avoids, and GPUs per instance type.
 
-Pure: no boto3, no clock. Sources, lookup order and arithmetic: docs/design/pricing.md.
-"""
+Pure: no boto3, no clock. Sources, lookup order and arithmetic: docs/design/pricing.md."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ if TYPE_CHECKING:
 SECONDS_PER_HOUR: Final = 3600.0
 
 PRICE_LIST_SERVICE_CODE: Final = "AmazonSageMaker"
-# The Price List Query API has two endpoints, us-east-1 and ap-south-1, whatever the region priced
-# (the SDK's service documentation: https://docs.rs/aws-sdk-pricing/0.24.0/aws_sdk_pricing/).
+# The Price List Query API has two endpoints, us-east-1 and ap-south-1, whatever the region priced (docs/limits.md).
 PRICE_LIST_API_REGION: Final = "us-east-1"
 TRAINING_COMPONENT: Final = "Training"
 ON_DEMAND: Final = "OnDemand"
@@ -46,14 +44,12 @@ _ENDED = frozenset({COMPLETED, FAILED, STOPPED})
 
 @dataclass(frozen=True)
 class PriceQuote:
-    """The on-demand list price of one instance type in one region, and where it came from."""
-
     instance_type: str
     region: str
     usd_per_hour: float
-    source: str  # SOURCE_API | SOURCE_TABLE
+    source: str
     as_of: str | None = None  # the price list's publicationDate, or the table entry's date
-    reference: str | None = None  # the product's SKU, or the table entry's source
+    reference: str | None = None
     second_hand: bool = False  # a table entry that records another project's reading of the Price List API
 
     def label(self) -> str:
@@ -79,7 +75,7 @@ class PriceParse:
 
     quote: PriceQuote | None
     reason: str | None = None
-    products: int = 0  # price-list items read, usable or not
+    products: int = 0
 
 
 def price_cache_key(region: str, instance_type: str) -> str:
@@ -87,9 +83,7 @@ def price_cache_key(region: str, instance_type: str) -> str:
 
 
 def get_products_filters(region: str, instance_type: str) -> list[dict[str, str]]:
-    """The `Filters` of a GetProducts request for one training instance type's products in one region."""
-    # No AWS page lists SageMaker's attribute values; llmeter uses these names for the same lookup
-    # (https://awslabs.github.io/llmeter/reference/callbacks/cost/providers/sagemaker).
+    # No AWS page lists SageMaker's attribute values: llmeter's names for the same lookup (docs/design/pricing.md).
     wanted = {"regionCode": region, "instanceName": instance_type, "component": TRAINING_COMPONENT}
     return [{"Type": "TERM_MATCH", "Field": name, "Value": value} for name, value in wanted.items()]
 
@@ -109,11 +103,7 @@ def parse_usd(value: Any) -> float | None:
 
 
 def parse_price_list(items: Iterable[Any], *, region: str, instance_type: str) -> PriceParse:
-    """The hourly on-demand USD price of `instance_type` in `region` from GetProducts' `PriceList` items.
-
-    Items are JSON strings (https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html);
-    anything not about this type's on-demand hourly USD price is skipped, and disagreeing products give no price.
-    """
+    """`instance_type`'s hourly on-demand USD price in `region` from GetProducts' items (docs/design/pricing.md)."""
     prices: dict[float, str | None] = {}  # price -> SKU
     published: list[str] = []
     count = 0
@@ -179,7 +169,6 @@ def _text(value: Any) -> str | None:
 
 
 def table_quote(region: str, instance_type: str) -> PriceQuote | None:
-    """The shipped table's price, marked with its date and source; None when the table has no entry."""
     entry = _table().get((region, instance_type))
     if entry is None:
         return None
@@ -216,7 +205,6 @@ class Spend:
     avoided_applies: bool = True
 
     def without_avoided(self) -> Spend:
-        """This spend where no stop is in question: spend so far only."""
         return replace(self, avoided_usd=None, seconds_left=None, avoided_applies=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -239,7 +227,6 @@ class Spend:
 
 
 def job_instance_types(job: TrainingJob) -> tuple[str, ...]:
-    """The instance types whose prices `job_spend` needs, each once, in order."""
     return _types(job.billed_instances)
 
 
@@ -248,10 +235,7 @@ def _types(groups: Iterable[InstanceGroup]) -> tuple[str, ...]:
 
 
 def job_spend(job: TrainingJob, prices: Mapping[str, PriceQuote | None], *, now: datetime) -> Spend:
-    """Spend of a parsed job (an event detail or a DescribeTrainingJob response)."""
-    # Billing: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html; the max
-    # runtime defaults to a day: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html;
-    # instances: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html.
+    # Billed time, the max runtime's default and the instances: docs/design/pricing.md cites each.
     return compute_spend(
         job.billed_instances,
         prices,
@@ -306,7 +290,6 @@ def compute_spend(
     if max_runtime_seconds is None:
         notes.append("no MaxRuntimeInSeconds: spend avoided unknown")
     else:
-        # Without a start time nothing is known to have run: the whole max runtime is the upper bound.
         seconds_left = max(0.0, max_runtime_seconds - (ran or 0.0))
     if spot:
         notes.append("managed spot training: the list price is an upper bound")

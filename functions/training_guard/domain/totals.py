@@ -1,7 +1,6 @@
 """What the guard did over a window: stops, would-have-stopped, spend avoided, who stopped what, per day.
 
-Pure, behind `training-guard report` and the weekly digest; what counts and why: docs/design/digest.md.
-"""
+Pure, behind `training-guard report` and the weekly digest; what counts and why: docs/design/digest.md."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ from training_guard.domain.outcome import Outcome
 from training_guard.domain.values import cents, iso
 
 REPORT_SCHEMA: Final = "training-guard.report/1"
-STOP_KEY_PREFIX: Final = contract.STOP_KEY_PREFIX  # adapters/ledger.py: the audit record of the guard's stop of a job
-# The guard's metrics carry the dimension service = POWERTOOLS_SERVICE_NAME (infra/components/functions.py);
-# infra/components/monitoring.py graphs them with the same dimension (a test pins the two together).
+STOP_KEY_PREFIX: Final = contract.STOP_KEY_PREFIX
+# The guard's metrics carry service = POWERTOOLS_SERVICE_NAME, as the dashboard graphs them (a test pins the two).
 SERVICE_DIMENSION: Final = {contract.SERVICE_DIMENSION: contract.SERVICE_NAME}
 OUTCOME_METRIC_PREFIX: Final = contract.OUTCOME_METRIC_PREFIX
 OUTCOME_METRICS: Final = tuple(f"{OUTCOME_METRIC_PREFIX}{o.value}" for o in Outcome)
@@ -57,8 +55,6 @@ def job_prefix(name: str, separator: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class StopEntry:
-    """One audit record of a stop by the guard, as the totals use it."""
-
     job: str
     rule: str
     reason: str
@@ -99,8 +95,6 @@ class StopEntry:
 
 @dataclass(frozen=True)
 class SpendSum:
-    """A sum of known figures and how many were left out for want of one."""
-
     usd: float = 0.0
     known: int = 0
     unknown: int = 0
@@ -116,8 +110,6 @@ class SpendSum:
 
 @dataclass(frozen=True)
 class Group:
-    """Stops grouped by rule (with its kind) or by job prefix."""
-
     name: str
     stops: int
     spend_avoided: SpendSum
@@ -135,7 +127,7 @@ class Day:
     day: date
     stops: int
     would_stop: int | None  # None: the guard's metrics could not be read
-    spend_avoided_usd: float  # the known figures of the day's stops
+    spend_avoided_usd: float
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -152,18 +144,17 @@ class Totals:
     until: datetime
     stops: int
     unconfirmed: int  # stop records SageMaker never confirmed: not in any other figure
-    would_stop: int | None  # None: the guard's metrics could not be read
+    would_stop: int | None
     spend_avoided: SpendSum
-    spend_so_far: SpendSum  # what the stopped jobs had cost when they were stopped
-    rules: tuple[Group, ...]  # most stops first
-    prefixes: tuple[Group, ...]  # most stops first
+    spend_so_far: SpendSum
+    rules: tuple[Group, ...]
+    prefixes: tuple[Group, ...]
     days: tuple[Day, ...]
     metrics: Mapping[str, float] | None  # each guard metric's sum over the window; None: not read
-    unpriced_jobs: tuple[str, ...] = field(default=())  # stopped jobs without a spend-avoided figure
+    unpriced_jobs: tuple[str, ...] = field(default=())
 
     @property
     def outcomes(self) -> dict[str, int]:
-        """Each outcome's count from the guard's metrics (stopped, would_stop, deferred, notified, ...)."""
         return {
             name.removeprefix(OUTCOME_METRIC_PREFIX): round(value)
             for name, value in (self.metrics or {}).items()
@@ -197,10 +188,8 @@ def compute(
     until: datetime,
     prefix_separator: str | None = None,
 ) -> Totals:
-    """The totals of the records stopped within [since, until] and the datapoints of the hours it touches.
-
-    `metrics`: the guard metrics' hourly-or-coarser sums, or None when they could not be read. Raises ValueError
-    when the window ends before it starts."""
+    """The totals of the stops within [since, until], and `metrics`: the guard metrics' hourly-or-coarser sums (None:
+    not read). Raises ValueError when the window ends before it starts."""
     since, until = since.astimezone(UTC), until.astimezone(UTC)
     if until < since:
         raise ValueError(f"the window ends ({until}) before it starts ({since})")
@@ -276,9 +265,6 @@ def _days(first: date, last: date) -> Iterable[date]:
         day += timedelta(days=1)
 
 
-# --- DynamoDB attribute values --------------------------------------------------------------------------
-
-
 def _string(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return None
@@ -301,7 +287,6 @@ def _usd(value: Any) -> float | None:
 
 
 def _strings(value: Any) -> tuple[str, ...]:
-    """A string set, a list of strings or one comma-separated string."""
     if not isinstance(value, Mapping):
         return ()
     if isinstance(value.get("SS"), list):

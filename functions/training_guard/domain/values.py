@@ -31,5 +31,4 @@ def cents(amount: float | None) -> float | None:
 
 
 def iso(moment: datetime) -> str:
-    """A time as the documents write it: ISO 8601 in UTC with a Z."""
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

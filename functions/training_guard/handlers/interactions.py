@@ -35,11 +35,9 @@ def process(event: Mapping[str, Any], worker: ClickWorker, *, now: datetime | No
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The function URL's entry point."""
     return wiring.interactions().acknowledge(event)
 
 
 def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The click queue's entry point."""
     wiring.chat_deadline().time_left = wiring.time_left(context)
     return process(event, wiring.click_worker_for(context))

@@ -38,8 +38,7 @@ def process(
     dead_letters: DeadLetterParker | None = None,
     members: MemberAccessPort | None = None,
 ) -> Receipt:
-    """Parse, one domain call, a log line and metrics. An unusable event is parked in the
-    dead-letter queue with its reason (or raises `EventError` when there is none)."""
+    """Parse, one domain call, a log line, metrics; an unusable event is parked (raised when there is no queue)."""
     try:
         parsed = parse_event(event)
     except ForeignEvent as exc:

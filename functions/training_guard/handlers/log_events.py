@@ -1,5 +1,4 @@
-"""Log-events Lambda: a CloudWatch Logs subscription delivery of the training log group in, or the scheduled stall
-check of the log rules (docs/design/log-path.md)."""
+"""Log-events Lambda: a log delivery, Firehose's member deliveries or the stall check in (docs/design/log-path.md)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,20 @@ from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
+from training_guard.domain.errors import GuardError
 from training_guard.domain.events import EventError
 from training_guard.handlers import wiring
-from training_guard.services.log_watch import DeliveryUnfinished, Invocation, LogWatch, decode, is_scheduled
+from training_guard.services.log_watch import (
+    Delivery,
+    DeliveryUnfinished,
+    Invocation,
+    LogWatch,
+    decode,
+    decode_data,
+    firehose_records,
+    is_firehose,
+    is_scheduled,
+)
 from training_guard.services.responder import MemberAccessPort
 
 logger = Logger()
@@ -45,15 +55,94 @@ def process(
     """Decode, one service call, a log line and metrics. An unusable delivery is parked with its reason."""
     now = now or clock.utcnow()
     if is_scheduled(event):
-        report = watch.check_stalls(now=now, invocation=invocation)
-        logger.info("log stall check done", extra={"report": report.as_dict()})
-        if report.findings is not None:
-            count_outcomes(report.findings)
-        return report.as_dict()
+        return check_stalls(watch, invocation=invocation, now=now, members=members)
+    if is_firehose(event):
+        return process_firehose(
+            event, watch, invocation=invocation, now=now, dead_letters=dead_letters, members=members
+        )
     try:
         delivery = decode(event)
     except EventError as exc:
         return reject(event, exc, dead_letters).as_dict()
+    return _deliver(delivery, watch, invocation=invocation, now=now, members=members)
+
+
+class MemberStallsUnchecked(GuardError):
+    """Members whose jobs the stall check could not ask: the others were checked; Lambda's retry asks again."""
+
+
+def check_stalls(
+    watch: LogWatch, *, invocation: Invocation, now: datetime, members: MemberAccessPort | None = None
+) -> dict[str, object]:
+    """The hub's running jobs, then each member's through its role; a member that fails fails the invocation last."""
+    report = watch.check_stalls(now=now, invocation=invocation)
+    logger.info("log stall check done", extra={"report": report.as_dict()})
+    if report.findings is not None:
+        count_outcomes(report.findings)
+    answer = report.as_dict()
+    organization = watch.responder.config.organization
+    if organization is None or not watch.rules.enabled:
+        return answer
+    by_member: dict[str, object] = {}
+    failed: list[str] = []
+    for account in organization.members:
+        if account == invocation.account:
+            continue
+        try:
+            guard = responder_in(watch.responder, invocation.account, account, members)
+            member = watch.check_stalls(now=now, invocation=invocation, guard=guard, account=account)
+        except Exception as exc:  # noqa: BLE001 - one member's refusal must leave the others checked; raised below
+            logger.warning("log stall check: account not checked", extra={"account": account, "reason": str(exc)})
+            failed.append(account)
+            continue
+        logger.info("log stall check done", extra={"account": account, "report": member.as_dict()})
+        if member.findings is not None:
+            count_outcomes(member.findings)
+        by_member[account] = member.as_dict()
+    answer["members"] = by_member
+    if failed:
+        raise MemberStallsUnchecked(f"log stall check: members not checked: {', '.join(failed)}")
+    return answer
+
+
+DROPPED = "Dropped"  # read here, delivered nowhere; with recordId and empty data (docs/design/log-subscription.md)
+
+
+def process_firehose(
+    event: Any,
+    watch: LogWatch,
+    *,
+    invocation: Invocation,
+    now: datetime,
+    dead_letters: DeadLetterParker | None = None,
+    members: MemberAccessPort | None = None,
+) -> dict[str, object]:
+    """Each record's member deliveries folded as direct ones, then Dropped; one left unfinished fails the batch."""
+    try:
+        records = firehose_records(event)
+    except EventError as exc:
+        return reject(event, exc, dead_letters).as_dict()
+    answers: list[dict[str, str]] = []
+    for record_id, data in records:
+        try:
+            deliveries = decode_data(data, where=f"record {record_id}")
+        except EventError as exc:
+            reject({"recordId": record_id, "data": data}, exc, dead_letters)
+        else:
+            for delivery in deliveries:
+                _deliver(delivery, watch, invocation=invocation, now=now, members=members)
+        answers.append({"recordId": record_id, "result": DROPPED, "data": ""})
+    return {"records": answers}
+
+
+def _deliver(
+    delivery: Delivery,
+    watch: LogWatch,
+    *,
+    invocation: Invocation,
+    now: datetime,
+    members: MemberAccessPort | None,
+) -> dict[str, object]:
     logger.append_keys(training_job=delivery.job, log_stream=delivery.stream, account=delivery.owner)
     guard = watch.responder
     # A control message carries no account's logs (its owner is CloudWatch Logs itself): the service ignores it.

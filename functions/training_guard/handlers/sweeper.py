@@ -1,7 +1,6 @@
 """Sweeper Lambda, on a schedule: orphaned alarms, reconciliation of lost events, stalled jobs, budgets, idle GPUs.
 
-A hub sweeps its own account, then every member's (docs/design/sweeps.md); the metrics add up the accounts.
-"""
+A hub sweeps its own account, then every member's (docs/design/sweeps.md); the metrics add up the accounts."""
 
 from __future__ import annotations
 
@@ -88,7 +87,6 @@ def process(
 
 
 def _organization(swept: OrganizationSweepReport) -> None:
-    """Each account's report logged with its account, every account that was not swept said, the sums counted."""
     for report in swept.reports:
         _said(report)
         incomplete = report.account in swept.failed
@@ -121,10 +119,8 @@ def _said(report: SweepReport) -> None:
 
 
 def _count(reports: list[SweepReport]) -> None:
-    """The sweep's metrics, summed over the accounts: an account dimension would bill a metric per account.
-
-    Only counts above zero are sent: a custom metric is billed for the hours it is sent (docs/cost.md), so an idle
-    account pays for none, and the alarms on them treat missing data as not breaching."""
+    """The sweep's metrics summed over the accounts (an account dimension bills a metric per account), counts above zero
+    only: a custom metric is billed for the hours it is sent (docs/cost.md), its alarms treat missing data as fine."""
     counts = {
         contract.Metric.RUNNING_JOBS: sum(r.running for r in reports),
         contract.Metric.ORPHANED_ALARMS_DELETED: sum(len(r.orphaned_alarms_deleted) for r in reports),

@@ -1,8 +1,6 @@
-"""The composition root of every function: typed settings, clients, adapters and services, built once
-per execution environment and shared by the handlers, which keep only their entry points.
+"""The composition root of every function: settings, clients, adapters and services, built once per container.
 
-Each builder imports what it builds, so no function pays at cold start for another's libraries; `reset()` forgets all.
-"""
+Each builder imports what it builds, so no function pays at cold start for another's libraries (`reset()` forgets)."""
 
 from __future__ import annotations
 
@@ -54,7 +52,6 @@ def parker() -> DeadLetterParker | None:
 
 
 def pricing_client() -> PricingClient:
-    """The Price List API client, made when a price is first asked of the API."""
     # A seam: moto has no Price List API, so the integration tests and the emulation replace this function.
     from training_guard.adapters.price_list import pricing_client as real
 
@@ -105,7 +102,6 @@ def responder() -> Responder:
 
 @cache
 def mutes() -> DynamoMutes:
-    """Each job's snoozes, mutes and exemptions (Slack's buttons and `training-guard mute` write them)."""
     from training_guard.adapters.mutes import DynamoMutes
 
     return DynamoMutes(client("dynamodb"), settings().table)
@@ -142,7 +138,6 @@ def sweeper() -> Sweeper:
 
 @cache
 def chat_deadline() -> Deadline:
-    """The notifier's time budget, shared by the delivery loop and the Slack sender's retries."""
     from training_guard.adapters.slack import Deadline
 
     return Deadline()
@@ -190,7 +185,6 @@ def slack_app() -> BotFromSecret:
 
 @cache
 def threads() -> DynamoThreads:
-    """The record of each job's thread per channel (app mode), in the state table."""
     from training_guard.adapters.threads import DynamoThreads
     from training_guard.config.settings import ChatSettings
 
@@ -253,8 +247,7 @@ def click_worker() -> ClickWorker:
 
 
 def click_worker_for(context: Any) -> ClickWorker:
-    """The click worker for one invocation: the container's parts, and a stopper with this invocation's lease,
-    account and region (nothing of them set on what the container keeps)."""
+    """The click worker for one invocation: a stopper with its lease, account and region, none set on shared parts."""
     from training_guard.services.clicks import ClickWorker
 
     kept = click_worker()
@@ -295,7 +288,7 @@ def _arn_part(context: Any, index: int) -> str | None:
 
 def reset() -> None:
     """Forget everything built (the emulation changes the environment between runs)."""
-    from training_guard.adapters.accounts import forget_member_access  # a hub's member sessions
+    from training_guard.adapters.accounts import forget_member_access
 
     client.cache_clear()
     for built in (
@@ -324,7 +317,7 @@ class ResponderStops:
 
     def __init__(self, responder: Responder, *, own_account: str | None, region: str | None) -> None:
         self._responder = responder  # the invocation's: its lease
-        self.own_account = own_account  # the worker's account and region
+        self.own_account = own_account
         self.region = region
 
     def stop(self, click: Click, *, now: datetime) -> str:

@@ -1,7 +1,6 @@
 """The picture of a metric guard's firing: the job's metric over the last hours with the guard's threshold. Pure.
 
-Which notifications have one, and why a member's job gets a console link instead: docs/design/chat-delivery.md.
-"""
+Which notifications have one, and why a member's job gets a console link instead: docs/design/chat-delivery.md."""
 
 from __future__ import annotations
 
@@ -103,7 +102,6 @@ def threshold_line(label: str, comparison: str, threshold: float) -> dict[str, A
 
 
 def _lines(job: Mapping[str, Any], metric: str) -> list[list[Any]]:
-    """One line per metric series, each with the label the legend shows (the metric, or the host)."""
     name = str(job["name"])
     if metric not in contract.INSTANCE_METRICS:
         return [[contract.SAGEMAKER_TRAINING_NAMESPACE, metric, contract.JOB_DIMENSION, name, {"label": metric}]]
@@ -128,8 +126,7 @@ def graph_link(chart: Chart, member: str | None) -> dict[str, str]:
 def console_url(chart: Chart) -> str:
     """The same graph in the CloudWatch console's metrics view (`#metricsV2:graph=~...`, an undocumented form).
 
-    Objects are `(key~value~...)`, lists `(~item~item)`, strings `'text`, other characters `*` and two hex digits.
-    """
+    Objects are `(key~value~...)`, lists `(~item~item)`, strings `'text`, other characters `*` and two hex digits."""
     region = chart.region
     graph = {k: v for k, v in chart.widget.items() if k not in ("width", "height", "title")}
     graph["view"] = "timeSeries"

@@ -1,15 +1,12 @@
 """The weekly digest's words, the same in every channel: e-mail prose, Q Developer markdown, the Slack blocks' facts.
 
-Light on purpose: the Slack notifier renders a digest with it and must not load the policy (test_import_weight.py).
-"""
+Light on purpose: the Slack notifier renders a digest with it and must not load the policy (test_import_weight.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-
-# --- words: every channel says the same ------------------------------------------------------------------------------
 
 
 def usd(amount: float) -> str:
@@ -43,7 +40,6 @@ def window_text(digest: Mapping[str, Any]) -> str:
 
 
 def facts(digest: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) of each total, in the order the report prints them."""
     stopped = count(digest["stops"], "job")
     if digest["unconfirmed_stops"]:
         stopped += f" ({count(digest['unconfirmed_stops'], 'stop attempt')} never confirmed by SageMaker, left out)"
@@ -96,7 +92,6 @@ def title(digest: Mapping[str, Any]) -> str:
 
 
 def summary(digest: Mapping[str, Any]) -> str:
-    """One line: the window and every total (the notification's reason)."""
     return f"{window_text(digest)}: " + "; ".join(f"{label.lower()} {text}" for label, text in facts(digest))
 
 
@@ -121,7 +116,6 @@ def email_text(digest: Mapping[str, Any], *, account: str | None, region: str | 
 
 
 def markdown(digest: Mapping[str, Any]) -> str:
-    """The body of the Amazon Q Developer custom notification (client-markdown)."""
     lines = [f"_{window_text(digest)}_"] + [f"*{label}:* {text}" for label, text in facts(digest)]
     for heading, rows in groups(digest):
         lines += [f"*{heading}:*"] + [f"• {row}" for row in rows]

@@ -1,7 +1,6 @@
 """One notification per transition, rendered for each channel. Pure.
 
-`Notification` is the versioned document (`training-guard.notification/1`); `email_text` and `subject` its prose.
-"""
+`Notification` is the versioned document (`training-guard.notification/1`); `email_text` and `subject` its prose."""
 
 from __future__ import annotations
 
@@ -51,10 +50,8 @@ _KIND_SEVERITY = {
 class Notice(StrEnum):
     """Notifications about the guard itself, not about a job (no policy decision is behind them)."""
 
-    # `training-guard test-notification`: one marked message through the deployed path, to every channel.
-    # Also slack_messages.TEST_KIND: the Slack notifier does not import this module.
+    # One marked message through the deployed path, to every channel (slack_messages.TEST_KIND spells it too).
     TEST = "test"
-    # The weekly digest (digest.py): the totals of the last seven days, about no job.
     DIGEST = contract.DIGEST_KIND
 
 
@@ -63,8 +60,6 @@ TEST_TITLE_PREFIX = "Test notification"
 
 @dataclass(frozen=True)
 class Notification:
-    """One notification about a transition, before it is rendered for each channel."""
-
     kind: Kind | Notice
     outcome: Outcome
     severity: str
@@ -84,8 +79,7 @@ class Notification:
     digest: Mapping[str, Any] | None = None
 
     def spend_document(self) -> dict[str, Any] | None:
-        """The `spend` object of the document: `Spend.as_dict`, with spend avoided only where a stop is in
-        question (elsewhere `avoided_usd` and `avoided_label` are null: not applicable, not unknown)."""
+        """`Spend.as_dict`, spend avoided only where a stop is in question (elsewhere null: not applicable)."""
         if self.spend is None:
             return None
         spend = self.spend if self.outcome in STOP_OUTCOMES else self.spend.without_avoided()
@@ -184,7 +178,7 @@ class Notification:
         lines.append(f"Account:   {self.account or '-'}   Region: {self.region or '-'}")
         who = person(self.finding.name, slack=False) if self.finding is not None else None
         if self.finding is not None and who is not None:
-            lines += ["", f"Stop now:  pressed by {who}"]  # a person, not a rule
+            lines += ["", f"Stop now:  pressed by {who}"]
         elif self.finding is not None:
             label = f"{finding_label(self.finding.source)}:"
             lines += ["", f"{label:<11}{self.finding.name} ({self.finding.source}) -> {self.finding.status}"]
@@ -231,8 +225,7 @@ def build(
 def make_test_notification(
     *, test_id: str, stack: str, sent_by: str, account: str | None, region: str | None, now: datetime
 ) -> Notification:
-    """The notification `training-guard test-notification` publishes: clearly a test, about no job, sent to
-    every channel (the Slack notifier routes it to every webhook, whatever the severity routing says)."""
+    """The notification `training-guard test-notification` publishes: a test, about no job, to every channel."""
     return Notification(
         kind=Notice.TEST,
         outcome=Outcome.NOTIFIED,
@@ -287,7 +280,7 @@ def title(kind: Kind, outcome: Outcome, job: TrainingJob, rule: Finding | None) 
         ended = ended_status(job.status)
         return _GUARD_TITLES.get(outcome, "{name}: {what}").format(name=name, what=guarded, ended=ended)
     if kind is Kind.STOP_REQUESTED:
-        who = person(rule_name, slack=False) or rule_name  # a person, never a rule
+        who = person(rule_name, slack=False) or rule_name
         return {
             Outcome.STOPPED: f"Stopped {name}: {who} pressed Stop now",
             Outcome.WOULD_STOP: f"Did not stop {name}: {who} pressed Stop now",
@@ -352,8 +345,7 @@ _Q_MAX_DESCRIPTION = 3500  # leave room under Q Developer's message size for the
 def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = ()) -> dict[str, Any]:
     """The document as an Amazon Q Developer custom notification (it drops payloads it does not recognise).
 
-    One thread per job: `training-guard/<job>`, or `training-guard/<account>/<job>` for a member's job.
-    """
+    One thread per job: `training-guard/<job>`, or `training-guard/<account>/<job>` for a member's job."""
     job = doc["job"]
     rule = doc.get("rule") or {}
     status = status_text(job.get("status"), job.get("secondary_status"), doc.get("outcome"))
@@ -361,11 +353,11 @@ def q_developer_notification(doc: dict[str, Any], *, members: Collection[str] = 
     reason = str(doc["reason"]).replace(str(rule["name"]), who) if who else doc["reason"]
     lines = [f"*Why:* {reason}", f"*Job:* `{job['name']}` ({status})"]
     if doc["kind"] == Notice.DIGEST and isinstance(doc.get("digest"), Mapping):
-        from training_guard.render.digest import markdown as digest_markdown  # as in email_text: the digest's alone
+        from training_guard.render.digest import markdown as digest_markdown
 
-        lines = [digest_markdown(doc["digest"])]  # about no job: the week's totals instead
+        lines = [digest_markdown(doc["digest"])]
     elif who:
-        lines.append(f"*Stop now:* pressed by {who}")  # a person, not a rule
+        lines.append(f"*Stop now:* pressed by {who}")
     elif rule:
         lines.append(f"*{finding_label(rule.get('kind'))}:* {rule['name']} ({rule['kind']}) → {rule['status']}")
         if rule.get("details"):

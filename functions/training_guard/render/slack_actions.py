@@ -1,7 +1,6 @@
 """The guard's Slack buttons: what a button carries, and what a click on one means. Pure.
 
-Which button goes where and what it carries: docs/design/slack-clicks.md.
-"""
+Which button goes where and what it carries: docs/design/slack-clicks.md."""
 
 from __future__ import annotations
 
@@ -40,14 +39,14 @@ class NotAClick(ValueError):
 class Click:
     act: Act
     job: str
-    user: str  # the Slack user ID of who clicked
+    user: str
     rule: str | None = None  # the rule to silence; for a stop, the finding that offered it (for the record)
     account: str | None = None  # a member account's job (organization mode); None: the guard's own account
     seconds: int | None = None  # snooze or exemption length; None: until the job ends
     user_name: str | None = None
     team: str | None = None
     channel: str | None = None
-    message_ts: str | None = None  # the message the button was on
+    message_ts: str | None = None
     thread_ts: str | None = None  # its thread's parent, when the button was on a reply
     response_url: str | None = None
     action_ts: str | None = None
@@ -59,7 +58,6 @@ class Click:
 
     @property
     def thread(self) -> str | None:
-        """The thread to answer in: the parent's ts."""
         return self.thread_ts or self.message_ts
 
     def to_json(self) -> dict[str, Any]:
@@ -86,7 +84,6 @@ def button(
     style: str | None = None,
     suffix: str = "",
 ) -> dict[str, Any]:
-    """A Block Kit button for one of the guard's actions (for an `actions` block of the job's message)."""
     value: dict[str, Any] = {"job": job}
     if rule is not None:
         value["rule"] = rule
@@ -114,7 +111,6 @@ def button(
 
 
 def decode(payload: Mapping[str, Any]) -> Click:
-    """A verified `block_actions` payload as the click on one of the guard's buttons."""
     if payload.get("type") != BLOCK_ACTIONS:
         raise NotAClick(f"payload type {payload.get('type')!r}: only block_actions are the guard's buttons")
     actions = payload.get("actions")

@@ -1,7 +1,6 @@
 """One notification document rendered as a Slack message (Block Kit as plain JSON, as Slack documents it). Pure.
 
-Text from jobs, tags, rules or SageMaker is escaped for mrkdwn, then cut to Block Kit's limits, never mid-entity.
-"""
+Text from jobs, tags, rules or SageMaker is escaped for mrkdwn, then cut to Block Kit's limits, never mid-entity."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ SECTION_MAX = 3000
 FIELD_MAX = 2000
 FALLBACK_MAX = 3000
 BUTTON_TEXT_MAX = 75
-# Block Kit's limits (https://docs.slack.dev/reference/block-kit/blocks), checked before a message leaves as slack_sdk's
-# classes checked them: a block's text, its items, a button's text, URL, value and action_id.
+# Block Kit's limits (docs/limits.md), checked before a message leaves as slack_sdk's classes checked them.
 _TEXT_MAX = {"header": HEADER_MAX, "section": SECTION_MAX}
 _ITEMS_MAX = {"fields": 10, "context": 10, "actions": 25}
 _BUTTON_MAX = {"text": BUTTON_TEXT_MAX, "url": 3000, "value": 2000, "action_id": 255}
@@ -40,12 +38,11 @@ _DID = {
 # messages.Notice.TEST, spelled here too: the notifier does not import messages (and the policy behind it).
 TEST_KIND = "test"
 BUDGET_SOURCE = "budget"  # policy.BUDGET: a budget's finding is shown as its budget, not as a rule
-DIGEST_KIND = contract.DIGEST_KIND  # the weekly digest: the week's totals, rendered by render_digest
+DIGEST_KIND = contract.DIGEST_KIND
 _DID_KIND = {TEST_KIND: "Nothing: this is a test of the notification path."}
 
 
 def is_test(doc: Mapping[str, Any]) -> bool:
-    """A test notification (`training-guard test-notification`): it goes to every webhook."""
     return doc.get("kind") == TEST_KIND
 
 
@@ -76,7 +73,7 @@ def fit(text: str, limit: int) -> str:
 
 def _plain(text: str, limit: int) -> str:
     """Plain text cut to a limit, with angle brackets made inert (no `<!channel>` anywhere)."""
-    text = text.replace("<", "\u2039").replace(">", "\u203a")  # single angle quotation marks
+    text = text.replace("<", "\u2039").replace(">", "\u203a")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -121,7 +118,6 @@ def _sorted(element: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _checked(blocks: list[Block]) -> list[Block]:
-    """The blocks, once every Block Kit limit is checked: ValueError names the one exceeded."""
     for block in blocks:
         kind = block["type"]
         text: str = block["text"]["text"] if "text" in block else ""
@@ -155,8 +151,7 @@ def check_document(doc: Any) -> Mapping[str, Any]:
 def render(
     doc: Mapping[str, Any], *, extra_links: Mapping[str, str] | None = None, actions: list[dict[str, Any]] | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks as dicts) for one notification document; `extra_links` beside the document's (the
-    metric's graph), `actions` the guard's buttons (app mode: `buttons`)."""
+    """(fallback text, blocks) of a document; `extra_links` beside its own (the graph), `actions` its buttons."""
     doc = check_document(doc)
     if doc["kind"] == DIGEST_KIND:
         return render_digest(doc)
@@ -173,7 +168,7 @@ def render(
 
     who = _presser(doc)
     if who:
-        blocks.append(_section(f"{who} pressed *Stop now*"))  # a person, not a rule
+        blocks.append(_section(f"{who} pressed *Stop now*"))
     elif rule:
         name, kind, status = (escape(str(rule.get(k))) for k in ("name", "kind", "status"))
         label = "Budget" if rule.get("kind") == BUDGET_SOURCE else "Rule"
@@ -232,8 +227,6 @@ def _link_button(index: int, label: str, url: str) -> Block:
     return {"action_id": f"open-{index}", "text": text, "type": "button", "url": url}
 
 
-# --- Slack app mode: the job's card (the thread's parent) and the guard's buttons ----------------------------------
-
 RUNNING = "InProgress"
 # The kinds whose notification is about a finding (policy.Kind values; the notifier does not import the policy).
 FINDING_KINDS = frozenset(
@@ -288,7 +281,6 @@ def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[
 
 
 def card_state(doc: Mapping[str, Any]) -> str:
-    """The card's headline: the job's state as the latest notification left it."""
     outcome, kind = str(doc["outcome"]), str(doc["kind"])
     rule = (doc.get("rule") or {}).get("name")
     if outcome == "stopped":
@@ -307,7 +299,6 @@ def card_state(doc: Mapping[str, Any]) -> str:
 
 
 def is_card_only(doc: Mapping[str, Any]) -> bool:
-    """A card-only document: the job's end folded into the guard's stop (responder.py), shown on the card only."""
     return doc.get(contract.CARD_ONLY) is True
 
 
@@ -358,8 +349,7 @@ def render_digest(doc: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     blocks: list[Block] = [
         _header(_plain(title, HEADER_MAX)),
         _section(f"*{escape(digest.window_text(week))}*"),
-        # A section holds at most 10 fields of 2000 characters (https://api.slack.com/reference/block-kit/blocks#section,
-        # checked by `_checked`); the digest has at most five.
+        # A section holds at most 10 fields (docs/limits.md); the digest has at most five.
         _fields([_cut_markdown(f"*{label}*\n{escape(text)}", FIELD_MAX) for label, text in digest.facts(week)]),
     ]
     for heading, rows in digest.groups(week):
@@ -403,7 +393,6 @@ def _facts(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _cut_markdown(text: str, limit: int) -> str:
-    """Cut already-escaped mrkdwn without splitting an entity (`&amp;` and friends)."""
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
@@ -414,7 +403,6 @@ def _cut_markdown(text: str, limit: int) -> str:
 
 
 def is_alarm_notification(payload: Any) -> bool:
-    """A CloudWatch alarm's SNS notification (the guard's own self-monitoring alarms)."""
     return isinstance(payload, Mapping) and isinstance(payload.get("AlarmName"), str) and "NewStateValue" in payload
 
 
@@ -434,7 +422,6 @@ def _alarm_time(value: Any) -> str:
 
 
 def render_alarm(payload: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """A self-monitoring alarm as a Slack message: which alarm, its new state, why, what to do."""
     state = str(payload.get("NewStateValue"))
     marker = "🔴" if state == "ALARM" else "🟢" if state == "OK" else "⚪"
     title = f"{marker} Training Guard self-monitoring: {payload['AlarmName']} is {state}"

@@ -1,7 +1,6 @@
 """Deliver notification documents to Slack: each (transition, webhook) at most once.
 
-Outcomes, Slack app mode threads and card-only updates: docs/design/chat-delivery.md.
-"""
+Outcomes, Slack app mode threads and card-only updates: docs/design/chat-delivery.md."""
 
 from __future__ import annotations
 
@@ -49,8 +48,6 @@ class Posted(Protocol):
 
 
 class SlackAppPort(Protocol):
-    """A Slack app's bot (adapters/slack_app.py SlackApp); its failures carry `error` and `permanent`."""
-
     def post_parent(self, channel: str, text: str, blocks: Any) -> Posted: ...
 
     def reply(self, channel: str, thread_ts: str, text: str, blocks: Any) -> Posted: ...
@@ -63,9 +60,7 @@ class SlackAppPort(Protocol):
 
 
 class ChartsPort(Protocol):
-    def png(self, widget: Mapping[str, Any]) -> bytes:
-        """The graph GetMetricWidgetImage draws for `widget`."""
-        ...
+    def png(self, widget: Mapping[str, Any]) -> bytes: ...
 
 
 @dataclass
@@ -75,15 +70,13 @@ class AppMode:
     bot: Callable[[], SlackAppPort]
     threads: ThreadStorePort
     waiting: Waiting
-    failure: type[Exception]  # the bot's error class (SlackAppError): `error` and `permanent`
+    failure: type[Exception]
     charts: ChartsPort | None = None
     holder: Callable[[], str] = field(default=lambda: uuid.uuid4().hex)
 
 
 class Budget(Protocol):
-    def allows(self, wait: float) -> bool:
-        """Whether one more send (after waiting `wait` seconds) fits in the invocation's time left."""
-        ...
+    def allows(self, wait: float) -> bool: ...
 
 
 # `training-guard doctor` finds messages parked for want of a URL by this text.
@@ -109,11 +102,10 @@ def check_url(webhook: str, secret_id: str, value: str) -> str:
     raise NotConfigured(webhook, secret_id)
 
 
-DELIVERED = "delivered"  # the outcome the ledger records for a message Slack took
+DELIVERED = "delivered"
 
 
 def account_of(value: object) -> str | None:
-    """The account a message names, if it is a non-empty text."""
     return value if isinstance(value, str) and value else None
 
 
@@ -123,7 +115,6 @@ def delivery_key(transition: str, webhook: str) -> str:
 
 
 def chart_key(transition: str, channel: str) -> str:
-    """The ledger item of one message's graph uploaded into one app channel's thread."""
     return f"c#{transition}#{channel}#chart"
 
 
@@ -138,17 +129,16 @@ class _Message:
 
     @property
     def card_only(self) -> bool:
-        """Only the job's card is updated (docs/design/chat-delivery.md)."""
         return self.doc is not None and slack_messages.is_card_only(self.doc)
 
 
 @dataclass
 class MessageResult:
-    account: str | None = None  # as it was routed
+    account: str | None = None
     delivered: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # already delivered
-    busy: list[str] = field(default_factory=list)  # retried later
-    deferred: list[str] = field(default_factory=list)  # too little time left: retried later
+    skipped: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
     transient: list[str] = field(default_factory=list)
     permanent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -174,9 +164,7 @@ class ChatDelivery:
         config: GuardConfig | None = None,
         app: AppMode | None = None,
     ) -> None:
-        """`organization`: where a notification's account is routed by its organizational unit (None: no units).
-        `config`: the guard's configuration, for the metric guards a graph is drawn from (None: no graphs). `app`: Slack
-        app mode's bot and records (required when `slack.mode` is `app`)."""
+        """`organization` routes by organizational unit, `config` draws graphs (None: neither); `app`: app mode's."""
         if slack.app_mode and app is None:
             raise ValueError("slack.mode is app: the delivery needs the app's bot and thread records")
         self.config = config
@@ -238,7 +226,6 @@ class ChatDelivery:
         return graph_link(chart, member) if chart is not None else {}
 
     def _route(self, severity: str, tags: Mapping[str, str], account: str | None) -> list[str]:
-        """The webhooks of a notification about `account`: its own route, or its organizational unit's."""
         unit = self.organization.unit_of(account) if self.organization is not None else None
         return self.slack.route(severity, tags, account=account, unit=unit)
 
@@ -292,8 +279,6 @@ class ChatDelivery:
             # Reasons first: the dead-letter queue keeps 256 characters (redrive skips delivered webhooks).
             self.parker.park(body, "; ".join(reasons + remedies))
         return result
-
-    # --- Slack app mode ---------------------------------------------------------------------------------------
 
     def _post_app(
         self, message: _Message, name: str, *, key: str, now: datetime, result: MessageResult, reasons: list[str]
@@ -362,7 +347,7 @@ class ChatDelivery:
             return
         # Updated before the version is raised, so that a failed update is tried again.
         if record.card_version >= version:
-            return  # the card shows a newer notification
+            return
         card_text, card_blocks = self._card(doc, member)
         bot.update(channel, record.ts, card_text, card_blocks)
         self.app.threads.advance_card(key, version)
@@ -432,7 +417,6 @@ class ChatDelivery:
             result.delivered.append(name)
 
     def _once(self, key: str, now: datetime) -> AbstractContextManager[Held]:
-        """One delivery of one (transition, channel): completed as delivered, released when it failed."""
         return once(
             self.ledger, key, now=now, lease_seconds=self.lease_seconds, ttl_seconds=self.ttl_seconds, outcome=DELIVERED
         )

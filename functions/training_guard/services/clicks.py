@@ -43,7 +43,6 @@ class QueuePort(Protocol):
 
 
 def response(status: int, body: str = "") -> dict[str, Any]:
-    """A function URL's answer (the payload format 2.0 response: statusCode, headers, body)."""
     return {"statusCode": status, "headers": {"Content-Type": "text/plain"}, "body": body}
 
 
@@ -143,7 +142,6 @@ def raw_body(event: Mapping[str, Any]) -> bytes:
 
 
 def _payload(raw: bytes) -> Mapping[str, Any]:
-    """The `payload` field of the form Slack POSTs (application/x-www-form-urlencoded), parsed as JSON."""
     form = parse_qs(raw.decode("utf-8"), keep_blank_values=True)
     values = form.get("payload")
     if not values:
@@ -152,9 +150,6 @@ def _payload(raw: bytes) -> Mapping[str, Any]:
     if not isinstance(parsed, dict):
         raise ValueError("the payload is not an object")
     return parsed
-
-
-# --- the asynchronous path ----------------------------------------------------------------------------------------
 
 
 class MuteWriterPort(Protocol):
@@ -168,9 +163,7 @@ class StopPort(Protocol):
 
 
 class SayPort(Protocol):
-    def say(self, click: Click, text: str) -> None:
-        """Tell the job's thread (the click's `thread`) what was done and by whom."""
-        ...
+    def say(self, click: Click, text: str) -> None: ...
 
 
 class RespondPort(Protocol):
@@ -178,8 +171,6 @@ class RespondPort(Protocol):
 
 
 class ClickWorker:
-    """Acts on one acknowledged click (an SQS message from `Interactions`)."""
-
     def __init__(self, *, mutes: MuteWriterPort, stopper: StopPort, say: SayPort, respond: RespondPort) -> None:
         self.mutes = mutes
         self.stopper = stopper

@@ -57,7 +57,7 @@ class PublisherPort(Protocol):
 class DigestReceipt:
     week: str
     sent: bool
-    skipped: str | None = None  # why nothing was sent
+    skipped: str | None = None
     stops: int | None = None
     would_stop: int | None = None
     warnings: list[str] = field(default_factory=list)
@@ -69,7 +69,7 @@ class WeeklyDigest:
 
     marker: Marks
     publisher: PublisherPort
-    read_stops: Callable[[datetime], Iterable[StopEntry]]  # every stop record stopped at this time or later
+    read_stops: Callable[[datetime], Iterable[StopEntry]]
     read_metrics: Callable[[datetime, datetime], Mapping[str, Sequence[tuple[datetime, float]]]]
     marker_ttl_seconds: int
     lease_seconds: int

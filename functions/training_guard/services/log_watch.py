@@ -1,8 +1,6 @@
-"""The log-rules wing at run time: a CloudWatch Logs subscription delivery folded into its stream's rule state,
-each new firing taken to the responder's one stop path, then the state saved; and the scheduled stall check.
+"""The log-rules wing at run time: a log delivery folded into its stream's state, firings to the responder, then a save.
 
-The order and what a timeout at each step does: docs/design/log-path.md.
-"""
+Also the scheduled stall check; the order and what a timeout at each step does: docs/design/log-path.md."""
 
 from __future__ import annotations
 
@@ -35,11 +33,8 @@ logger = Logger()
 
 CONTROL_MESSAGE = "CONTROL_MESSAGE"  # CloudWatch Logs checking that the destination is reachable: no log events
 SCHEDULED_EVENT = "Scheduled Event"  # EventBridge's detail-type of a scheduled rule's event: the stall check
-# Events folded between two looks at the clock (a fold of this many lines takes milliseconds).
-CHUNK_EVENTS = 500
-# Guard choices, not AWS figures: seconds kept for the state's save (one PutItem, the SDK's retries), and for
-# one firing's stop path (describe, tags, ledger, StopTrainingJob, AddTags, Publish) before it is started; at most
-# this share of the invocation's time (a 30 s function keeps 5 and 10 s; a shorter one still acts).
+CHUNK_EVENTS = 500  # events folded between two looks at the clock (milliseconds of work)
+# Guard choices, not AWS figures: time kept for the save and for one stop path (docs/design/log-path.md).
 SAVE_RESERVE_SECONDS = 5.0
 ACT_RESERVE_SECONDS = 10.0
 SAVE_RESERVE_SHARE = 1 / 6
@@ -147,8 +142,8 @@ class LogReceipt:
 
 @dataclass
 class StallReport:
-    checked: int = 0  # running jobs whose streams were asked
-    stalled: list[str] = field(default_factory=list)  # streams whose firing went to the responder
+    checked: int = 0
+    stalled: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # jobs left to the next check for want of time
     findings: Receipt | None = None
 
@@ -168,7 +163,7 @@ class JobLog:
     reader: LineReader
     tags: Mapping[str, str]
     problems: tuple[tuple[str, str], ...] = ()  # (kind, what went wrong)
-    missing: bool = False  # SageMaker does not know the job
+    missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,8 +178,8 @@ class _Batch:
     now: datetime
     invocation: Invocation
     receipt: LogReceipt
-    save_reserve: float  # seconds kept for the state's save
-    act_reserve: float  # ... and for one firing's stop path
+    save_reserve: float
+    act_reserve: float
 
 
 def is_scheduled(event: Any) -> bool:
@@ -196,33 +191,78 @@ def decode(event: Any) -> Delivery:
     data = event.get("awslogs", {}).get("data") if isinstance(event, Mapping) else None
     if not isinstance(data, str):
         raise EventError('not a CloudWatch Logs subscription delivery: no "awslogs.data" text')
+    [delivery] = decode_data(data, where="awslogs.data", many=False)
+    return delivery
+
+
+def is_firehose(event: Any) -> bool:
+    """Firehose's data-transformation event: a member account's deliveries through the hub's destination."""
+    return isinstance(event, Mapping) and "records" in event and "deliveryStreamArn" in event
+
+
+def firehose_records(event: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(recordId, data) of each record; EventError when the event itself is unusable (not a record's data)."""
+    records = event.get("records")
+    if not isinstance(records, list):
+        raise EventError("records: missing or not a list (not Firehose's transformation event)")
+    found = []
+    for i, record in enumerate(records):
+        record_id = record.get("recordId") if isinstance(record, Mapping) else None
+        if not isinstance(record_id, str) or not record_id:
+            raise EventError(f"records[{i}].recordId: missing or not text (Firehose needs it answered)")
+        found.append((record_id, record.get("data")))
+    return found
+
+
+def decode_data(data: Any, *, where: str, many: bool = True) -> list[Delivery]:
+    """base64 of gzip of CloudWatch Logs' JSON document(s) to Deliveries; EventError names what is wrong."""
+    if not isinstance(data, str):
+        raise EventError(f"{where}: missing or not base64 text")
     try:
-        doc = json.loads(gzip.decompress(base64.b64decode(data, validate=True)))
+        text = gzip.decompress(base64.b64decode(data, validate=True)).decode()
     except (binascii.Error, OSError, EOFError, zlib.error) as exc:
-        raise EventError(f"awslogs.data is not base64 of gzip: {exc}") from exc
-    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
-        raise EventError(f"awslogs.data does not hold JSON: {exc}") from exc
+        raise EventError(f"{where} is not base64 of gzip: {exc}") from exc
+    except ValueError as exc:  # UnicodeDecodeError
+        raise EventError(f"{where} does not hold JSON: {exc}") from exc
+    docs: list[Any] = []
+    decoder, at = json.JSONDecoder(), 0
+    try:
+        while at < len(text.rstrip()):
+            doc, at = decoder.raw_decode(text, at)
+            docs.append(doc)
+            while at < len(text) and text[at].isspace():
+                at += 1
+            if not many:
+                break
+    except ValueError as exc:  # JSONDecodeError
+        raise EventError(f"{where} does not hold JSON: {exc}") from exc
+    if not docs or (not many and text[at:].strip()):
+        raise EventError(f"{where} does not hold JSON: one document expected")
+    return [_delivery(doc, where) for doc in docs]
+
+
+def _delivery(doc: Any, where: str) -> Delivery:
     if not isinstance(doc, Mapping):
-        raise EventError("awslogs.data: the document is not a JSON object")
+        raise EventError(f"{where}: the document is not a JSON object")
     owner = doc.get("owner")
     if doc.get("messageType") == CONTROL_MESSAGE:
         return Delivery(owner if isinstance(owner, str) else None, "", "", (), control=True)
     group, stream, raw = doc.get("logGroup"), doc.get("logStream"), doc.get("logEvents")
     for name, value in (("logGroup", group), ("logStream", stream)):
         if not isinstance(value, str) or not value:
-            raise EventError(f"awslogs.data.{name}: missing or not text")
+            raise EventError(f"{where}.{name}: missing or not text")
     if not isinstance(raw, list):
-        raise EventError("awslogs.data.logEvents: missing or not a list")
+        raise EventError(f"{where}.logEvents: missing or not a list")
     return Delivery(
         owner if isinstance(owner, str) else None,
         str(group),
         str(stream),
-        tuple(_log_event(i, e) for i, e in enumerate(raw)),
+        tuple(_log_event(i, e, where) for i, e in enumerate(raw)),
     )
 
 
-def _log_event(index: int, raw: Any) -> LogEvent:
-    where = f"awslogs.data.logEvents[{index}]"
+def _log_event(index: int, raw: Any, data: str = "awslogs.data") -> LogEvent:
+    where = f"{data}.logEvents[{index}]"
     if not isinstance(raw, Mapping):
         raise EventError(f"{where}: not an object")
     event_id, timestamp, message = raw.get("id"), raw.get("timestamp"), raw.get("message")
@@ -256,12 +296,10 @@ class LogWatch:
         watch._jobs = self._jobs
         return watch
 
-    # --- a delivery ------------------------------------------------------------------------------------
     def deliver(
         self, delivery: Delivery, *, now: datetime, invocation: Invocation, guard: Responder | None = None
     ) -> LogReceipt:
-        """Fold the delivery into its stream's state, take each new firing to `guard` (the responder, or a member
-        account's), then save the state. Raises DeliveryUnfinished when the time ran out (what was folded saved)."""
+        """Fold, take each new firing to `guard`, save; DeliveryUnfinished when the time ran out (the folded saved)."""
         budget = invocation.time_left()  # the invocation's time, as it starts: the deadline's reserves are shares of it
         guard = guard or self.responder
         account = guard.account_scope  # a member's: its states scoped by its account
@@ -331,9 +369,9 @@ class LogWatch:
         return policy.selection_reason(delivery.job, guard.config)
 
     def _fold(self, b: _Batch, state: StreamState | None) -> tuple[StreamState | None, int]:
-        """The state after the events folded in time, and how many: a chunk's firings go to the responder
-        before the chunk counts as folded, so a state is never saved ahead of its stops."""
-        events = b.delivery.events
+        """The state after the events folded in time, and how many; never saved ahead of its chunk's stops."""
+        # In time first: a chunk older than one folded before it would be late, and order-dependent rules skip it.
+        events = sorted(b.delivery.events, key=_in_time)
         b.receipt.evaluated = 0  # a refold after a lost save counts again
         for start in range(0, len(events), CHUNK_EVENTS):
             if b.invocation.time_left() < b.save_reserve:
@@ -419,7 +457,6 @@ class LogWatch:
         if isinstance(r, LogReceipt):
             r.firings.append(firing.rule)
 
-    # --- the job's definitions and tags, cached ------------------------------------------------------------
     def _job_log(self, guard: Responder, job: str, account: str | None) -> JobLog:
         key = (account, job)
         cached = self._jobs.get(key)
@@ -470,41 +507,52 @@ class LogWatch:
         logger.warning("log rules problem", extra={"training_job": job, "problem": kind, "detail": what})
         r.problems.append(f"{kind}: {what}")
 
-    # --- the stall check ----------------------------------------------------------------------------------
-    def check_stalls(self, *, now: datetime, invocation: Invocation) -> StallReport:
+    def check_stalls(
+        self, *, now: datetime, invocation: Invocation, guard: Responder | None = None, account: str | None = None
+    ) -> StallReport:
         """Each running job's streams asked `log_rules.stalled`; a stall goes to the responder like a firing."""
         report = StallReport()
-        guard = self.responder
+        guard = guard or self.responder
         for job in guard.jobs.running():
             if not guard.config.selects(job):
                 continue
             if invocation.time_left() < ACT_RESERVE_SECONDS:
-                report.not_checked.append(job)  # the next check asks again
+                report.not_checked.append(job)
                 continue
             report.checked += 1
-            for stream in self.states.streams(job):
-                self._stall(guard, job, stream, now=now, invocation=invocation, report=report)
+            for stream in self.states.streams(job, account=account):
+                self._stall(guard, job, stream, now=now, invocation=invocation, report=report, account=account)
         return report
 
     def _stall(
-        self, guard: Responder, job: str, stream: str, *, now: datetime, invocation: Invocation, report: StallReport
+        self,
+        guard: Responder,
+        job: str,
+        stream: str,
+        *,
+        now: datetime,
+        invocation: Invocation,
+        report: StallReport,
+        account: str | None = None,
     ) -> None:
-        """One stream asked; a stall (read again with the job's tags, which may turn it off) to the responder, then
-        marked in the state so that the next check does not ask again (lost to a delivery's save: the ledger)."""
-        state, version = self.states.get(stream)
+        """One stream asked; a stall to the responder, then marked in the state so that no later check asks again."""
+        state, version = self.states.get(stream, account=account)
         now_ms = int(now.timestamp() * 1000)
         if state is None or stalled(state, now_ms=now_ms, rules=self.rules) is None:
             return
-        firing = stalled(state, now_ms=now_ms, rules=self.rules, tags=self._job_log(guard, job, None).tags)
+        firing = stalled(state, now_ms=now_ms, rules=self.rules, tags=self._job_log(guard, job, account).tags)
         if firing is None:
             return
         event_id = f"{stream}#{firing.event_id}"
-        self._act(
-            guard, job, firing, event_id=event_id, owner=invocation.account, now=now, invocation=invocation, r=report
-        )
+        owner = account or invocation.account
+        self._act(guard, job, firing, event_id=event_id, owner=owner, now=now, invocation=invocation, r=report)
         report.stalled.append(stream)
         state.mark(firing)
-        self.states.put(job, stream, state, version=version, now=now)
+        self.states.put(job, stream, state, version=version, now=now, account=account)
+
+
+def _in_time(event: LogEvent) -> tuple[int, str]:
+    return event.timestamp_ms, event.id
 
 
 def _usable(definition: tuple[str, str]) -> bool:

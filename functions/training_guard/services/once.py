@@ -24,10 +24,8 @@ class Marks(Protocol):
 
 @dataclass
 class Held:
-    """What `once` found, and what the block says of its work."""
-
     state: Claim
-    outcome: str  # recorded when the block completes it
+    outcome: str
     released: bool = False
     unrecorded: GuardError | None = None  # the act is done but completing failed (only with keep_if_unrecorded)
 
@@ -41,12 +39,9 @@ class Held:
 
 
 class once:
-    """`with once(ledger, key, ...) as held:` acts only when `held.granted`. Leaving the block completes the key with
-    `held.outcome`; an exception from the block, or `held.release()`, releases it; a DONE or BUSY claim is left as it
-    is. `acquire` replaces the plain claim (the responder waits out a short BUSY). With `keep_if_unrecorded`, a
-    failure to complete is kept on `held.unrecorded` instead of raised: the act is done, and the claim keeps its
-    lease so that a retry does not act again before it runs out. A class, not a generator: mutation testing reaches
-    its body (mutmut 3 leaves decorated functions alone)."""
+    """`with once(ledger, key, ...) as held:` acts only when `held.granted`; leaving the block completes the key, an
+    exception or `held.release()` releases it (docs/design/exactly-once.md). A class, not a generator: mutation
+    testing reaches its body (mutmut 3 leaves decorated functions alone)."""
 
     def __init__(
         self,

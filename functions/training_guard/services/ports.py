@@ -1,7 +1,6 @@
 """The responder's ports: what the domain needs from the outside world, and the records it keeps.
 
-Light on purpose: adapters and the Slack notifier import these without pulling in the policy.
-"""
+Light on purpose: adapters and the Slack notifier import these without pulling in the policy."""
 
 from __future__ import annotations
 
@@ -51,7 +50,6 @@ class StopRecord:
     event_id: str
     # Written before StopTrainingJob, confirmed once it took effect: only a confirmed stop has folds.
     confirmed: bool = False
-    # Transitions folded into this stop instead of being announced.
     folded: tuple[str, ...] = ()
     # Written after the stop took effect; None until then.
     spend: StopSpend | None = None
@@ -69,10 +67,8 @@ class StopClaim:
 
 
 class Claim(StrEnum):
-    """What claiming a transition found."""
-
     GRANTED = "granted"  # ours to act on, until the lease ends
-    DONE = "done"  # a duplicate
+    DONE = "done"
     BUSY = "busy"  # another attempt holds an unexpired lease: come back later, never drop it
 
 
@@ -100,17 +96,13 @@ class LedgerPort(Protocol):
 
     def drop_stop(self, job: str) -> None: ...
 
-    def confirm_stop(self, job: str) -> None:
-        """The guard's stop of `job` took effect (SageMaker accepted StopTrainingJob)."""
-        ...
+    def confirm_stop(self, job: str) -> None: ...
 
     def fold(self, job: str, key: str) -> bool:
         """Fold `key` into the guard's confirmed stop of `job`; False when there is none (announce it)."""
         ...
 
-    def record_stop_spend(self, job: str, spend: StopSpend) -> None:
-        """Add what the guard's stop of `job` avoided to its audit record (which must exist)."""
-        ...
+    def record_stop_spend(self, job: str, spend: StopSpend) -> None: ...
 
 
 class PricesPort(Protocol):
@@ -120,9 +112,7 @@ class PricesPort(Protocol):
         self, region: str, instance_types: tuple[str, ...], *, now: datetime
     ) -> dict[str, PriceQuote | None]: ...
 
-    def take_problems(self) -> list[str]:
-        """What went wrong since last asked (for the caller to log), and forget it."""
-        ...
+    def take_problems(self) -> list[str]: ...
 
 
 class MeterPort(Protocol):
@@ -150,13 +140,9 @@ class AlarmsPort(Protocol):
 
     def delete_alarms(self, names: Sequence[str]) -> None: ...
 
-    def firing_job_alarms(self) -> list[AlarmObservation]:
-        """The guard's per-job alarms that are in ALARM now."""
-        ...
+    def firing_job_alarms(self) -> list[AlarmObservation]: ...
 
-    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]:
-        """The contributors (one per job or host) of a fleet guard's alarm that are in ALARM now."""
-        ...
+    def firing_contributors(self, alarm_name: str) -> list[AlarmObservation]: ...
 
     def fleet_alarm_states(self, names: Sequence[str]) -> dict[str, FleetAlarmState]:
         """The fleet guards' alarms that exist, with their state, reason and EvaluationState (one read)."""

@@ -1,7 +1,6 @@
 """React to one training-job event: decide, act exactly once per transition, notify.
 
-The order of work, the stop and what folds into it: docs/design/responder.md.
-"""
+The order of work, the stop and what folds into it: docs/design/responder.md."""
 
 from __future__ import annotations
 
@@ -71,19 +70,15 @@ BUSY_WAIT_SECONDS = 3.0
 BUSY_POLL_SECONDS = 0.25
 AUDIT_RETENTION_SECONDS = 400 * 24 * 3600  # stop records are kept a little over a year
 _TAG_VALUE_PUNCTUATION = frozenset("_.:/=+-@ ")
-FOLDED = "folded"  # the ledger's outcome of a transition folded into the guard's stop of its job
+FOLDED = "folded"
 
 
 class MemberAccessPort(Protocol):
-    """Responders that act in a member account (adapters.accounts.MemberAccess; fakes in tests)."""
-
     def responder_for(self, base: Responder, account: str) -> Responder: ...
 
 
 class MutesPort(Protocol):
-    def read(self, job: str, account: str | None = None) -> Mutes:
-        """All of a job's mutes (one read); `account`: a member account's job."""
-        ...
+    def read(self, job: str, account: str | None = None) -> Mutes: ...
 
 
 @dataclass
@@ -97,13 +92,13 @@ class Receipt:
     outcomes: list[str] = field(default_factory=list)
     duplicates: int = 0
     ignored: str | None = None
-    rejected: str | None = None  # why the event was parked in the dead-letter queue
+    rejected: str | None = None
     described: bool = False
     alarms_created: list[str] = field(default_factory=list)
     alarms_deleted: list[str] = field(default_factory=list)
     unrecorded: list[str] = field(default_factory=list)  # acted on and announced, but not recorded
     folded: list[str] = field(default_factory=list)  # folded into the guard's stop, not announced
-    spend: dict[str, object] | None = None  # of the last notification announced (None: none was)
+    spend: dict[str, object] | None = None
     price_problems: list[str] = field(default_factory=list)
     card_problems: list[str] = field(default_factory=list)
 
@@ -159,9 +154,7 @@ class Responder:
         account_scope: str | None = None,
         mutes_memo: dict[tuple[str | None, str], Mutes] | None = None,
     ) -> None:
-        """A port left None does nothing: no price (spend unknown), no metric, no mute in force, no Slack card.
-
-        The last three are an invocation's (`acting`): never set on a responder a container keeps."""
+        """A port left None does nothing: no price (spend unknown), no metric, no mute in force, no Slack card."""
         self.config = config
         self.cards = cards
         self.jobs = jobs
@@ -171,13 +164,10 @@ class Responder:
         self.prices = prices
         self.meter = meter
         self.mutes = mutes
-        # A member account's jobs (adapters/accounts.py) have mutes of their own.
         self.account_scope = account_scope
-        # A sweep's: each job's mutes read once for all its steps.
         self.mutes_memo = mutes_memo
         self.busy_wait_seconds = busy_wait_seconds
         self.sleep = sleep
-        # The invocation's (`lease_for` of its remaining time).
         self.lease_seconds = lease_seconds
 
     def acting(
@@ -190,8 +180,7 @@ class Responder:
         ledger: LedgerPort | None = None,
         mutes_memo: dict[tuple[str | None, str], Mutes] | None = None,
     ) -> Responder:
-        """A responder for one invocation (its lease, a sweep's memo) or one member account (its ports, its scope):
-        a new one over the same configuration and ports, so nothing an invocation sets outlives it."""
+        """A responder for one invocation or one member account: nothing an invocation sets outlives it."""
         return Responder(
             self.config,
             jobs or self.jobs,
@@ -239,7 +228,6 @@ class Responder:
         return receipt
 
     def handle_alarm(self, alarm: AlarmObservation, *, now: datetime) -> Receipt:
-        """A metric guard's alarm (fleet contributor or per-job alarm) went to ALARM for a job."""
         receipt = Receipt(job=alarm.job or "", event_id=alarm.event_id)
         if alarm.state != "ALARM":
             receipt.ignored = f"alarm {alarm.alarm_name} is {alarm.state}"
@@ -344,9 +332,7 @@ class Responder:
         receipt: Receipt,
         now: datetime,
     ) -> None:
-        """Act on the decisions about findings. A stop goes first, after one write: its record, with a lease, written
-        only when the job has none and no mute in force (docs/design/responder.md); otherwise the mutes are read and
-        the findings decided again."""
+        """Act on the findings' decisions: the stop first, after one write (docs/design/responder.md)."""
         hopeful = decide(NO_MUTES)
         stop = next((d for d in hopeful if d.plan is Plan.STOP), None)
         if stop is not None and job.running:
@@ -365,7 +351,6 @@ class Responder:
             self._react(event, job, decision, receipt, now)
 
     def _alarm_rule(self, alarm: AlarmObservation, job: TrainingJob) -> tuple[Finding, Action, str] | str:
-        """The finding, action and policy line of an alarm, or why it does not apply to this job."""
         if alarm.guard_name is not None:
             guard = self.config.metric_guard(alarm.guard_name)
             if guard is None:
@@ -384,7 +369,6 @@ class Responder:
         return finding, spec.action, spec.describe()
 
     def _keep_job_alarms(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> None:
-        """Create a job's per-job alarms when it is first seen running; delete them when it ends."""
         assert self.alarms is not None
         specs, problems = metric_guards.job_alarm_specs(job.name, job.tags)
         if job.running:
@@ -418,7 +402,6 @@ class Responder:
         outcome: str,
         keep_if_unrecorded: bool = False,
     ) -> AbstractContextManager[Held]:
-        """`once` with the responder's lease, the dedup TTL and a short wait on BUSY."""
         return once(
             self.ledger,
             key,
@@ -446,7 +429,6 @@ class Responder:
         return replace(described, tags=dict(job.tags), tags_known=job.tags_known)
 
     def _guard_stop(self, job: TrainingJob) -> GuardStop | None:
-        """The guard's stop record of a job that is stopping or stopped, if the guard stopped it."""
         if job.status not in (STOPPING, STOPPED):
             return None
         record = self.ledger.get_stop(job.name)
@@ -525,7 +507,6 @@ class Responder:
         self._react(event, job, decision, receipt, now, known_spend=spend)
 
     def spend(self, event: JobEvent, job: TrainingJob, receipt: Receipt, now: datetime) -> Spend:
-        """The job's spend so far (and what a stop would avoid), priced exactly as its notifications are."""
         return self._spend(event, job, receipt, now)
 
     def first_time(self, key: str, now: datetime) -> bool:
@@ -578,7 +559,6 @@ class Responder:
         known_spend: Spend | None = None,
         acted: tuple[Outcome, Spend | None] | None = None,
     ) -> None:
-        """Claim the transition, act on it (unless `acted` already: the stop first), fold or publish, complete."""
         with self._held(decision.key, now, outcome="done", keep_if_unrecorded=True) as held:
             if not held.granted:
                 receipt.duplicates += 1
@@ -644,14 +624,12 @@ class Responder:
         now: datetime,
         spend: Spend | None,
     ) -> messages.Notification:
-        """The notification of a decision acted on, with the job's spend (priced now when not given)."""
         spend = spend or self._spend(event, job, receipt, now)
         return messages.build(event, job, decision, outcome, now=now, dry_run=self.config.dry_run, spend=spend)
 
     def _act(
         self, event: JobEvent, job: TrainingJob, decision: Decision, receipt: Receipt, now: datetime
     ) -> tuple[Outcome, Spend | None]:
-        """What was done, and the job's spend if the action needed it (a stop records what it avoided)."""
         if decision.plan is Plan.WOULD_STOP:
             return Outcome.WOULD_STOP, None
         if decision.plan is Plan.DEFER:
@@ -751,7 +729,6 @@ class Responder:
         return Outcome.STOPPED, spend
 
     def _as_it_ended(self, job: TrainingJob) -> TrainingJob:
-        """The job as it ended, after SageMaker refused to stop it; as it was when Describe fails."""
         try:
             current = self.jobs.describe(job.name)
         except GuardError:
@@ -767,7 +744,6 @@ class Responder:
         )
 
     def _stopped_by_earlier_attempt(self, name: str, claim: StopClaim) -> bool:
-        """Whether an earlier attempt's recorded stop took effect (the job is Stopping or Stopped)."""
         if claim.previous is None:
             return False
         current = self.jobs.describe(name)
@@ -804,11 +780,9 @@ def _rule_of(decision: Decision) -> str:
 
 
 def tag_value(text: str) -> str:
-    """Text made legal as a SageMaker tag value: letters, numbers, spaces and _.:/=+-@ only."""
     cleaned = "".join(c if c.isalnum() or c in _TAG_VALUE_PUNCTUATION else " " for c in text)
     return " ".join(cleaned.split())[: contract.TAG_VALUE_MAX_CHARS]
 
 
 def _replace_tags(job: TrainingJob, tags: Mapping[str, str]) -> TrainingJob:
-    """The job with the tags ListTags gave (complete, even when empty)."""
     return replace(job, tags=dict(tags), tags_known=True)

@@ -1,7 +1,6 @@
 """The scheduled sweep: what events alone cannot guarantee, in one account or an organization.
 
-The steps and their order: docs/design/sweeps.md.
-"""
+The steps and their order: docs/design/sweeps.md."""
 
 from __future__ import annotations
 
@@ -38,8 +37,6 @@ ACCOUNT_SWEEP_RESERVE_SECONDS = 30.0
 
 
 class MemberSweepersPort(Protocol):
-    """Sweepers that sweep a member account (adapters.accounts.MemberAccess; fakes in tests)."""
-
     def sweeper_for(self, base: Sweeper, account: str) -> Sweeper:
         """`base` sweeping `account`. Raises GuardError when AssumeRole is refused, NotAMember for an unknown one."""
         ...
@@ -47,16 +44,16 @@ class MemberSweepersPort(Protocol):
 
 @dataclass
 class SweepReport:
-    account: str | None = None  # the account swept (None: a guard that does not know its own)
+    account: str | None = None
     running: int = 0
     orphaned_alarms_deleted: list[str] = field(default_factory=list)
     reconciled: list[dict[str, object]] = field(default_factory=list)  # receipts that did something (folded too)
     stalled: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # job -> why it could not be swept
+    failed: dict[str, str] = field(default_factory=dict)
     busy: list[str] = field(default_factory=list)
-    budget_warnings: list[str] = field(default_factory=list)  # jobs warned (or folded) this sweep
-    over_budget: list[str] = field(default_factory=list)  # jobs whose cap was reached this sweep
-    idle_gpus: list[str] = field(default_factory=list)  # jobs found with idle GPUs this sweep
+    budget_warnings: list[str] = field(default_factory=list)
+    over_budget: list[str] = field(default_factory=list)
+    idle_gpus: list[str] = field(default_factory=list)
     not_judged: dict[str, str] = field(default_factory=dict)
     price_problems: list[str] = field(default_factory=list)
     # Fleet guards over a CloudWatch cap, and which: this sweep judged their jobs.
@@ -75,9 +72,7 @@ class SweepIncomplete(GuardError):
 
 @dataclass
 class OrganizationSweepReport:
-    """A hub's sweep: each account's report, and the accounts not (completely) swept."""
-
-    accounts: dict[str, SweepReport] = field(default_factory=dict)  # every account swept, in the order swept
+    accounts: dict[str, SweepReport] = field(default_factory=dict)
     # Jobs not swept: the account's report is in `accounts` too.
     failed: dict[str, str] = field(default_factory=dict)
     deferred: list[str] = field(default_factory=list)  # members not started for want of time: a later sweep's
@@ -88,7 +83,6 @@ class OrganizationSweepReport:
 
     @property
     def not_swept(self) -> list[str]:
-        """Accounts with no report: failed before the end, or never started."""
         return [a for a in self.failed if a not in self.accounts] + self.deferred
 
     def as_dict(self) -> dict[str, object]:
@@ -148,7 +142,6 @@ class Sweeper:
         return self.responder.config
 
     def said_in(self, account: str) -> set[str]:
-        """What was said once about member `account`'s jobs."""
         return self._said_in.setdefault(account, set())
 
     def sweep_organization(
@@ -188,7 +181,6 @@ class Sweeper:
         return report
 
     def acting(self, responder: Responder) -> Sweeper:
-        """This sweeper with `responder` (an invocation's, or a member's), remembering what it said as before."""
         sweeper = Sweeper(responder, self.jobs, self.alarms, self.metrics, said=self._said)
         sweeper._said_in = self._said_in
         return sweeper
@@ -231,7 +223,6 @@ class Sweeper:
 
     @staticmethod
     def _guarded(report: SweepReport, job: str, step: Callable[[], _T]) -> _T | None:
-        """One job's step; its failure must not keep the others unswept."""
         try:
             return step()
         except TransitionBusy:
@@ -345,7 +336,6 @@ class Sweeper:
         region: str | None,
         spend: Spend | None = None,
     ) -> Receipt:
-        """Each decision through the responder, exactly once."""
         event = self._event(job, now, account, region)
         receipt = Receipt(job=job.name, event_id=event.event_id)
         try:
@@ -356,18 +346,15 @@ class Sweeper:
         return receipt
 
     def _say_once(self, report: SweepReport, job: str, key: str, why: str, now: datetime) -> None:
-        """Report why a job was not judged, the first time only."""
         if key in self._said:
             return
         if self.responder.first_time(key, now):
             report.not_judged[job] = why
         self._said.add(key)
 
-    # --- budgets -------------------------------------------------------------------------------------------
     def _budget(
         self, report: SweepReport, job: TrainingJob, now: datetime, account: str | None, region: str | None
     ) -> bool:
-        """One running job against its cap; True when the guard stopped it."""
         config = self.config
         if not config.selects(job.name):
             return False
@@ -408,7 +395,6 @@ class Sweeper:
             (report.budget_warnings if warned else report.over_budget).append(job.name)
         return receipt.stopped
 
-    # --- idle GPUs -----------------------------------------------------------------------------------------
     def _idle_gpus(
         self,
         report: SweepReport,
@@ -546,7 +532,6 @@ class Sweeper:
 
 
 def training_since(job: TrainingJob) -> datetime | None:
-    """When the job began its current training phase, or None when it is not training now."""
     if job.secondary_status != TRAINING:
         return None
     return job.training_phase_start or job.training_start_time
@@ -567,7 +552,6 @@ def fleet_series(guard: MetricGuard, running: dict[str, TrainingJob]) -> list[tu
 
 
 def hosts_of(job: TrainingJob) -> list[str]:
-    """The `Host` dimension values of a job's instances: `<job>/algo-1` to `<job>/algo-<instances>`."""
     instances = sum(max(group.count or 1, 1) for group in job.billed_instances)
     return [f"{job.name}/algo-{n}" for n in range(1, instances + 1)]
 
@@ -595,10 +579,7 @@ def idle_run(
     points: Iterable[tuple[datetime, float]], gpus: int, threshold_percent: float, *, not_before: datetime
 ) -> tuple[int, float | None]:
     """(minutes in a row below the threshold up to the latest minute with data, their mean %, None for no run).
-
-    `points`: every host's one-minute `GPUUtilization` (0 to 100 x `gpus`). A minute without data, or before
-    `not_before`, ends the run.
-    """
+    A minute without data, or before `not_before`, ends the run (`points`: 0 to 100 x `gpus`)."""
     by_minute: dict[datetime, list[float]] = {}
     for at, value in points:
         minute = at.replace(second=0, microsecond=0)

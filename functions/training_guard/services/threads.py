@@ -1,8 +1,6 @@
 """One living thread per job and channel (Slack app mode): which message is the job's parent, made exactly once.
 
-Pure: the record's store is a port (`ThreadStorePort`). The claim, the wait and the card's version:
-docs/design/chat-delivery.md.
-"""
+Pure: the record's store is a port. The claim, the wait and the card's version: docs/design/chat-delivery.md."""
 
 from __future__ import annotations
 
@@ -22,22 +20,19 @@ POLL_SECONDS = 0.25
 
 
 def thread_key(job: str, channel: str, account: str | None = None) -> str:
-    """The record of one job's thread in one channel; `account`: a member's job."""
     return f"{KEY_PREFIX}{scoped(account, job) if account else job}#{channel}"
 
 
 @dataclass(frozen=True)
 class ThreadRecord:
-    """What the state table holds for one (job, channel)."""
-
     ts: str | None = None  # the parent's; None while a claim is being posted
-    holder: str | None = None  # the attempt that claimed the parent, while it posts
+    holder: str | None = None
     lease_until: int | None = None  # epoch seconds; the claim may be taken over after it
-    card_version: int = 0  # the version of the card the parent shows
+    card_version: int = 0
 
 
 class ClaimOutcome(StrEnum):
-    GRANTED = "granted"  # ours: post the parent
+    GRANTED = "granted"
     POSTED = "posted"  # the parent exists: reply in its thread
     BUSY = "busy"  # another attempt is posting the parent
 
@@ -76,7 +71,7 @@ class ThreadStorePort(Protocol):
 class Thread:
     ts: str  # the parent's: reply with it as thread_ts, update it in place
     created: bool  # this call posted the parent (its card is current: no update needed)
-    waited: bool = False  # another attempt was posting the parent; this call waited for it
+    waited: bool = False
     orphan_ts: str | None = None  # a parent this call posted that lost to another
 
 
@@ -163,5 +158,4 @@ def _wait_for_parent(
 
 
 def lease_expiry(now: datetime, lease_seconds: int) -> int:
-    """The epoch second after which a claim made `now` may be taken over."""
     return int((now + timedelta(seconds=lease_seconds)).timestamp())

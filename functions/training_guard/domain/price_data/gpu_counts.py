@@ -1,6 +1,5 @@
 """GPUs per SageMaker training instance type, for the idle-GPU guard: a host's `GPUUtilization` runs from 0 to
-100 x the instance's GPU count, so one idle GPU of eight moves it by 12.5 %. Uncited types are unknown, not guessed.
-"""
+100 x the instance's GPU count, so one idle GPU of eight moves it by 12.5 %. Uncited types are unknown, not guessed."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ GPU_COUNTS: Final[dict[str, tuple[int, str]]] = {
     "ml.g6.16xlarge": (1, BATCH_GUIDE),
 }
 
-# GPU training types (botocore's TrainingInstanceType, families ml.p* and ml.g*) whose count no AWS page
-# consulted gives: the idle-GPU guard cannot normalise their hosts and says so.
+# GPU training types whose count no AWS page consulted gives: the idle-GPU guard says it cannot normalise them.
 UNCITED_GPU_TRAINING_TYPES: Final[frozenset[str]] = frozenset(
     {
         "ml.g6.24xlarge",

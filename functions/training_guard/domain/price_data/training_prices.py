@@ -4,8 +4,7 @@ cannot be reached or answers nothing usable. Every entry is second-hand and cite
 Not found with a citation, so unknown (tests/unit/test_pricing.py reads this list): ml.p3.2xlarge in us-east-1 and
 us-west-2; ml.p4d.24xlarge in us-west-2 and eu-west-1; ml.g5.xlarge and ml.m5.xlarge in us-east-1 and us-west-2;
 ml.p5.48xlarge, ml.g5.12xlarge, ml.c5.xlarge and ml.trn1.32xlarge anywhere; every ml.g6 size in us-east-1, us-west-2
-and eu-west-1.
-"""
+and eu-west-1."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ class TablePrice:
     source: str  # what the record is, in words (shown with the price as its reference)
     first_hand: bool = False  # read from AWS by this project (else a public record of it)
     repository: str | None = None  # GitHub owner/name of the record; None only when the search did not name it
-    path: str | None = None  # the file in that repository
-    commit: str | None = None  # the commit the file was read at
+    path: str | None = None
+    commit: str | None = None
     usage_type_quoted: bool = True  # the record states the usage type (else: its component, type and region)
 
 
