@@ -93,7 +93,8 @@ def test_the_hub_stacks_rules_are_installed_on_its_default_bus_and_on_the_hub_bu
     assert re.search(rf"rule ForwardingAlarmEvents\w+: .*training-guard-.* -> {re.escape(HUB_BUS_ARN)}", out)
     assert (
         "role TrainingGuardMember: trusted by the hub's TrainingGuardHub-JobEvents-us-east-1, "
-        "TrainingGuardHub-AlarmEvents-us-east-1, TrainingGuardHub-Sweeper-us-east-1 (aws:PrincipalArn)" in out
+        "TrainingGuardHub-AlarmEvents-us-east-1, TrainingGuardHub-Sweeper-us-east-1, "
+        "TrainingGuardHub-LogEvents-us-east-1 (aws:PrincipalArn)" in out  # the log rules stop members' jobs too
     )
     assert f"installed in {MEMBER_A}, {MEMBER_B}; and in {OUTSIDER}, of the StackSet's units but not a member" in out
     assert "StackSet TrainingGuardMembers in the hub's template: SERVICE_MANAGED, automatic deployment" in out
