@@ -161,6 +161,16 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
                 ),
             )
         ),
+        *(
+            Explained(
+                "DynamoLedger.claim_stop",
+                "previous = _record(old) if old else self.get_stop(record.job)",
+                added,
+                "a refused write returns the record that refused it (ReturnValuesOnConditionCheckFailure=ALL_OLD), "
+                "on AWS and on moto: the read is there for a response without it, which neither gives",
+            )
+            for added in ("if (old) or True else", "self.get_stop(None)")
+        ),
         Explained(
             "DynamoLedger.claim_stop",
             "(previous.lease_until or 0) >",

@@ -161,9 +161,12 @@ def test_the_stops_one_write_asks_about_mutes_only_when_told() -> None:
             lambda ledger: ledger.claim_first_stop(
                 record("VanishingGradient"), now=NOW, lease_seconds=60, ttl_seconds=60, check_mutes=True
             ),
-            "record the stop of mnist-1 failed",
+            "record the stop of mnist-1 failed: .*ProvisionedThroughputExceededException",
         ),
-        (lambda ledger: ledger.release_stop_lease("mnist-1"), "release the stop lease of mnist-1 failed"),
+        (
+            lambda ledger: ledger.release_stop_lease("mnist-1"),
+            "release the stop lease of mnist-1 failed: .*ProvisionedThroughputExceededException",
+        ),
     ],
 )
 def test_the_stop_items_other_failures_are_reported_naming_the_job(call: Any, message: str) -> None:
@@ -186,6 +189,22 @@ def test_a_stop_record_with_a_spend_but_no_price_source_reads_back() -> None:
         stop = DynamoLedger(dynamodb, TABLE).get_stop("mnist-1")
         assert stop is not None
         assert stop.spend == StopSpend(avoided_usd=12.5, so_far_usd=None, price_source=None, instance_types=())
+
+
+def test_dropping_a_stop_record_keeps_the_jobs_mutes_marker() -> None:
+    from training_guard.adapters.mutes import DynamoMutes
+    from training_guard.domain import mutes
+
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        ledger = DynamoLedger(dynamodb, TABLE)
+        DynamoMutes(dynamodb, TABLE).put("mnist-1", mutes.exempt(by="slack:U1", at=NOW), now=NOW)
+        assert ledger.claim_stop(record("VanishingGradient"), ttl_seconds=3600).granted  # the longer way
+        ledger.drop_stop("mnist-1")  # the job had ended: the record goes
+        item = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": "stop#mnist-1"}})["Item"]
+        assert set(item) == {contract.TABLE_PARTITION_KEY, contract.TABLE_TTL_ATTRIBUTE, "in_force_until"}
+        assert not first(ledger)  # the exemption still refuses the stop's one write
+        ledger.drop_stop("mnist-2")  # no item at all: nothing to drop, no error
 
 
 def test_a_failed_writer_releases_its_lease_for_the_retry(tables: Tables) -> None:
