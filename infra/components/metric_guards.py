@@ -147,6 +147,10 @@ class MetricGuards(Construct):
         role.add_to_policy(
             iam.PolicyStatement(sid="ListRunningJobsAndMetrics", actions=list(UNSCOPED_READ_ACTIONS), resources=["*"])
         )
+        # Once per table, the mutes an earlier version wrote get their markers (adapters/mutes.mark_once): a Scan.
+        role.add_to_policy(
+            iam.PolicyStatement(sid="MarkMutesOnce", actions=["dynamodb:Scan"], resources=[table.table_arn])
+        )
         self.schedule = events.Rule(
             self,
             "Schedule",

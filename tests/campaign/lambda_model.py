@@ -193,6 +193,8 @@ def step_label(operation: str, params: Mapping[str, Any]) -> str:
     key = _ledger_key(params)
     if key.startswith(PRICE_KEY_PREFIX):  # the state table's cache of list prices
         return f"{operation} price"
+    if key.startswith("meta#"):  # the state table's flags (the mutes' markers written once)
+        return f"{operation} flag"
     if key.startswith(MUTES_KEY_PREFIX):  # the job's mutes (snoozes, exemptions), read once per event
         return f"{operation} mutes"
     if key.startswith(LOG_STATE_PREFIX):  # the log path: a stream's rule state

@@ -171,6 +171,8 @@ def test_sweeper_role_adds_only_alarm_upkeep_and_unscoped_reads(guarded: Synth) 
             ("KeepPerJobAlarms", list(job_events.JOB_ALARM_ACTIONS), job_alarms_arn()),
             ("ReadAlarms", list(metric_guards.ALARM_READ_ACTIONS), "*"),
             ("ListRunningJobsAndMetrics", ["sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData"], "*"),
+            # once per table: the mutes an earlier version wrote get their markers (adapters/mutes.mark_once)
+            ("MarkMutesOnce", "dynamodb:Scan", getatt(guarded.one("AWS::DynamoDB::Table")[0])),
         ]
     )
     assert job_events.JOB_ALARM_ACTIONS == (

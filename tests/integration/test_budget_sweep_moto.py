@@ -34,6 +34,7 @@ BUDGET_AND_IDLE_SWEEP_ACTIONS = frozenset(
         "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
+        "dynamodb:Scan",  # once per table: the mutes an earlier version wrote get their markers
         "sns:Publish",
         "pricing:GetProducts",
     }

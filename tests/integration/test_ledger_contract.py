@@ -207,6 +207,26 @@ def test_dropping_a_stop_record_keeps_the_jobs_mutes_marker() -> None:
         ledger.drop_stop("mnist-2")  # no item at all: nothing to drop, no error
 
 
+def test_a_mute_an_earlier_version_wrote_is_marked_once_before_the_stops_one_write_ignores_it() -> None:
+    from training_guard.adapters.mutes import MARKERS_FLAG, DynamoMutes
+    from training_guard.domain import mutes
+
+    with Emulation() as aws:
+        dynamodb = aws.client("dynamodb")
+        ledger, store = DynamoLedger(dynamodb, TABLE), DynamoMutes(dynamodb, TABLE)
+        store.put("mnist-1", mutes.exempt(by="slack:U1", at=NOW), now=NOW)
+        store.put("old-1", mutes.silence("R", by="cli:me", at=NOW, seconds=60), now=NOW)
+        for key in ("stop#mnist-1", "stop#old-1"):  # as an earlier version left them: mutes without markers
+            dynamodb.delete_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}})
+        assert first(ledger)  # the exemption is not seen: the gap mark_once closes
+        ledger.drop_stop("mnist-1")
+        assert store.mark_once(NOW + timedelta(seconds=120)) == 1  # the exemption; the silence had ended
+        assert not first(ledger, at=120)
+        assert store.mark_once(NOW) is None  # once: the flag says it was done
+        flag = dynamodb.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": MARKERS_FLAG}})
+        assert "Item" in flag
+
+
 def test_a_failed_writer_releases_its_lease_for_the_retry(tables: Tables) -> None:
     ledger = tables.ledger
     assert first(ledger, lease=120)

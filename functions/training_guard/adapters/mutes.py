@@ -28,6 +28,7 @@ ATTRIBUTE_PREFIX = "m:"
 # reading the mutes (ledger.claim_first_stop). Never lowered: a removed mute only sends the stop the slower way.
 IN_FORCE_UNTIL = "in_force_until"
 UNTIL_THE_JOB_ENDS = 253402300799  # 9999-12-31T23:59:59Z
+MARKERS_FLAG = "meta#mutes-markers-v1"  # the state table's: every mute written before the markers was marked
 
 
 def in_force_until(mute: Mute) -> int:
@@ -66,23 +67,10 @@ class DynamoMutes:
             names["#account"] = "account"
             values[":account"] = {"S": account}
             expression += ", #account = :account"
-        until = in_force_until(mute)
-        try:
-            # The marker first: a failure between the two writes leaves a marker without a mute (the slower stop).
-            self._client.update_item(
-                TableName=self._table,
-                Key={_PK: {"S": contract.STOP_KEY_PREFIX + (scoped(account, job) if account else job)}},
-                UpdateExpression="SET #until = :until, #ttl = if_not_exists(#ttl, :ttl)",
-                ConditionExpression="attribute_not_exists(#until) OR #until < :until",
-                ExpressionAttributeNames={"#until": IN_FORCE_UNTIL, "#ttl": _TTL},
-                ExpressionAttributeValues={
-                    ":until": {"N": str(until)},
-                    ":ttl": {"N": str(int(now.timestamp()) + RECORD_TTL_SECONDS)},
-                },
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":  # a later end is there already
-                raise ActionFailed(f"record the mute {mute.key} of {job}", exc) from exc
+        # The marker first: a failure between the two writes leaves a marker without a mute (the slower stop).
+        self._mark(
+            scoped(account, job) if account else job, in_force_until(mute), now, f"record the mute {mute.key} of {job}"
+        )
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -93,6 +81,46 @@ class DynamoMutes:
             )
         except ClientError as exc:
             raise ActionFailed(f"record the mute {mute.key} of {job}", exc) from exc
+
+    def _mark(self, scope: str, until: int, now: datetime, doing: str) -> None:
+        """Raise the job's marker (`scope`: the job, or `<account>/<job>`) to `until`; a later one stays."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={_PK: {"S": contract.STOP_KEY_PREFIX + scope}},
+                UpdateExpression="SET #until = :until, #ttl = if_not_exists(#ttl, :ttl)",
+                ConditionExpression="attribute_not_exists(#until) OR #until < :until",
+                ExpressionAttributeNames={"#until": IN_FORCE_UNTIL, "#ttl": _TTL},
+                ExpressionAttributeValues={
+                    ":until": {"N": str(until)},
+                    ":ttl": {"N": str(int(now.timestamp()) + RECORD_TTL_SECONDS)},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":  # a later end is there already
+                raise ActionFailed(doing, exc) from exc
+
+    def mark_once(self, now: datetime) -> int | None:
+        """Give every mute in force that an earlier version wrote its marker, once per table (a flag item says it was
+        done): the number marked, or None when it was done before. Until then such a mute is not seen by the stop's
+        one write, so the sweeper calls this first (README, Upgrading)."""
+        try:
+            done = self._client.get_item(TableName=self._table, Key={_PK: {"S": MARKERS_FLAG}}, ConsistentRead=True)
+        except ClientError as exc:
+            raise ActionFailed("read the mutes' markers flag", exc) from exc
+        if "Item" in done:
+            return None
+        marked = 0
+        for scope, mutes in self._scan():
+            ends = [in_force_until(m) for m in mutes.entries if m.until is None or m.until > now]
+            if ends:
+                self._mark(scope, max(ends), now, f"mark the mutes of {scope}")
+                marked += 1
+        try:
+            self._client.put_item(TableName=self._table, Item={_PK: {"S": MARKERS_FLAG}, "at": {"S": now.isoformat()}})
+        except ClientError as exc:
+            raise ActionFailed("write the mutes' markers flag", exc) from exc
+        return marked
 
     def remove(self, job: str, key: str, *, account: str | None = None) -> bool:
         try:

@@ -15,6 +15,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard import contract
 from training_guard.adapters import clock
+from training_guard.domain.errors import ActionFailed
 from training_guard.handlers import wiring
 from training_guard.services.sweeper import (
     MemberSweepersPort,
@@ -37,13 +38,26 @@ ACCOUNTS_NOT_SWEPT_METRIC = "AccountsNotSwept"
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     cached = wiring.sweeper()
     sweeper = cached.acting(cached.responder.acting(lease_seconds=wiring.lease(context)))
+    now = clock.utcnow()
+    _mark_mutes_once(now)
     return process(
         sweeper,
-        now=clock.utcnow(),
+        now=now,
         account=wiring.account_of(context),
         region=wiring.region_of(context),
         time_left=wiring.time_left(context),
     )
+
+
+def _mark_mutes_once(now: datetime) -> None:
+    """Mutes written before the stop's one write checked markers get theirs, once (adapters/mutes.mark_once)."""
+    try:
+        marked = wiring.mutes().mark_once(now)
+    except ActionFailed as exc:  # the sweep matters more: the next one tries again
+        logger.warning("mutes not marked yet", extra={"reason": str(exc)})
+        return
+    if marked is not None:
+        logger.info("mutes marked for the stop's one write", extra={"jobs": marked})
 
 
 def process(
