@@ -24,8 +24,7 @@ if TYPE_CHECKING:
 _PK = contract.TABLE_PARTITION_KEY
 _TTL = contract.TABLE_TTL_ATTRIBUTE
 ATTRIBUTE_PREFIX = "m:"
-# The latest end of any mute of the job (epoch seconds), on its stop item: the stop's one write checks it instead of
-# reading the mutes (ledger.claim_first_stop). Never lowered: a removed mute only sends the stop the slower way.
+# The latest end of the job's mutes, on its stop item, checked by the stop's one write; never lowered.
 IN_FORCE_UNTIL = "in_force_until"
 UNTIL_THE_JOB_ENDS = 253402300799  # 9999-12-31T23:59:59Z
 MARKERS_FLAG = "meta#mutes-markers-v1"  # the state table's: every mute written before the markers was marked
@@ -83,7 +82,6 @@ class DynamoMutes:
             raise ActionFailed(f"record the mute {mute.key} of {job}", exc) from exc
 
     def _mark(self, scope: str, until: int, now: datetime, doing: str) -> None:
-        """Raise the job's marker (`scope`: the job, or `<account>/<job>`) to `until`; a later one stays."""
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -101,9 +99,7 @@ class DynamoMutes:
                 raise ActionFailed(doing, exc) from exc
 
     def mark_once(self, now: datetime) -> int | None:
-        """Give every mute in force that an earlier version wrote its marker, once per table (a flag item says it was
-        done): the number marked, or None when it was done before. Until then such a mute is not seen by the stop's
-        one write, so the sweeper calls this first (README, Upgrading)."""
+        """Mark the mutes in force that an earlier version wrote, once per table (README, Upgrading): how many."""
         try:
             done = self._client.get_item(TableName=self._table, Key={_PK: {"S": MARKERS_FLAG}}, ConsistentRead=True)
         except ClientError as exc:

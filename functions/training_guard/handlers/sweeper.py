@@ -50,7 +50,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def _mark_mutes_once(now: datetime) -> None:
-    """Mutes written before the stop's one write checked markers get theirs, once (adapters/mutes.mark_once)."""
     try:
         marked = wiring.mutes().mark_once(now)
     except ActionFailed as exc:  # the sweep matters more: the next one tries again
