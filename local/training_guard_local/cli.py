@@ -451,7 +451,8 @@ def _note(command: str) -> Any:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from training_guard_local import emulator, logs_ext, replay
+    from training_guard.domain.log_filter import effective_filter_pattern
+    from training_guard_local import emulator, replay
     from training_guard_local.emulator import Emulation
     from training_guard_local.inputs import check_writable
 
@@ -469,7 +470,7 @@ def _simulate(args: argparse.Namespace) -> int:
             args.log,
             job=args.job,
             host=args.host,
-            filter_pattern=logs_ext.deployed_filter_pattern(config.log_rules),
+            filter_pattern=effective_filter_pattern(config.log_rules),
             owner=options["account"] or emulator.ACCOUNT,
             end=options["now"] or datetime.now(UTC).replace(microsecond=0),
             note=_note("simulate"),

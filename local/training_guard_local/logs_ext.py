@@ -20,7 +20,7 @@ from training_guard import contract
 from training_guard.config import json_words
 
 if TYPE_CHECKING:
-    from training_guard.config.model import LogRules
+    pass
 
 # The delivery CloudWatch Logs sends to a Lambda function: {"awslogs": {"data": base64(gzip(JSON))}}, the JSON holding
 # these keys (https://docs.aws.amazon.com/lambda/latest/dg/services-cloudwatchlogs.html).
@@ -100,25 +100,6 @@ def matcher(pattern: str) -> Callable[[str], bool]:
         return all(term in message for term in allof) and not any(term in message for term in noneof)
 
     return matches
-
-
-# --- the subscription's filter pattern as a configuration deploys it ----------------------------------------------
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_\-]+")  # a metric name CloudWatch Logs' regex dialect can spell
-
-
-def deployed_filter_pattern(rules: LogRules) -> str:
-    """The filter pattern the stack subscribes with for `log_rules`: infra/components/log_rules.py's
-    `effective_filter_pattern`, written again so that `simulate` needs no CDK (and no Node.js); a test keeps the two
-    equal. The configured pattern; every line when the rules have a user's pattern; else the guard's, widened by the
-    configured metric names it would not select."""
-    if rules.filter_pattern is not None:
-        return rules.filter_pattern
-    if rules.patterns:
-        return ""
-    regex = re.compile(contract.LOG_FILTER_PATTERN.strip("%"))
-    names = (rules.loss_metric, rules.validation_metric)
-    extra = [m for m in names if m and _PLAIN_NAME.fullmatch(m) and not regex.search(m)]
-    return contract.LOG_FILTER_PATTERN if not extra else contract.LOG_FILTER_PATTERN[:-1] + "|" + "|".join(extra) + "%"
 
 
 # --- the delivery document ---------------------------------------------------------------------------------------

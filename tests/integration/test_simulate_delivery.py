@@ -429,7 +429,9 @@ def test_slack_preview_shows_what_a_delivery_leads_to(tmp_path: Path, capsys: py
     ],
 )
 def test_simulate_filters_with_the_pattern_the_stack_deploys(log_rules: dict[str, Any]) -> None:
-    from infra.components.log_rules import effective_filter_pattern
+    # One function (domain/log_filter.py) serves both: the stack's subscription and simulate, which needs no CDK.
+    from infra.components.log_rules import WingSettings
+    from training_guard.domain.log_filter import effective_filter_pattern
 
-    rules = GuardConfig.from_dict({"log_rules": log_rules}).log_rules
-    assert logs_ext.deployed_filter_pattern(rules) == effective_filter_pattern(rules)
+    config = GuardConfig.from_dict({"log_rules": log_rules})
+    assert WingSettings.of(config).filter_pattern == effective_filter_pattern(config.log_rules)
