@@ -352,23 +352,8 @@ class Replay:
             event = {**event, "account": account, "region": region}  # EventBridge always sets both
         lint_error, lint_warnings = lint(event)
         warnings += lint_warnings
-        line: dict[str, Any] = dict.fromkeys(LINE_KEYS)
         detail = event.get("detail") if isinstance(event, Mapping) else None
-        line.update(
-            event=recorded.where,
-            job=_job_name(event, detail),
-            account=account,
-            region=region,
-            time=at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            stopped=False,
-            notifications=[],
-            warnings=warnings,
-            outcomes=[],
-            titles=[],
-            duplicates=0,
-            folded=[],
-            described=False,
-        )
+        line = _line(recorded, _job_name(event, detail), account, region, at, warnings)
         self.aws.use(account, region)
         try:
             receipt = self.aws.deliver_alarm(event, at=at) if is_alarm_event(event) else self.aws.deliver(event, at=at)
@@ -414,21 +399,8 @@ class Replay:
             warnings.append("no log event: replayed at the current time")
         self._last_time = at
         job = logs_ext.job_of(doc["logStream"])
-        line: dict[str, Any] = dict.fromkeys(LINE_KEYS)
+        line = _line(recorded, job, account, region, at, warnings)
         line.update(
-            event=recorded.where,
-            job=job,
-            account=account,
-            region=region,
-            time=at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            stopped=False,
-            notifications=[],
-            warnings=warnings,
-            outcomes=[],
-            titles=[],
-            duplicates=0,
-            folded=[],
-            described=False,
             log_events=len(doc["logEvents"]),
             log_rules=[],
         )
@@ -590,3 +562,26 @@ def _job_name(event: Any, detail: Any) -> str | None:
                 job = attributes.get(contract.JOB_DIMENSION) or attributes.get(contract.HOST_DIMENSION)
                 return str(job).split("/")[0] if job else None
     return None
+
+
+def _line(  # noqa: PLR0917 - the line's facts, in its order
+    recorded: Recorded, job: Any, account: str, region: str, at: datetime, warnings: list[str]
+) -> dict[str, Any]:
+    """A replayed event's or delivery's line before it is played: nothing done yet."""
+    line: dict[str, Any] = dict.fromkeys(LINE_KEYS)
+    line.update(
+        event=recorded.where,
+        job=job,
+        account=account,
+        region=region,
+        time=at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        stopped=False,
+        notifications=[],
+        warnings=warnings,
+        outcomes=[],
+        titles=[],
+        duplicates=0,
+        folded=[],
+        described=False,
+    )
+    return line
