@@ -26,8 +26,10 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE, clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    guard = wiring.responder().acting(lease_seconds=wiring.lease(context))
-    return process(event, guard, account=wiring.account_of(context), dead_letters=wiring.parker()).as_dict()
+    root = wiring.root()
+    guard = root.responder_for(context)
+    account = wiring.account_of(context)
+    return process(event, guard, account=account, dead_letters=root.parker, members=root.members).as_dict()
 
 
 def process(

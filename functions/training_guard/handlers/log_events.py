@@ -37,10 +37,11 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    cached = wiring.log_watch()
-    watch = cached.acting(cached.responder.acting(lease_seconds=wiring.lease(context)))
+    root = wiring.root()
     invocation = Invocation(wiring.account_of(context), wiring.region_of(context), wiring.time_left(context))
-    return process(event, watch, invocation=invocation, dead_letters=wiring.parker())
+    return process(
+        event, root.log_watch_for(context), invocation=invocation, dead_letters=root.parker, members=root.members
+    )
 
 
 def process(
