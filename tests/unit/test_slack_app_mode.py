@@ -21,7 +21,7 @@ from training_guard.domain import mutes, policy
 from training_guard.domain.events import Finding, JobEvent
 from training_guard.domain.outcome import Outcome
 from training_guard.domain.policy import Kind, Plan
-from training_guard.render import slack_messages
+from training_guard.render import slack_actions, slack_messages
 from training_guard.render.charts import chart_for, console_url
 from training_guard.render.messages import build, q_developer_notification
 from training_guard.render.slack_actions import Act
@@ -531,7 +531,7 @@ def test_webhook_mode_links_the_same_graph_in_the_console() -> None:
 def acts(body: str) -> list[str]:
     """The actions one notification offers: Stop now on the job's card, the others on the reply."""
     doc = json.loads(body)
-    return [e["action_id"] for e in slack_messages.stop_button(doc) + slack_messages.buttons(doc)]
+    return [e["action_id"] for e in slack_actions.stop_button(doc) + slack_actions.buttons(doc)]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from training_guard.config.model import GuardConfig, OrganizationConfig, SlackConfig
 from training_guard.domain import credentials
 from training_guard.domain.accounts import scoped
-from training_guard.render import slack_messages
+from training_guard.render import slack_actions, slack_messages
 from training_guard.render.charts import Chart, chart_for, graph_link
 from training_guard.services.once import Held, once
 from training_guard.services.ports import Claim, LedgerPort
@@ -217,7 +217,7 @@ class ChatDelivery:
     def _buttons(self, doc: Mapping[str, Any], member: str | None) -> list[dict[str, Any]]:
         if slack_messages.is_test(doc) or doc.get("kind") == slack_messages.DIGEST_KIND:
             return []
-        return slack_messages.buttons(doc, account=member)
+        return slack_actions.buttons(doc, account=member)
 
     def _chart(self, doc: Mapping[str, Any] | None) -> Chart | None:
         return chart_for(doc, self.config) if doc is not None and self.config is not None else None
@@ -356,7 +356,7 @@ class ChatDelivery:
     @staticmethod
     def _card(doc: Mapping[str, Any], member: str | None) -> tuple[str, list[dict[str, Any]]]:
         """The job's card, with the thread's only Stop now (gone once the card shows the job ended)."""
-        return slack_messages.render_card(doc, actions=slack_messages.stop_button(doc, account=member))
+        return slack_messages.render_card(doc, actions=slack_actions.stop_button(doc, account=member))
 
     def _thread_key(self, doc: Mapping[str, Any], channel: str, member: str | None) -> str:
         return thread_key(str(doc["job"]["name"]), channel, member)
