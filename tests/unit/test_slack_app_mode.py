@@ -26,8 +26,10 @@ from training_guard.render.charts import chart_for, console_url
 from training_guard.render.messages import build, q_developer_notification
 from training_guard.render.slack_actions import Act
 from training_guard.services import chat as chat_module
-from training_guard.services.chat import AppMode, ChatDelivery, MessageResult, chart_key, delivery_key
+from training_guard.services import slack_app_delivery
+from training_guard.services.chat import ChatDelivery, MessageResult, delivery_key
 from training_guard.services.responder import Responder
+from training_guard.services.slack_app_delivery import AppMode, chart_key
 from training_guard.services.threads import Waiting, thread_key
 
 CHANNEL = "C0ALERTS"
@@ -380,9 +382,9 @@ def test_a_card_only_update_waits_for_the_jobs_card_then_gives_up() -> None:
     rig = AppRig()
     chat = rig.chat()
     # the stop's own delivery may still be retried behind it: busy (retried), its claim let go
-    waiting = chat.deliver(card_only(), now=END + timedelta(seconds=chat_module.CARD_WAIT_SECONDS - 1))
+    waiting = chat.deliver(card_only(), now=END + timedelta(seconds=slack_app_delivery.CARD_WAIT_SECONDS - 1))
     assert (waiting.busy, waiting.retry, rig.ledger.items) == (["default"], True, {})
-    late = chat.deliver(card_only(), now=END + timedelta(seconds=chat_module.CARD_WAIT_SECONDS))
+    late = chat.deliver(card_only(), now=END + timedelta(seconds=slack_app_delivery.CARD_WAIT_SECONDS))
     assert late.delivered == ["default"]  # no card in the channel by now: nothing to update, nothing posted
     assert (rig.bot.calls, rig.bot.messages) == ([], {})
 
