@@ -91,9 +91,10 @@ class LambdaContext:
     invoked_function_arn: str = FUNCTION_ARN
     memory_limit_in_mb: int = 256
     aws_request_id: str = "emulated-request"
+    remaining_ms: int = 30_000  # the time left at the start of the invocation: its function's timeout
 
     def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+        return self.remaining_ms
 
 
 # What the guard asks the Price List API (adapters/price_list.py; docs/cost.md "How a price is found"), written
@@ -285,6 +286,8 @@ class Emulation:
         self._entered = False
         # (account, region) -> the training log group's streams written -> the event IDs read back from each
         self._log_streams: dict[tuple[str, str], dict[str, set[str]]] = {}
+        # function name -> its timeout in seconds, the time left its invocations start with (30 s otherwise)
+        self.function_timeouts: dict[str, int] = {}
 
     # the current site's resources, by their historical names
     @property
@@ -412,6 +415,11 @@ class Emulation:
             from training_guard.handlers import wiring
         wiring.install(wiring.Root(functools.partial(self.function_client, region=self.region), pricing=self._pricing))
 
+    def rebuild_functions(self) -> None:
+        """A new composition root for the functions: they read the environment once, as a container does, so a change
+        to it reaches them only through a new one (as a new container would)."""
+        self._install_root()
+
     def price_with(self, pricing: Callable[[], Any]) -> None:
         """The functions' Price List client from now on (moto has none): a test's stubbed one, say."""
         self._pricing = pricing
@@ -447,7 +455,9 @@ class Emulation:
     def context(self, function_name: str = "training-guard-job-events") -> LambdaContext:
         """The Lambda context of the guard's function in the current account and region."""
         return LambdaContext(
-            function_name=function_name, invoked_function_arn=function_arn(function_name, self.account, self.region)
+            function_name=function_name,
+            invoked_function_arn=function_arn(function_name, self.account, self.region),
+            remaining_ms=self.function_timeouts.get(function_name, 30) * 1000,
         )
 
     def enter_context(self, manager: contextlib.AbstractContextManager[T]) -> T:

@@ -22,7 +22,6 @@ from training_guard.adapters.accounts import (
     CredentialedClients,
     MemberAccess,
     MemberSessions,
-    responder_in,
 )
 from training_guard.adapters.clients import RETRY_CONFIG
 from training_guard.config.model import GuardConfig, OrganizationConfig
@@ -32,7 +31,7 @@ from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import parse_job
 from training_guard.handlers import alarm_events, job_events
 from training_guard.services.ports import Claim, StopRecord
-from training_guard.services.responder import Responder
+from training_guard.services.responder import Responder, responder_in
 from training_guard.services.sweeper import Sweeper
 
 if TYPE_CHECKING:

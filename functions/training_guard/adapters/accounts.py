@@ -12,7 +12,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard.adapters.clients import RETRY_CONFIG
-from training_guard.domain.accounts import is_member, member_role_arn, scoped
+from training_guard.domain.accounts import member_role_arn, scoped
 from training_guard.domain.errors import ActionFailed
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from training_guard.config.model import OrganizationConfig
     from training_guard.services.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
-    from training_guard.services.responder import MemberAccessPort, Responder
+    from training_guard.services.responder import Responder
     from training_guard.services.sweeper import Sweeper
 
 # Longer than any invocation (the sweeper's 4 minutes). AssumeRole credentials last an hour by default
@@ -145,15 +145,6 @@ class MemberAccess:
             TrainingMetrics(cloudwatch),
             said=base.said_in(account),
         )
-
-
-def responder_in(guard: Responder, own: str | None, account: str | None, members: MemberAccessPort | None) -> Responder:
-    """`guard` in its own account, or acting through the member's role where the accepted event happened."""
-    if guard.config.organization is None or account is None or not is_member(guard.config, own, account):
-        return guard
-    if members is None:
-        raise ActionFailed(f"act in member account {account}", ValueError("no member access was given"))
-    return members.responder_for(guard, account)
 
 
 class AccountLedger:

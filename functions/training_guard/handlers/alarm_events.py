@@ -10,14 +10,13 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from training_guard import contract
 from training_guard.adapters import clock
-from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
 from training_guard.domain.events import EventError
 from training_guard.domain.metric_guards import parse_alarm_event
 from training_guard.handlers import wiring
-from training_guard.services.responder import MemberAccessPort, Receipt, Responder
+from training_guard.services.responder import MemberAccessPort, Receipt, Responder, responder_in
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)

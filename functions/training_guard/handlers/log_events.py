@@ -10,7 +10,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard import contract
 from training_guard.adapters import clock
-from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
@@ -28,7 +27,7 @@ from training_guard.services.log_watch import (
     is_firehose,
     is_scheduled,
 )
-from training_guard.services.responder import MemberAccessPort
+from training_guard.services.responder import MemberAccessPort, responder_in
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)

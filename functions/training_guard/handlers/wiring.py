@@ -358,7 +358,7 @@ class ResponderStops:
         self._members = members
 
     def stop(self, click: Click, *, now: datetime) -> str:
-        from training_guard.adapters.accounts import responder_in
+        from training_guard.services.responder import responder_in
 
         guard = responder_in(self._responder, self.own_account, click.account, self._members)
         return guard.stop_requested(
