@@ -181,6 +181,25 @@ def test_the_core_never_imports_the_slack_app_wing() -> None:
     assert not in_slack_app_wing("training_guard.render.slack_messages")
 
 
+# The organization wing (a hub acting in its members' accounts: AssumeRole sessions, the member's ledger) and the cost
+# wing (the Price List API). The core reaches them through ports it defines (MemberAccessPort, MemberSweepersPort,
+# PricesPort); pricing arithmetic and "which accounts" are domain facts, as layers.md says.
+OTHER_WINGS = {"organization": frozenset({"adapters.accounts"}), "cost": frozenset({"adapters.price_list"})}
+
+
+@pytest.mark.parametrize("wing", sorted(OTHER_WINGS))
+def test_only_the_composition_root_imports_the_organization_and_cost_wings(wing: str) -> None:
+    members = {f"training_guard.{name}" for name in OTHER_WINGS[wing]}
+    assert members <= set(modules("training_guard"))  # a renamed module would silently leave the wing
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module, targets in graph("training_guard").items()
+        for target, line in targets.items()
+        if target in members and module not in members and module != "training_guard.handlers.wiring"
+    ]
+    assert wrong == []
+
+
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_no_import_cycle(package: str) -> None:
     assert cycles(graph(package)) == []
