@@ -16,7 +16,7 @@ from typing import Any
 
 from training_guard import contract
 from training_guard.config.model import LOG_RULE_NAMES, LogAction, LogRules
-from training_guard.domain.log_lines import LineReader, loss_metrics, loss_role
+from training_guard.domain.log_lines import DEFINED, RESCAN, LineReader, loss_metrics, loss_role
 
 STATE_VERSION = 1
 MAX_METRIC_NAMES = 64  # names remembered for recognising the loss; a line of a hundred keys is not a hundred series
@@ -172,7 +172,7 @@ class _Series:
         new = _Series.__new__(_Series)  # every slot, as to_json lists them (a test compares the two)
         new.name, new.count, new.best, new.best_line = self.name, self.count, self.best, self.best_line
         new.level, new.noise, new.prev, new.last_log = self.level, self.noise, self.prev, self.last_log
-        new.window = deque(self.window, maxlen=self.window.maxlen)
+        new.window = self.window.copy()  # its maxlen kept
         new.ot_best, new.ot_since, new.train_at_min, new.streak = (
             self.ot_best,
             self.ot_since,
@@ -309,6 +309,13 @@ class _Plan:
         self.loss_metric = tagged.loss or rules.loss_metric
         self.validation_metric = tagged.validation or rules.validation_metric
         self.nan_regex = re.compile(rules.nan.tensor_regex) if rules.nan.tensor_regex is not None else None
+        # What every batch's run reads, worked out once a plan rather than once a delivery.
+        self.rules_on = {rule: self.on(rule) for rule in LOG_RULE_NAMES}
+        self.log_factor, self.warmup = math.log(rules.divergence.factor), rules.divergence.warmup
+        self.steps = rules.loss_not_decreasing.num_steps
+        self.delta = rules.overtraining.delta
+        self.patience_train = rules.overtraining.patience_train
+        self.patience_validation = rules.overtraining.patience_validation
 
     def _resolve(self, name: str, action: LogAction, line: str, overrides: LogRuleOverrides | None) -> None:
         tagged = overrides.action_for(name) if overrides else None
@@ -342,6 +349,9 @@ def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
     return plan
 
 
+_ID, _TIMESTAMP = attrgetter("id"), attrgetter("timestamp_ms")
+
+
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -361,14 +371,15 @@ def evaluate(
     plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
     if plan is None:
         return folded, []
-    batch = _digest("\n".join([event.id for event in events]))
+    batch = _digest("\n".join(map(_ID, events)))
     if batch in folded.batches:
         return folded, []
     lines_before = folded.lines
     run = _Run(folded, plan, reader)
-    run.fold(sorted(events, key=attrgetter("timestamp_ms")))
+    run.fold(sorted(events, key=_TIMESTAMP))
     if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
-        folded.batches = [*folded.batches, batch][-MAX_BATCHES:]
+        folded.batches.append(batch)  # the copy's own list
+        del folded.batches[:-MAX_BATCHES]
     return folded, run.firings
 
 
@@ -388,10 +399,11 @@ class _Run:
         "reader",
         "roles",
         "rules",
-        "start_ids",
+        "sample_now",
         "start_ts",
         "state",
         "steps",
+        "unparsed_at",
         "warmup",
     )
 
@@ -401,17 +413,19 @@ class _Run:
         self.reader = reader
         self.firings: list[Firing] = []
         self.start_ts = state.ts
-        self.start_ids = frozenset(state.ids)
         self.names = set(state.names)
         self.roles = self._roles()
         self.nan_ok: dict[tuple[str, str], bool] = {}
-        rules = self.rules = plan.rules
-        self.on = {rule: plan.on(rule) and rule not in state.fired for rule in LOG_RULE_NAMES}
-        self.log_factor, self.warmup = math.log(rules.divergence.factor), rules.divergence.warmup
-        self.steps = rules.loss_not_decreasing.num_steps
-        self.delta = rules.overtraining.delta
-        self.patience_train = rules.overtraining.patience_train
-        self.patience_validation = rules.overtraining.patience_validation
+        self.rules = plan.rules
+        fired = state.fired
+        self.on = {rule: on and rule not in fired for rule, on in plan.rules_on.items()} if fired else {**plan.rules_on}
+        self.log_factor, self.warmup, self.steps = plan.log_factor, plan.warmup, plan.steps
+        self.delta, self.patience_train, self.patience_validation = (
+            plan.delta,
+            plan.patience_train,
+            plan.patience_validation,
+        )
+        self.unparsed_at, self.sample_now = -1, False
         for series in (state.loss, state.val):
             if series is not None:
                 series.keep(2 * self.steps)
@@ -430,49 +444,102 @@ class _Run:
         """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
         state = self.state
         start = -1 if self.start_ts is None else self.start_ts
-        start_ids = self.start_ids
-        scan, patterns, names = self.reader.scanner(), self.plan.patterns, self.names
-        points_only = self.reader.points_only()  # no definitions: no capture can fail, one call a line less
-        on_loss, on_validation = self._loss, self._validation
-        lines, point_ms = state.lines, state.point_ms
-        loss_name, val_name = self.roles
+        ahead = 0  # sorted: the events at or before the newest folded (late, or perhaps folded) come first
         for event in events:
-            ts = event.timestamp_ms
-            late = ts < start  # older than the newest folded before this batch
-            if not late:
-                if ts == start and start_ids and _digest(event.id) in start_ids:
-                    continue  # folded before
-                lines += 1
-            message = event.message
-            if patterns:
-                self._patterns(message, event, lines if event.line is None else event.line)
-            if points_only is not None:
-                points = points_only(message)
-            else:
-                points, unparsed = scan(message)
-                if unparsed is not None:
-                    self._unparsed(unparsed, message)
-            if not points:
-                continue
+            if event.timestamp_ms > start:
+                break
+            ahead += 1
+        lines, point_ms = self._ahead(events[:ahead], start) if ahead else (state.lines, state.point_ms)
+        texts, patterns, names = self.reader.texts(), self.plan.patterns, self.names
+        on_loss, on_validation = self._loss, self._validation
+        loss_name, val_name = self.roles
+        for event in islice(events, ahead, None) if ahead else events:
+            lines += 1
             line = event.line
             line = lines if line is None else line
-            point_ms = point_ms if late else ts
-            for metric, value, source in points:
-                if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
+            if patterns:
+                self._patterns(event.message, event, line)
+            if texts is None:  # a reader whose every line `scan` must see
+                if self._points(event, line, False):
+                    point_ms = event.timestamp_ms
+                loss_name, val_name = self.roles
+                continue
+            found = texts(event.message)
+            if found is None:
+                continue
+            if found is RESCAN:  # the line's points come from more than one reader
+                if self._points(event, line, False):
+                    point_ms = event.timestamp_ms
+                loss_name, val_name = self.roles
+                continue
+            source, pairs = found
+            for metric, number in pairs:
+                try:
+                    value = float(number)
+                except ValueError:
+                    if source != DEFINED:
+                        raise
+                    self._unparsed_text(metric, event.message, lines)
+                    continue
+                point_ms = event.timestamp_ms
+                if metric not in names and len(names) < MAX_METRIC_NAMES:
                     loss_name, val_name = self._new_name(metric)
                 if value - value:  # nan or an infinity (a finite x - x is 0.0)
                     self._non_finite(metric, value, source, event, line)
-                elif late:
-                    continue  # judged by no order-dependent rule (the design)
                 elif metric == loss_name:
                     on_loss(value, source, event, line)
                 elif metric == val_name:
                     on_validation(value, source, event, line)
+        self._done(events, lines, point_ms)
+
+    def _done(self, events: Sequence[LogEvent], lines: int, point_ms: int | None) -> None:
+        state = self.state
         if lines != state.lines:  # sorted: the last event is the newest folded (a first batch: the first, the first)
             state.first_ms = events[0].timestamp_ms if state.first_ms is None else state.first_ms
             state.ts = events[-1].timestamp_ms
         state.lines, state.point_ms = lines, point_ms
         self._remember_newest(events)
+
+    def _ahead(self, events: Sequence[LogEvent], start: int) -> tuple[int, int | None]:
+        """The events no newer than the newest folded before: the late, and those folded before, skipped."""
+        state = self.state
+        lines, point_ms = state.lines, state.point_ms
+        start_ids = frozenset(state.ids)
+        for event in events:
+            late = event.timestamp_ms < start  # older than the newest folded before this batch
+            if not late:
+                if start_ids and _digest(event.id) in start_ids:
+                    continue  # folded before
+                lines += 1
+            if self._line(event, lines if event.line is None else event.line, late) and not late:
+                point_ms = event.timestamp_ms
+        return lines, point_ms
+
+    def _line(self, event: LogEvent, line: int | None, late: bool) -> bool:
+        """One line read through `scan` (a late one, or a reader's subclass): whether it gave a point."""
+        if self.plan.patterns:
+            self._patterns(event.message, event, line)
+        return self._points(event, line, late)
+
+    def _points(self, event: LogEvent, line: int | None, late: bool) -> bool:
+        """The line's points by `scan`, each folded as `fold` folds them (where not late): whether there were any."""
+        message = event.message
+        points, unparsed = self.reader.scan(message)
+        if unparsed is not None:
+            self._unparsed(unparsed, message)
+        names = self.names
+        for metric, value, source in points:
+            if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
+                self._new_name(metric)
+            if value - value:
+                self._non_finite(metric, value, source, event, line)
+            elif late:
+                continue  # judged by no order-dependent rule (the design)
+            elif metric == self.roles[0]:
+                self._loss(value, source, event, line)
+            elif metric == self.roles[1]:
+                self._validation(value, source, event, line)
+        return bool(points)
 
     def _patterns(self, message: str, event: LogEvent, line: int | None) -> None:
         for name, pattern in self.plan.patterns:
@@ -483,6 +550,15 @@ class _Run:
         state = self.state
         state.unparsed += 1
         if state.unparsed_sample is None:
+            state.unparsed_sample = f"{name}: {message[:MAX_SAMPLE]}"
+
+    def _unparsed_text(self, name: str, message: str, at: int) -> None:
+        """`_unparsed` a capture at a time: a line counted once, its sample naming its last capture, as `scan` does."""
+        state = self.state
+        if at != self.unparsed_at:
+            self.unparsed_at, self.sample_now = at, state.unparsed_sample is None
+            state.unparsed += 1
+        if self.sample_now:
             state.unparsed_sample = f"{name}: {message[:MAX_SAMPLE]}"
 
     def _remember_newest(self, events: Sequence[LogEvent]) -> None:
@@ -498,7 +574,8 @@ class _Run:
         state.last_event = at_newest[0]
         digests = [_digest(i) for i in reversed(at_newest)]
         if state.ts == self.start_ts:
-            digests = state.ids + [d for d in digests if d not in self.start_ids]
+            known = set(state.ids)  # the ids before this batch: `state.ids` is replaced below
+            digests = state.ids + [d for d in digests if d not in known]
         state.ids = digests[-MAX_IDS:]
 
     def _new_name(self, metric: str) -> tuple[str | None, str | None]:
