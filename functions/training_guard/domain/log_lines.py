@@ -81,6 +81,16 @@ class LineReader:
         self._scan: Callable[[str], tuple[list[RawPoint], str | None]] = (
             self._scan_own_series if self._names_a_loss else self._scan_with_definitions if compiled else _builtin_only
         )
+        # For the evaluator: a line's points as written, of one reader (RESCAN: ask `scan`); None: `scan` every line.
+        self.texts: Callable[[str], TextPoints | None] | None = (
+            None  # a subclass sees every line through its `scan`
+            if type(self).scan is not LineReader.scan
+            else self._texts_own_series
+            if self._names_a_loss
+            else None
+            if compiled
+            else _builtin_text
+        )
 
     @property
     def definitions(self) -> tuple[tuple[str, str], ...]:
@@ -93,18 +103,6 @@ class LineReader:
     def scan(self, message: str) -> tuple[list[RawPoint], str | None]:
         """The line's points, and the name of a definition whose capture is not a number (or None): the hot path."""
         return self._scan(message)
-
-    def scanner(self) -> Callable[[str], tuple[list[RawPoint], str | None]]:
-        """`scan`, or for a reader whose `scan` is not wrapped the function it calls: a call a line less."""
-        return self._scan if type(self).scan is LineReader.scan else self.scan
-
-    def texts(self) -> Callable[[str], TextPoints | None] | None:
-        """For the evaluator: a line's points as written, of one reader (RESCAN: ask `scan`); None: `scan` it is."""
-        if type(self).scan is not LineReader.scan:
-            return None  # a subclass sees every line through its `scan`
-        if not self._definitions:
-            return _builtin_text
-        return self._texts_own_series if self._names_a_loss else None
 
     def _scan_with_definitions(self, message: str) -> tuple[list[RawPoint], str | None]:
         """Definitions that name no training loss: a built-in point is dropped where a matching one spells its key."""

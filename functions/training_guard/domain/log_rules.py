@@ -311,6 +311,7 @@ class _Plan:
         self.nan_regex = re.compile(rules.nan.tensor_regex) if rules.nan.tensor_regex is not None else None
         # What every batch's run reads, worked out once a plan rather than once a delivery.
         self.rules_on = {rule: self.on(rule) for rule in LOG_RULE_NAMES}
+        self._on_after: dict[tuple[str, ...], dict[str, bool]] = {}
         self.log_factor, self.warmup = math.log(rules.divergence.factor), rules.divergence.warmup
         self.steps = rules.loss_not_decreasing.num_steps
         self.delta = rules.overtraining.delta
@@ -327,6 +328,16 @@ class _Plan:
 
     def on(self, rule: str) -> bool:
         return self.actions[rule] is not LogAction.IGNORE
+
+    def on_after(self, fired: Mapping[str, int | None]) -> dict[str, bool]:
+        """Which built-in rules may still fire once `fired` have: shared, a run copies it before a change."""
+        key = tuple(fired)
+        on = self._on_after.get(key)
+        if on is None:
+            if len(self._on_after) >= MAX_CACHED:
+                self._on_after.clear()
+            on = self._on_after[key] = {rule: on and rule not in fired for rule, on in self.rules_on.items()}
+        return on
 
 
 # Per execution environment: a job's rules and tag give the same plan, its names the same roles, at every delivery.
@@ -417,8 +428,7 @@ class _Run:
         self.roles = self._roles()
         self.nan_ok: dict[tuple[str, str], bool] = {}
         self.rules = plan.rules
-        fired = state.fired
-        self.on = {rule: on and rule not in fired for rule, on in plan.rules_on.items()} if fired else {**plan.rules_on}
+        self.on = plan.on_after(state.fired)  # shared: `_fire` copies it
         self.log_factor, self.warmup, self.steps = plan.log_factor, plan.warmup, plan.steps
         self.delta, self.patience_train, self.patience_validation = (
             plan.delta,
@@ -426,9 +436,10 @@ class _Run:
             plan.patience_validation,
         )
         self.unparsed_at, self.sample_now = -1, False
+        keep = 2 * self.steps
         for series in (state.loss, state.val):
-            if series is not None:
-                series.keep(2 * self.steps)
+            if series is not None and series.window.maxlen != keep:
+                series.keep(keep)
 
     def _roles(self) -> tuple[str | None, str | None]:
         plan = self.plan
@@ -450,29 +461,34 @@ class _Run:
                 break
             ahead += 1
         lines, point_ms = self._ahead(events[:ahead], start) if ahead else (state.lines, state.point_ms)
-        texts, patterns, names = self.reader.texts(), self.plan.patterns, self.names
+        rest = islice(events, ahead, None) if ahead else events
+        texts, patterns, names = self.reader.texts, self.plan.patterns, self.names
+        if texts is None:  # a reader whose every line `scan` must see
+            for event in rest:
+                lines += 1
+                if self._line(event, lines if event.line is None else event.line, False):
+                    point_ms = event.timestamp_ms
+            self._done(events, lines, point_ms)
+            return
         on_loss, on_validation = self._loss, self._validation
         loss_name, val_name = self.roles
-        for event in islice(events, ahead, None) if ahead else events:
+        for event in rest:
             lines += 1
-            line = event.line
-            line = lines if line is None else line
             if patterns:
-                self._patterns(event.message, event, line)
-            if texts is None:  # a reader whose every line `scan` must see
-                if self._points(event, line, False):
-                    point_ms = event.timestamp_ms
-                loss_name, val_name = self.roles
-                continue
+                self._patterns(event.message, event, lines if event.line is None else event.line)
             found = texts(event.message)
             if found is None:
                 continue
+            line = event.line
+            if line is None:
+                line = lines
             if found is RESCAN:  # the line's points come from more than one reader
                 if self._points(event, line, False):
                     point_ms = event.timestamp_ms
                 loss_name, val_name = self.roles
                 continue
             source, pairs = found
+            ts = event.timestamp_ms
             for metric, number in pairs:
                 try:
                     value = float(number)
@@ -481,7 +497,7 @@ class _Run:
                         raise
                     self._unparsed_text(metric, event.message, lines)
                     continue
-                point_ms = event.timestamp_ms
+                point_ms = ts
                 if metric not in names and len(names) < MAX_METRIC_NAMES:
                     loss_name, val_name = self._new_name(metric)
                 if value - value:  # nan or an infinity (a finite x - x is 0.0)
@@ -598,7 +614,7 @@ class _Run:
         """Records the firing; `what` is (metric, value, reader)."""
         metric, value, reader = what
         self.state.fired[rule] = line
-        self.on[rule] = False
+        self.on = {**self.on, rule: False}  # the plan's, shared until now
         self.firings.append(
             Firing(
                 rule=rule,
