@@ -207,6 +207,22 @@ def _float_or_inf(value: Any) -> float:
 class StreamState:
     """What one (job, log stream) has shown so far, in a few KB whatever the log's length; JSON-serialisable."""
 
+    __slots__ = (  # copied once a batch: slots are copied faster than an instance dict
+        "batches",
+        "fired",
+        "first_ms",
+        "ids",
+        "last_event",
+        "lines",
+        "loss",
+        "names",
+        "point_ms",
+        "ts",
+        "unparsed",
+        "unparsed_sample",
+        "val",
+    )
+
     def __init__(self) -> None:
         self.ts: int | None = None  # the newest timestamp folded
         self.ids: list[str] = []  # digests of the ids folded at `ts`
@@ -270,12 +286,18 @@ class StreamState:
 
     def copy(self) -> StreamState:
         """What `from_json(to_json())` gives, sharing nothing mutable, without the round trip (once a delivery)."""
-        new = StreamState.__new__(StreamState)
-        new.__dict__.update(self.__dict__)
-        new.ids, new.batches, new.names = list(self.ids), list(self.batches), list(self.names)
-        new.fired = dict(self.fired)
-        new.loss = self.loss.copy() if self.loss else None
-        new.val = self.val.copy() if self.val else None
+        new = StreamState.__new__(StreamState)  # every slot, as to_json lists them (a test compares the two)
+        new.ts, new.ids, new.batches, new.lines = self.ts, self.ids[:], self.batches[:], self.lines
+        new.first_ms, new.point_ms, new.last_event = self.first_ms, self.point_ms, self.last_event
+        new.names, new.fired, new.unparsed, new.unparsed_sample = (
+            self.names[:],
+            self.fired.copy(),
+            self.unparsed,
+            self.unparsed_sample,
+        )
+        loss, val = self.loss, self.val
+        new.loss = None if loss is None else loss.copy()
+        new.val = None if val is None else val.copy()
         return new
 
     def mark(self, firing: Firing) -> None:
@@ -379,7 +401,7 @@ def evaluate(
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
         return folded, []
-    plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
+    plan = _plan(rules, tags.get(contract.LOG_RULES_TAG) if tags else None)
     if plan is None:
         return folded, []
     batch = _digest("\n".join(map(_ID, events)))
