@@ -545,3 +545,49 @@ def test_the_plan_follows_the_tag_at_each_call_though_it_is_made_once() -> None:
     assert [f.action for f in run(lines)] == ["stop"]
     other = GuardConfig.from_dict({"log_rules": {"nan": {"action": "dry_run"}}}).log_rules
     assert [f.action for f in run(lines, rules=other)] == ["dry_run"]
+
+
+# --- the evaluator's fast path reads as `scan` does ---------------------------------------------------------------
+class _Scanning(LineReader):
+    """A reader whose `scan` is its own: `evaluate` then reads every line through `scan`, none through `texts`."""
+
+    def scan(self, message: str) -> tuple[list[tuple[str, float, str]], str | None]:
+        return super().scan(message)
+
+
+MIXED_LINES = [
+    *(keras(v, v * 1.3) for v in falling(40)),
+    "469/469 - 3s - loss: cat - val_loss: dog",  # two captures that are not numbers, on one line
+    "469/469 - 3s - loss: 0.5 - val_loss: 1e999",  # a number float() takes to inf
+    "Epoch 41/50",
+    "step 41 train loss: 0.4",  # no definition matches: the built-in readers read it
+    *(keras(v * 3, v) for v in falling(30, 0.4, 0.3)),
+    "469/469 - 3s - loss: 0.41 - accuracy: nan - grad_loss: nan - val_loss: 0.5",  # a built-in reader's nan too
+]
+
+
+@pytest.mark.parametrize(
+    "definitions",
+    [
+        (),
+        (("loss", r" loss: (\S+)"), ("val_loss", r"val_loss: (\S+)")),  # name a training loss: they own the series
+        (("val_loss", r"val_loss: (\S+)"),),  # validation only: the built-in readers keep the training loss
+    ],
+)
+def test_the_fast_path_folds_each_line_as_scan_reads_it(definitions: tuple[tuple[str, str], ...]) -> None:
+    folded = []
+    for reader in (LineReader(definitions), _Scanning(definitions)):
+        state, firings = None, []
+        for start in range(0, len(MIXED_LINES), 7):
+            state, new = evaluate(state, events(MIXED_LINES[start : start + 7], start), reader=reader, rules=DEFAULTS)
+            firings += new
+        assert state is not None
+        folded.append((json.dumps(state.to_json(), sort_keys=True), [(f.rule, f.line, f.reader) for f in firings]))
+    assert folded[0] == folded[1]
+    assert folded[0][1]  # something fired: the comparison saw the rules at work
+
+
+def test_a_line_whose_two_captures_are_not_numbers_is_counted_once_by_its_last() -> None:
+    reader = LineReader((("loss", r" loss: (\S+)"), ("val_loss", r"val_loss: (\S+)")))
+    state, _ = evaluate(None, events(["469/469 - 3s - loss: cat - val_loss: dog"]), reader=reader, rules=DEFAULTS)
+    assert (state.unparsed, state.unparsed_sample) == (1, "val_loss: 469/469 - 3s - loss: cat - val_loss: dog")

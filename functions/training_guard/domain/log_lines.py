@@ -84,15 +84,12 @@ class LineReader:
             self._scan_own_series if self._names_a_loss else self._scan_with_definitions if compiled else _builtin_only
         )
         # For the evaluator: a line's points as written, of one reader (RESCAN: ask `scan`); None: `scan` every line.
-        self.texts: Callable[[str], TextPoints | None] | None = (
-            None  # a subclass sees every line through its `scan`
-            if type(self).scan is not LineReader.scan
-            else self._texts_own_series
-            if self._names_a_loss
-            else None
-            if compiled
-            else _builtin_text
-        )
+        self.texts: Callable[[str], TextPoints | None] | None = None
+        if type(self).scan is LineReader.scan:  # a subclass's own `scan` sees every line
+            if not compiled:
+                self.texts = _builtin_text
+            elif self._names_a_loss:
+                self.texts = self._texts_own_series
 
     @property
     def definitions(self) -> tuple[tuple[str, str], ...]:
@@ -103,7 +100,9 @@ class LineReader:
         return tuple(Point(metric, value, reader) for metric, value, reader in points)
 
     def scan(self, message: str) -> tuple[list[RawPoint], str | None]:
-        """The line's points, and the name of a definition whose capture is not a number (or None): the hot path."""
+        """The line's points, and the name of a definition whose capture is not a number (or None).
+
+        A subclass that overrides it sees every line `evaluate` reads (it then reads none through `texts`)."""
         return self._scan(message)
 
     def _scan_with_definitions(self, message: str) -> tuple[list[RawPoint], str | None]:
