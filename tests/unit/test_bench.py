@@ -108,9 +108,9 @@ def test_the_acknowledgements_listed_imports_are_all_its_builder_imports() -> No
         contract.ENV_CLICK_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/q",
     }
     preload = (run.INTERACTION_HANDLER, *run.ACK_FIRST_CALL_IMPORTS)
-    assert builders_import(preload, "wiring.interactions()", env) == []
+    assert builders_import(preload, "wiring.root().interactions", env) == []
     # and the list is not padded: without it, the builder does import what it names
-    assert set(builders_import((run.INTERACTION_HANDLER,), "wiring.interactions()", env)) >= set(
+    assert set(builders_import((run.INTERACTION_HANDLER,), "wiring.root().interactions", env)) >= set(
         run.ACK_FIRST_CALL_IMPORTS
     )
 
@@ -123,17 +123,17 @@ def test_the_workers_listed_imports_are_all_its_builders_import() -> None:
         contract.ENV_SLACK_BOT_TOKEN_SECRET: "b",
     }
     preload = (run.INTERACTION_HANDLER, *run.WORKER_FIRST_CALL_IMPORTS)
-    build = "wiring.click_worker(); wiring.responder(); wiring.chat_deadline()"
+    build = "wiring.root().click_worker_for(None)"
     assert builders_import(preload, build, env) == []
 
 
 @pytest.mark.parametrize(
     ("handler", "build"),
     [
-        ("job_events", "wiring.responder(); wiring.parker()"),
-        ("alarm_events", "wiring.responder(); wiring.parker()"),
-        ("sweeper", "wiring.sweeper()"),
-        ("slack_notifier", "wiring.delivery(); wiring.chat_deadline()"),
+        ("job_events", "wiring.root().responder_for(None); wiring.root().parker"),
+        ("alarm_events", "wiring.root().responder_for(None); wiring.root().parker"),
+        ("sweeper", "wiring.root().sweeper_for(None)"),
+        ("slack_notifier", "wiring.root().delivery_for(None)"),
     ],
 )
 def test_each_functions_listed_first_call_imports_are_all_its_builders_import(handler: str, build: str) -> None:
