@@ -591,3 +591,33 @@ def test_a_line_whose_two_captures_are_not_numbers_is_counted_once_by_its_last()
     reader = LineReader((("loss", r" loss: (\S+)"), ("val_loss", r"val_loss: (\S+)")))
     state, _ = evaluate(None, events(["469/469 - 3s - loss: cat - val_loss: dog"]), reader=reader, rules=DEFAULTS)
     assert (state.unparsed, state.unparsed_sample) == (1, "val_loss: 469/469 - 3s - loss: cat - val_loss: dog")
+
+
+def test_a_metric_no_rule_reads_is_still_named_in_each_stream_that_prints_it() -> None:
+    rules = GuardConfig.from_dict({"log_rules": {"nan": {"action": "ignore"}}}).log_rules  # no NaN: no metric is read
+    lines = [f"2/2 - 1s - loss: {v:.4f} - accuracy: 0.9 - train_loss: {v:.4f}" for v in falling(20)]
+    first, _ = evaluate(None, events(lines), reader=READER, rules=rules)  # the plan learns what no rule reads
+    second, _ = evaluate(None, events(["2/2 - 1s - loss: 0.5", *lines[:3]]), reader=READER, rules=rules)
+    assert first.names == second.names == ["loss", "accuracy", "train_loss"]
+
+
+def test_a_metric_the_nan_rule_watches_is_read_on_every_line() -> None:
+    rules = GuardConfig.from_dict({"log_rules": {"nan": {"tensor_regex": "accuracy"}}}).log_rules
+    lines = [f"2/2 - 1s - loss: {v:.4f} - accuracy: 0.9" for v in falling(20)] + [
+        "2/2 - 1s - loss: 0.3 - accuracy: nan"
+    ]
+    for reader in (READER, LineReader()):  # the second run meets the plan's metrics already filed
+        firings = [(f.rule, f.metric, f.line) for f in evaluate(None, events(lines), reader=reader, rules=rules)[1]]
+        assert ("NaN", "accuracy", 21) in firings
+
+
+def test_a_metric_no_rule_read_is_read_once_a_new_name_makes_it_the_validation_loss() -> None:
+    rules = GuardConfig.from_dict({"log_rules": {"nan": {"action": "ignore"}}}).log_rules
+    before = [f"[{i}]\ttrain-rmse:0.5\tvalidation-rmse:0.6\tvalidation-mae:0.4" for i in range(5)]
+    state, _ = evaluate(None, events(before), reader=READER, rules=rules)  # validation-mae is read by no rule
+    # train-mae outranks train-rmse as the loss, so validation-mae, printed after it on the line, becomes the validation
+    after = events(["[5]\ttrain-mae:0.3\tvalidation-mae:0.45"], start=len(before))
+    state, _ = evaluate(state, after, reader=READER, rules=rules)
+    assert state.loss is not None
+    assert state.val is not None
+    assert (state.loss.name, state.val.name, state.val.count) == ("train-mae", "validation-mae", 1)

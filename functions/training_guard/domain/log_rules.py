@@ -8,7 +8,7 @@ import hashlib
 import math
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
@@ -334,6 +334,9 @@ class _Plan:
         # What every batch's run reads, worked out once a plan rather than once a delivery.
         self.rules_on = {rule: self.on(rule) for rule in LOG_RULE_NAMES}
         self._on_after: dict[tuple[str, ...], dict[str, bool]] = {}
+        self._nan_ok: dict[tuple[str, str], bool] = {}
+        # (roles, NaN on) -> built-in readers' metrics no rule reads then (not a role, no NaN to catch), and the others
+        self._quiet: dict[tuple[tuple[str | None, str | None], bool], tuple[set[str], set[str]]] = {}
         self.log_factor, self.warmup = math.log(rules.divergence.factor), rules.divergence.warmup
         self.steps = rules.loss_not_decreasing.num_steps
         self.delta = rules.overtraining.delta
@@ -361,6 +364,31 @@ class _Plan:
             on = self._on_after[key] = {rule: on and rule not in fired for rule, on in self.rules_on.items()}
         return on
 
+    def nan_eligible(self, metric: str, source: str) -> bool:
+        """Whether a non-finite value of `metric` read by `source` is the NaN rule's to judge."""
+        key = (metric, source)
+        eligible = self._nan_ok.get(key)
+        if eligible is None:
+            if self.nan_regex is not None:
+                eligible = self.nan_regex.search(metric) is not None
+            else:
+                # The job's definitions name what it cares about; a built-in reader's key must be a loss.
+                eligible = source == DEFINED or loss_role(metric) is not None
+            if len(self._nan_ok) >= MAX_CACHED * 4:
+                self._nan_ok.clear()
+            self._nan_ok[key] = eligible
+        return eligible
+
+    def quiet(self, roles: tuple[str | None, str | None], nan_on: bool) -> tuple[set[str], set[str]]:
+        """(metrics a run need not read, the others) under these roles: filled by `_Run._heard`, shared by runs."""
+        key = (roles, nan_on)
+        found = self._quiet.get(key)
+        if found is None:
+            if len(self._quiet) >= MAX_CACHED:
+                self._quiet.clear()
+            found = self._quiet[key] = (set(), set())
+        return found
+
 
 # Per execution environment: a job's rules and tag give the same plan, its names the same roles, at every delivery.
 MAX_CACHED = 256
@@ -383,6 +411,7 @@ def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
 
 
 _ID, _TIMESTAMP = attrgetter("id"), attrgetter("timestamp_ms")
+_NOTHING: frozenset[str] = frozenset()
 
 
 def _digest(text: str) -> str:
@@ -423,12 +452,14 @@ class _Run:
         "delta",
         "firings",
         "log_factor",
+        "loud",
         "names",
-        "nan_ok",
+        "nan_heard",
         "on",
         "patience_train",
         "patience_validation",
         "plan",
+        "quiet",
         "reader",
         "roles",
         "rules",
@@ -448,9 +479,10 @@ class _Run:
         self.start_ts = state.ts
         self.names = set(state.names)
         self.roles = self._roles()
-        self.nan_ok: dict[tuple[str, str], bool] = {}
         self.rules = plan.rules
         self.on = plan.on_after(state.fired)  # shared: `_fire` copies it
+        self.nan_heard = self.on[NAN]  # what quiet and loud were filed under
+        self.quiet, self.loud = plan.quiet(self.roles, self.nan_heard)
         self.log_factor, self.warmup, self.steps = plan.log_factor, plan.warmup, plan.steps
         self.delta, self.patience_train, self.patience_validation = (
             plan.delta,
@@ -475,24 +507,13 @@ class _Run:
 
     def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
         """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
-        state = self.state
-        start = -1 if self.start_ts is None else self.start_ts
-        ahead = 0  # sorted: the events at or before the newest folded (late, or perhaps folded) come first
-        for event in events:
-            if event.timestamp_ms > start:
-                break
-            ahead += 1
-        lines, point_ms = self._ahead(events[:ahead], start) if ahead else (state.lines, state.point_ms)
+        ahead, lines, point_ms = self._ahead(events)
         rest = islice(events, ahead, None) if ahead else events
         texts, patterns, names = self.reader.texts, self.plan.patterns, self.names
         if texts is None:  # a reader whose every line `scan` must see
-            for event in rest:
-                lines += 1
-                if self._line(event, lines if event.line is None else event.line, False):
-                    point_ms = event.timestamp_ms
-            self._done(events, lines, point_ms)
+            self._done(events, *self._scanned(rest, lines, point_ms))
             return
-        on_loss, on_validation = self._loss, self._validation
+        on_loss, on_validation, heard, quiet, loud = self._loss, self._validation, self._heard, self.quiet, self.loud
         loss_name, val_name = self.roles
         for event in rest:
             lines += 1
@@ -507,11 +528,15 @@ class _Run:
             if found is RESCAN:  # the line's points come from more than one reader
                 if self._points(event, line, False):
                     point_ms = event.timestamp_ms
-                loss_name, val_name = self.roles
+                (loss_name, val_name), quiet, loud = self.roles, self.quiet, self.loud  # a new name may change them
                 continue
             source, pairs = found
             ts = event.timestamp_ms
+            skip = quiet if source != DEFINED else _NOTHING  # a definition's capture is always read (a number?)
             for metric, number in pairs:
+                if metric in skip and metric in names:  # no rule reads it, and it needs no name: its number unread
+                    point_ms = ts
+                    continue
                 try:
                     value = float(number)
                 except ValueError:
@@ -522,12 +547,16 @@ class _Run:
                 point_ms = ts
                 if metric not in names and len(names) < MAX_METRIC_NAMES:
                     loss_name, val_name = self._new_name(metric)
+                    quiet, loud = self.quiet, self.loud
+                    skip = quiet if source != DEFINED else _NOTHING
                 if value - value:  # nan or an infinity (a finite x - x is 0.0)
                     self._non_finite(metric, value, source, event, line)
                 elif metric == loss_name:
                     on_loss(value, source, event, line)
                 elif metric == val_name:
                     on_validation(value, source, event, line)
+                elif skip is quiet and metric not in loud:
+                    heard(metric, source)
         self._done(events, lines, point_ms)
 
     def _done(self, events: Sequence[LogEvent], lines: int, point_ms: int | None) -> None:
@@ -538,12 +567,30 @@ class _Run:
         state.lines, state.point_ms = lines, point_ms
         self._remember_newest(events)
 
-    def _ahead(self, events: Sequence[LogEvent], start: int) -> tuple[int, int | None]:
-        """The events no newer than the newest folded before: the late, and those folded before, skipped."""
+    def _scanned(self, events: Iterable[LogEvent], lines: int, point_ms: int | None) -> tuple[int, int | None]:
+        """Newer events read through `scan`, one call a line: the lines folded in order, the newest point's time."""
+        for event in events:
+            lines += 1
+            if self._line(event, lines if event.line is None else event.line, False):
+                point_ms = event.timestamp_ms
+        return lines, point_ms
+
+    def _ahead(self, events: Sequence[LogEvent]) -> tuple[int, int, int | None]:
+        """The events no newer than the newest folded before, which come first (sorted): late, or perhaps folded.
+
+        Returns how many, the lines folded in order after them, and the newest point's time."""
         state = self.state
         lines, point_ms = state.lines, state.point_ms
-        start_ids = frozenset(state.ids)
+        start = -1 if self.start_ts is None else self.start_ts
+        ahead = 0
         for event in events:
+            if event.timestamp_ms > start:
+                break
+            ahead += 1
+        if not ahead:
+            return 0, lines, point_ms
+        start_ids = frozenset(state.ids)
+        for event in islice(events, ahead):
             late = event.timestamp_ms < start  # older than the newest folded before this batch
             if not late:
                 if start_ids and _digest(event.id) in start_ids:
@@ -551,7 +598,7 @@ class _Run:
                 lines += 1
             if self._line(event, lines if event.line is None else event.line, late) and not late:
                 point_ms = event.timestamp_ms
-        return lines, point_ms
+        return ahead, lines, point_ms
 
     def _line(self, event: LogEvent, line: int | None, late: bool) -> bool:
         """One line read through `scan` (a late one, or a reader's subclass): whether it gave a point."""
@@ -623,6 +670,8 @@ class _Run:
         roles = self._roles()
         if roles != self.roles:
             self.roles = roles
+            self.nan_heard = self.on[NAN]  # a metric no rule read may be a loss now: filed again
+            self.quiet, self.loud = self.plan.quiet(roles, self.nan_heard)
             state = self.state
             if state.loss is not None and state.loss.name != roles[0]:
                 state.loss = None
@@ -655,17 +704,13 @@ class _Run:
     def _non_finite(self, metric: str, value: float, source: str, event: LogEvent, line: int | None) -> None:
         if not self.on[NAN] or (self.rules.nan.only_nan and value == value):  # noqa: PLR0124 - an infinity
             return
-        key = (metric, source)
-        eligible = self.nan_ok.get(key)
-        if eligible is None:
-            if self.plan.nan_regex is not None:
-                eligible = self.plan.nan_regex.search(metric) is not None
-            else:
-                # The job's definitions name what it cares about; a built-in reader's key must be a loss.
-                eligible = source == "MetricDefinitions" or loss_role(metric) is not None
-            self.nan_ok[key] = eligible
-        if eligible:
+        if self.plan.nan_eligible(metric, source):
             self._fire(NAN, (metric, value, source), f"{metric} is {_shown(value)}", event, line)
+
+    def _heard(self, metric: str, source: str) -> None:
+        """Files a built-in reader's metric that is not a role: quiet if no NaN of it can fire (under these roles)."""
+        loud = self.nan_heard and self.plan.nan_eligible(metric, source)
+        (self.loud if loud else self.quiet).add(metric)
 
     def _loss(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
         """A loss point folded in order: a few comparisons and two averages, on the hot path of every line."""
