@@ -621,3 +621,16 @@ def test_a_metric_no_rule_read_is_read_once_a_new_name_makes_it_the_validation_l
     assert state.loss is not None
     assert state.val is not None
     assert (state.loss.name, state.val.name, state.val.count) == ("train-mae", "validation-mae", 1)
+
+
+def test_a_log_of_ever_new_keys_files_a_bounded_number_of_them() -> None:
+    from training_guard.domain import log_rules
+
+    rules = LogRules()
+    lines = [f"2/2 - 1s - loss: 0.5 - key{i}: 0.1 - other{i}: 0.2" for i in range(3_000)]
+    evaluate(None, events(lines), reader=READER, rules=rules)
+    plan = log_rules._plan(rules, None)
+    assert plan is not None
+    filed = [len(quiet) + len(loud) for quiet, loud in plan._quiet.values()]
+    assert filed
+    assert max(filed) <= log_rules.MAX_FILED

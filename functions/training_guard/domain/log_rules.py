@@ -392,6 +392,7 @@ class _Plan:
 
 # Per execution environment: a job's rules and tag give the same plan, its names the same roles, at every delivery.
 MAX_CACHED = 256
+MAX_FILED = 4096  # metric names a plan files as read or unread by its rules (a log's are few, a hostile log's not)
 _PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
 _ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
 
@@ -709,8 +710,11 @@ class _Run:
 
     def _heard(self, metric: str, source: str) -> None:
         """Files a built-in reader's metric that is not a role: quiet if no NaN of it can fire (under these roles)."""
-        loud = self.nan_heard and self.plan.nan_eligible(metric, source)
-        (self.loud if loud else self.quiet).add(metric)
+        quiet, loud = self.quiet, self.loud
+        if len(quiet) + len(loud) >= MAX_FILED:  # a log of ever new keys: filed again from nothing (all read meanwhile)
+            quiet.clear()
+            loud.clear()
+        (loud if self.nan_heard and self.plan.nan_eligible(metric, source) else quiet).add(metric)
 
     def _loss(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
         """A loss point folded in order: a few comparisons and two averages, on the hot path of every line."""
