@@ -7,6 +7,7 @@ import math
 import random
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -634,3 +635,21 @@ def test_a_log_of_ever_new_keys_files_a_bounded_number_of_them() -> None:
     filed = [len(quiet) + len(loud) for quiet, loud in plan._quiet.values()]
     assert filed
     assert max(filed) <= log_rules.MAX_FILED
+
+
+def test_a_firing_says_its_line_and_reader_when_it_has_them() -> None:
+    fired = Firing(
+        rule="NaN",
+        metric="loss",
+        value=math.nan,
+        line=15,
+        event_id="e",
+        timestamp_ms=0,
+        action="stop",
+        setting="log_rules.nan",
+        reader="keras",
+        detail="loss is nan",
+    )
+    assert fired.said == "loss is nan (line 15, read by keras)"
+    assert replace(fired, line=None).said == "loss is nan (read by keras)"
+    assert replace(fired, line=None, reader="").said == "loss is nan"

@@ -62,6 +62,13 @@ class Firing:
     reader: str
     detail: str
 
+    @property
+    def said(self) -> str:
+        """The detail as a decision says it: with the line (of the stream, 1-based) and the reader that saw it."""
+        where = [f"line {self.line}"] if self.line is not None else []
+        where += [f"read by {self.reader}"] if self.reader else []
+        return f"{self.detail} ({', '.join(where)})" if where else self.detail
+
 
 @dataclass(frozen=True)
 class LogRuleOverrides:
