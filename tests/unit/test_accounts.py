@@ -404,6 +404,9 @@ def test_responder_in_keeps_the_guard_for_its_own_account_and_single_account_gua
     assert responder_in(guard, HUB, MEMBER_A, access) is not guard
     single = Responder(GuardConfig(), FakeJobs(), FakeLedger(), FakePublisher())
     assert responder_in(single, HUB, MEMBER_A, access) is single
+    assert responder_in(guard, HUB, None, access) is guard
+    # a guard deployed in a member account acts on that account's own events itself, never through a role
+    assert responder_in(guard, MEMBER_A, MEMBER_A, access) is guard
 
 
 def _hub_root(monkeypatch: pytest.MonkeyPatch, organization: OrganizationConfig, region: str = "eu-west-1") -> Any:
@@ -450,7 +453,7 @@ def test_a_guard_without_an_organization_has_no_member_access(monkeypatch: pytes
 
 def test_a_member_event_without_member_access_fails_and_is_not_handled_as_the_hubs() -> None:
     guard, _, _ = hub_guard()
-    with pytest.raises(ActionFailed, match=f"member account {MEMBER_A}"):
+    with pytest.raises(ActionFailed, match=f"^act in member account {MEMBER_A} failed: no member access was given$"):
         responder_in(guard, HUB, MEMBER_A, None)
 
 

@@ -1114,3 +1114,26 @@ def test_a_snoozed_debugger_rule_holds_back_the_stop_of_its_job_only() -> None:
     store.put("another-job", mutes.silence("VanishingGradient", by="slack:U1", at=NOW, seconds=3600), now=NOW)
     store.items.pop(JOB)
     assert world.see(load_event("vanishing_gradient_issues_found")).stopped
+
+
+# --- what the sweeps ask of the responder --------------------------------------------------------------------------
+def test_first_time_is_true_once_per_key_whatever_asks_later() -> None:
+    ledger = FakeLedger()
+    guard = Responder(GuardConfig(), FakeJobs(), ledger, FakePublisher())
+    assert guard.first_time("said#job-a#budget", NOW) is True
+    assert guard.first_time("said#job-a#budget", NOW + timedelta(hours=1)) is False
+    assert guard.first_time("said#job-b#budget", NOW) is True
+    assert {"said#job-a#budget", "said#job-b#budget"} <= set(ledger.items)
+
+
+def test_spend_prices_the_events_instances_in_its_region_at_that_time() -> None:
+    event = parse_event(load_event("vanishing_gradient_issues_found"))
+    quote = PriceQuote("ml.p3.2xlarge", event.region or "", 3.6, pricing.SOURCE_API, "2026-11-01", "TESTSKU")
+    prices = FakePrices(quotes={(event.region or "", "ml.p3.2xlarge"): quote})
+    guard = Responder(GuardConfig(), FakeJobs(), FakeLedger(), FakePublisher(), prices=prices)
+    receipt = Receipt(job=event.job.name, event_id=event.event_id)
+    spend = guard.spend(event, event.job, receipt, NOW + timedelta(hours=1))
+    assert prices.asked == [(event.region, ("ml.p3.2xlarge",))]
+    assert spend.hourly_usd == 3.6
+    assert spend.quotes == (quote,)
+    assert receipt.price_problems == []

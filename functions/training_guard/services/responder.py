@@ -80,7 +80,7 @@ class MemberAccessPort(Protocol):
 
 def responder_in(guard: Responder, own: str | None, account: str | None, members: MemberAccessPort | None) -> Responder:
     """`guard` in its own account, or acting through the member's role where the accepted event happened."""
-    if guard.config.organization is None or account is None or not is_member(guard.config, own, account):
+    if account is None or not is_member(guard.config, own, account):  # no organization, or the guard's own account
         return guard
     if members is None:
         raise ActionFailed(f"act in member account {account}", ValueError("no member access was given"))
