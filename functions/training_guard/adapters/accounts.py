@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -13,6 +13,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard.adapters.clients import RETRY_CONFIG, client
+from training_guard.config.records import record
 from training_guard.domain.accounts import is_member, member_role_arn, scoped
 from training_guard.domain.errors import ActionFailed
 
@@ -36,7 +37,7 @@ REFRESH_MARGIN_SECONDS = 5 * 60
 SESSION_NAME = "training-guard-hub"
 
 
-@dataclass
+@record
 class _Session:
     expires_at: float  # epoch seconds
     session: Any

@@ -4,12 +4,13 @@ Each decision carries its transition key (job, source, name, new status); the re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
 
 from training_guard import contract
 from training_guard.config.model import Action, Budget, GuardConfig, IdleGpuGuard
+from training_guard.config.records import record
 from training_guard.domain.events import (
     COMPLETED,
     FAILED,
@@ -68,14 +69,14 @@ class Plan(StrEnum):
     NOTIFY = "notify"
 
 
-@dataclass(frozen=True)
+@record
 class GuardStop:
     rule: str
     reason: str
     at: datetime
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     key: str
     kind: Kind

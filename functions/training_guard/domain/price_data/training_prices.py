@@ -8,11 +8,12 @@ and eu-west-1."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
+from training_guard.config.records import record
 
-@dataclass(frozen=True)
+
+@record
 class TablePrice:
     region: str
     instance_type: str
