@@ -13,6 +13,7 @@ from typing import Protocol
 
 from training_guard import contract
 from training_guard.config.model import Action, GuardConfig
+from training_guard.config.records import record
 from training_guard.domain import metric_guards, policy, pricing
 from training_guard.domain.errors import GuardError, TransitionBusy
 from training_guard.domain.events import (
@@ -123,7 +124,7 @@ class Receipt:
         }
 
 
-@dataclass(frozen=True)
+@record
 class EventStamp:
     """What a finding arrived with: the event (or delivery) it came from, for the audit record and the dedup."""
 
