@@ -899,13 +899,14 @@ def findings(measured: Measured) -> list[str]:
         "the build machine. The notifier no longer imports the policy, messages or metrics modules (ports moved to "
         "`ports.py`). "
         + (
-            f"Still over {TARGETS['cold start']}x: {', '.join(over)}. The notifier no longer imports slack_sdk (whose "
-            "package `__init__` loads its whole Web API client): webhooks go through urllib and Block Kit is written as "
-            "JSON. What is left beyond boto3 is mostly Powertools and class creation at import, the configuration "
-            "model's dataclasses first (`python -X importtime` shows each module's share)."
+            f"Still over {TARGETS['cold start']}x: {', '.join(over)}. "
             if over
-            else "Every handler is within the target."
-        ),
+            else "Every function is within the target. "
+        )
+        + "The configuration model's, the domain's and the ports' classes are records (`config/records.py`: a frozen "
+        "dataclass made without `exec`), the notifier reads its secrets without Powertools Parameters and imports no slack_sdk. What is left beyond "
+        "boto3 is Powertools (its package `__init__` loads Logger, Metrics and Tracer, whichever a handler names) and "
+        "the guard's own modules (`python -X importtime` shows each module's share).",
         calls_finding(measured.calls),
         f"- **Warm latency.** The reaction (event in to StopTrainingJob issued) is {measured.latency['to_stop_ratio']}x the "
         f"minimal stopper: {len(BEFORE_STOP)} DynamoDB calls come first ({', '.join(BEFORE_STOP)}). "
