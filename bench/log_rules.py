@@ -189,7 +189,7 @@ def latency(sizes: Sequence[int] = LATENCY_SIZES, runs: int = LATENCY_RUNS) -> l
     the real NaN log's first `loss=nan` (every other rule off), so the whole delivery is folded before the stop."""
     from tests.helpers import NOW
     from tests.log_deliveries import document, events, subscription
-    from training_guard.adapters import clients
+    from training_guard.handlers import wiring
     from training_guard.services.log_watch import decode
     from training_guard_local.emulator import ACCOUNT, REGION, Emulation, handler_output_to_stderr
 
@@ -214,7 +214,7 @@ def latency(sizes: Sequence[int] = LATENCY_SIZES, runs: int = LATENCY_RUNS) -> l
         from training_guard.handlers import log_events
 
         stop_at: list[float] = []
-        clients.client("sagemaker").meta.events.register(
+        wiring.root().client("sagemaker").meta.events.register(
             "before-call.sagemaker.StopTrainingJob",
             lambda **_: stop_at.append(time.perf_counter()),
             unique_id="bench-log",

@@ -72,6 +72,7 @@ MODULES: dict[str, Target] = {
             "tests/unit/test_slack_app_mode.py",  # Stop now (stop_requested) and the mutes a decision reads
             "tests/campaign/test_duplicates.py",
             "tests/integration/test_metric_guards.py",  # the alarm path end to end on moto
+            "tests/unit/test_accounts.py",  # responder_in: the responder of the event's account
         ),
     ),
     "once": Target("src/training_guard/services/once.py", ("tests/unit/test_once.py",)),

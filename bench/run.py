@@ -64,14 +64,14 @@ _RESPONDER_IMPORTS = (
     "training_guard.adapters.price_list",
     "training_guard.adapters.mutes",
 )
-# What handlers/wiring.py builds for the function URL's first acknowledgement (wiring.interactions): the module
+# What handlers/wiring.py builds for the function URL's first acknowledgement (Root.interactions): the module
 # imports the click decoder itself (the signature is checked with the standard library's hmac); tests/unit/test_bench.py
 # checks the builder adds nothing.
 ACK_FIRST_CALL_IMPORTS = (
     "training_guard.config.settings",
     "training_guard.adapters.interactions",
 )
-# What the click worker's first invocation imports: wiring.click_worker, wiring.responder (worker_handler sets its
+# What the click worker's first invocation imports: Root.click_worker_for (its responder with the invocation's
 # lease), the mute a click writes (ClickWorker.handle) and a stop's account (ResponderStops.stop).
 WORKER_FIRST_CALL_IMPORTS = (
     "training_guard.config.settings",
@@ -102,9 +102,9 @@ FIRST_CALL_IMPORTS: dict[str, tuple[str, ...]] = {
         "training_guard.adapters.slack",
         "training_guard.adapters.sqs",
     ),
-    "digest": (),  # the handler module imports its adapters itself
+    "digest": ("training_guard.config.settings",),  # the handler module imports its adapters itself
     "log_events": (*_RESPONDER_IMPORTS, "training_guard.adapters.log_state"),
-    "log_subscription": (),  # no wiring: the handler builds its one client
+    "log_subscription": (),  # its two clients only
     "interactions": ACK_FIRST_CALL_IMPORTS,
     "click_worker": WORKER_FIRST_CALL_IMPORTS,
 }
@@ -229,7 +229,7 @@ def counting(aws: Any) -> Iterator[Counter[str]]:
     """Counts every AWS call the guard's own clients make (botocore before-parameter-build events, which see the
     call's own parameters), each named as the time campaign names its steps."""
     from tests.campaign.lambda_model import step_label
-    from training_guard.adapters import clients
+    from training_guard.handlers import wiring
 
     counts: Counter[str] = Counter()
 
@@ -238,14 +238,16 @@ def counting(aws: Any) -> Iterator[Counter[str]]:
 
     services = ("sagemaker", "dynamodb", "sns", "secretsmanager", "sqs", "cloudwatch")
     for service in services:
-        clients.client(service).meta.events.register(
+        wiring.root().client(service).meta.events.register(
             "before-parameter-build", count, unique_id=f"bench-count-{service}"
         )
     try:
         yield counts
     finally:
         for service in services:
-            clients.client(service).meta.events.unregister("before-parameter-build", unique_id=f"bench-count-{service}")
+            wiring.root().client(service).meta.events.unregister(
+                "before-parameter-build", unique_id=f"bench-count-{service}"
+            )
     del aws
 
 

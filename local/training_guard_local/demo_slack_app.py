@@ -37,7 +37,7 @@ from slack_sdk.signature import SignatureVerifier
 from training_guard import contract
 from training_guard.config.model import GuardConfig
 from training_guard_local import metric_widget_ext
-from training_guard_local.emulator import Emulation, LambdaContext
+from training_guard_local.emulator import Emulation
 from training_guard_local.slack_listener import render_text
 from training_guard_local.slack_web_api import TEAM_ID, Message, SlackWebApi
 
@@ -52,16 +52,6 @@ CONTEXT_NAMES = {
 }
 CLICK_QUEUE = "training-guard-clicks"
 LINE_MAX = 110  # characters of a message line the demo prints
-
-
-@dataclass(frozen=True)
-class TimedContext(LambdaContext):
-    """A Lambda context whose time left is the function's timeout (the start of an invocation)."""
-
-    timeout_ms: int = 30_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.timeout_ms
 
 
 def timeouts(template: dict[str, Any]) -> dict[str, int]:
@@ -115,18 +105,7 @@ class AppSlack:
         upload (three Web API calls) starts only when the notifier's time allows all three."""
         self.aws = aws
         limits = timeouts(template)
-        made = aws.context
-
-        def context(function_name: str = "training-guard-job-events") -> LambdaContext:
-            base = made(function_name)
-            seconds = limits.get(CONTEXT_NAMES.get(function_name, ""))
-            if seconds is None:
-                return base
-            return TimedContext(
-                base.function_name, invoked_function_arn=base.invoked_function_arn, timeout_ms=seconds * 1000
-            )
-
-        aws.enter_context(mock.patch.object(aws, "context", context))
+        aws.function_timeouts.update({name: limits[h] for name, h in CONTEXT_NAMES.items() if h in limits})
         secrets_manager = aws.client("secretsmanager")
         bot = secrets_manager.create_secret(Name="training-guard/slack-app-bot-token", SecretString=self.api.token)
         signing = secrets_manager.create_secret(
@@ -144,9 +123,7 @@ class AppSlack:
         # Undone when the emulation ends, before it restores its own environment: patch.dict restores the environment
         # it found, the emulation's, so undone after the emulation it would leave moto's account and keys set.
         aws.enter_context(mock.patch.dict(os.environ, environment))
-        from training_guard.handlers import wiring
-
-        wiring.reset()  # the functions' settings read the environment once: read it again
+        aws.rebuild_functions()  # the functions' settings read the environment once: read it again
         metric_widget_ext.install()
         metric_widget_ext.reset()
         names = ", ".join(f"#{n} ({c})" for c, n in self.channel_names.items())

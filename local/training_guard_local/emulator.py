@@ -49,15 +49,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
-from unittest import mock
 
 from moto import mock_aws
 
 from training_guard import contract
 from training_guard.adapters import clock
 from training_guard.config.model import GuardConfig
-from training_guard_local import accounts_ext, cloudwatch_ext, logs_ext, moto_speed, sagemaker_ext
-from training_guard_local.kept_clients import KEPT
+from training_guard_local import accounts_ext, cloudwatch_ext, logs_ext, sagemaker_ext
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -72,8 +70,6 @@ FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:training-guard-job-e
 LOG_EVENTS_FUNCTION = "training-guard-log-events"
 T = TypeVar("T")
 MOTO_ACCOUNT_ENV = "MOTO_ACCOUNT_ID"  # the account moto serves requests in (its multi-account docs)
-# Every service the functions make a client for (training_guard.adapters.clients.client), kept per region.
-FUNCTION_SERVICES = ("sqs", "dynamodb", "sagemaker", "sns", "cloudwatch", "secretsmanager")
 
 _ENV = {
     "AWS_ACCESS_KEY_ID": "emulated",
@@ -95,9 +91,10 @@ class LambdaContext:
     invoked_function_arn: str = FUNCTION_ARN
     memory_limit_in_mb: int = 256
     aws_request_id: str = "emulated-request"
+    remaining_ms: int = 30_000  # the time left at the start of the invocation: its function's timeout
 
     def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+        return self.remaining_ms
 
 
 # What the guard asks the Price List API (adapters/price_list.py; docs/cost.md "How a price is found"), written
@@ -233,7 +230,6 @@ def mock_aws_kept_session() -> Iterator[None]:
     the credentials it resolved first: the emulations and the tests give moto's accounts fixed ones."""
     import boto3
 
-    moto_speed.install()
     saved, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, kept_boto3_session()
     try:
         with mock_aws(config={"core": {"reset_boto3_session": False}}):
@@ -284,12 +280,14 @@ class Emulation:
         self._clients: dict[tuple[str, str], Any] = {}
         self._function_clients: dict[str, dict[str, Any]] = {}  # region -> service -> the functions' client
         self.price_list = RecordedPriceList(price_answers) if price_answers is not None else None
-        self._pricing_patch: Any = None
+        self._pricing: Callable[[], Any] | None = self.price_list.client if self.price_list is not None else None
         self.by_credentials = by_credentials
         self._extensions = contextlib.ExitStack()
         self._entered = False
         # (account, region) -> the training log group's streams written -> the event IDs read back from each
         self._log_streams: dict[tuple[str, str], dict[str, set[str]]] = {}
+        # function name -> its timeout in seconds, the time left its invocations start with (30 s otherwise)
+        self.function_timeouts: dict[str, int] = {}
 
     # the current site's resources, by their historical names
     @property
@@ -351,12 +349,6 @@ class Emulation:
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         self._mocked.enter_context(mock_aws_kept_session())
-        if self.price_list is not None:
-            with handler_output_to_stderr():
-                from training_guard.handlers import wiring
-            # The seam the functions' composition root keeps for this (wiring.pricing_client)
-            self._pricing_patch = mock.patch.object(wiring, "pricing_client", self.price_list.client)
-            self._pricing_patch.start()
         sagemaker_ext.install()
         sagemaker_ext.forget_stop_calls()
         cloudwatch_ext.install()
@@ -393,7 +385,6 @@ class Emulation:
         previous = self._site
         if (account, region) == (previous.account, previous.region):
             return previous
-        region_changed = region != previous.region
         self._set_env(MOTO_ACCOUNT_ENV, account)
         self._set_env("AWS_REGION", region)
         self._set_env("AWS_DEFAULT_REGION", region)
@@ -414,37 +405,59 @@ class Emulation:
             if self.config.slack.app_mode:
                 # The stack gives it to the job-events function only (its card updates, chat.py).
                 self._set_env(contract.ENV_CHAT_QUEUE_URL, site.chat_queue_url)
-        # The functions' settings and services are per account and region, their clients per region only
-        # (moto reads each request's account from MOTO_ACCOUNT_ID): rebuilding them cost more than the event
-        # itself when a replay alternates between accounts and regions, so a region's clients are kept.
-        _reset_handler_caches(keep_clients=not region_changed)
-        if region_changed:
-            self._restore_function_clients(region)
+        self._install_root()
         return site
 
-    def _restore_function_clients(self, region: str) -> None:
-        """Fill the functions' client cache with this region's clients, borrowed from the process's kept clients
-        the first time (their cache is keyed by service: each is made through it, with boto3.client answering
-        with the borrowed one)."""
-        import boto3
+    def _install_root(self) -> None:
+        """The functions' composition root for the current site: its settings read from the environment set here,
+        its clients this region's (made once: moto reads each request's account from MOTO_ACCOUNT_ID)."""
+        with handler_output_to_stderr():
+            from training_guard.handlers import wiring
+        wiring.install(wiring.Root(functools.partial(self.function_client, region=self.region), pricing=self._pricing))
 
-        from training_guard.adapters import clients
+    def rebuild_functions(self) -> None:
+        """A new composition root for the functions: they read the environment once, as a container does, so a change
+        to it reaches them only through a new one (as a new container would)."""
+        self._install_root()
 
-        lent = self._function_clients.get(region)
-        make = clients.client.__wrapped__  # the functions' own way to make a client, without their cache
-        if lent is None:
-            lent = self._function_clients[region] = {
-                service: KEPT.lend(("function", service, region), functools.partial(make, service))
-                for service in FUNCTION_SERVICES
-            }
-        with mock.patch.object(boto3, "client", lambda service, **_: lent[service]):
-            for service in lent:
-                clients.client(service)
+    def price_with(self, pricing: Callable[[], Any]) -> None:
+        """The functions' Price List client from now on (moto has none): a test's stubbed one, say."""
+        self._pricing = pricing
+        self._install_root()
+
+    def function_client(self, service: str, *, region: str | None = None) -> Any:
+        """The client the functions use for `service` in `region` (the current one by default), made the way their
+        container makes it (adapters/clients.py) and kept for the emulation."""
+        from training_guard.adapters.clients import new_client
+
+        region = region or self.region
+        kept = self._function_clients.setdefault(region, {})
+        made = kept.get(service)
+        if made is None:
+            with self._region(region):
+                made = kept[service] = new_client(service)
+        return made
+
+    @contextlib.contextmanager
+    def _region(self, region: str) -> Iterator[None]:
+        """boto3 makes a client in the environment's region: this one while it is made."""
+        saved = os.environ.get("AWS_DEFAULT_REGION"), os.environ.get("AWS_REGION")
+        os.environ["AWS_DEFAULT_REGION"] = os.environ["AWS_REGION"] = region
+        try:
+            yield
+        finally:
+            for key, value in zip(("AWS_DEFAULT_REGION", "AWS_REGION"), saved, strict=True):
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def context(self, function_name: str = "training-guard-job-events") -> LambdaContext:
         """The Lambda context of the guard's function in the current account and region."""
         return LambdaContext(
-            function_name=function_name, invoked_function_arn=function_arn(function_name, self.account, self.region)
+            function_name=function_name,
+            invoked_function_arn=function_arn(function_name, self.account, self.region),
+            remaining_ms=self.function_timeouts.get(function_name, 30) * 1000,
         )
 
     def enter_context(self, manager: contextlib.AbstractContextManager[T]) -> T:
@@ -463,7 +476,7 @@ class Emulation:
         # Every step runs even when one before it fails (moto stopped, the environment restored); the first failure
         # is raised after all of them.
         failures: list[BaseException] = []
-        for step in (self._extensions.close, self._mocked.close, self._stop_pricing, self._restore_env, self._tidy):
+        for step in (self._extensions.close, self._mocked.close, self._restore_env, self._tidy):
             try:
                 step()
             except BaseException as failure:  # noqa: BLE001 - raised below, after the other steps
@@ -471,11 +484,6 @@ class Emulation:
         self._entered = False
         if failures:
             raise failures[0]
-
-    def _stop_pricing(self) -> None:
-        if self._pricing_patch is not None:
-            self._pricing_patch.stop()
-            self._pricing_patch = None
 
     def _restore_env(self) -> None:
         saved, self._saved_env = self._saved_env, {}
@@ -489,14 +497,12 @@ class Emulation:
         if self._config_dir is not None:
             self._config_dir.cleanup()
             self._config_dir = None
-        for made in [*self._clients.values(), *(c for lent in self._function_clients.values() for c in lent.values())]:
-            KEPT.give_back(made)
         self._clients.clear()
         self._function_clients.clear()
         # moto's accounts are gone with its mock: entered again, every site's resources are made again
         self._sites.clear()
         self._log_streams.clear()
-        _reset_handler_caches()
+        _forget_root()
 
     # --- resources ---------------------------------------------------------------------------
     def client(self, service: str) -> Any:
@@ -507,9 +513,7 @@ class Emulation:
         if made is None:
             import boto3
 
-            made = self._clients[key] = KEPT.lend(
-                ("emulation", *key), functools.partial(boto3.client, service, region_name=self.region)
-            )
+            made = self._clients[key] = boto3.client(service, region_name=self.region)
         return made
 
     def _create_resources(self, site: Site) -> None:
@@ -849,16 +853,8 @@ def _handler_module(name: str) -> Any:
         return importlib.import_module(f"training_guard.handlers.{name}")
 
 
-def _reset_handler_caches(*, keep_clients: bool = False) -> None:
+def _forget_root() -> None:
     with handler_output_to_stderr():
         from training_guard.handlers import wiring
 
-    if not keep_clients:
-        wiring.reset()
-        return
-    from training_guard.adapters import clients
-
-    for name in dir(wiring):  # every builder wiring.reset() clears, but the shared client cache
-        built = getattr(wiring, name)
-        if callable(getattr(built, "cache_clear", None)) and built is not clients.client:
-            built.cache_clear()
+    wiring.reset()

@@ -12,7 +12,7 @@ releases nothing (docs/domain.md §7).
 How, on the emulation (moto) with the real handlers:
 - a virtual clock: `training_guard.adapters.clock.utcnow` reads it, the context's remaining time follows it,
   and the responder's busy wait advances it instead of sleeping;
-- botocore hooks on the guard's own clients (`training_guard.adapters.clients.client`) number every AWS
+- botocore hooks on the guard's own clients (`wiring.root().client`) number every AWS
   call of an attempt. At call N a plan can kill the attempt, the call either never reaching AWS or
   after AWS acted on it (its response lost); make the call slow (the clock jumps; a call that outlasts
   the timeout is killed there); or start a duplicate delivery of the same event (SageMaker's duplicates,
@@ -44,7 +44,6 @@ from typing import Any
 import pytest
 
 from training_guard import contract
-from training_guard.adapters import clients
 from training_guard.adapters import clock as guard_clock
 from training_guard.adapters.log_state import JOB_PREFIX as LOG_JOB_PREFIX
 from training_guard.adapters.log_state import STATE_PREFIX as LOG_STATE_PREFIX
@@ -268,10 +267,10 @@ class LambdaModel:
         """Hook the guard's clients and its clock (inside an active Emulation)."""
         monkeypatch.setattr(guard_clock, "utcnow", self.clock.utcnow)
         for service in SERVICES:
-            events = clients.client(service).meta.events
+            events = wiring.root().client(service).meta.events
             events.register_first(f"before-parameter-build.{service}", self._before_call)
             events.register_first(f"after-call.{service}", self._after_call)
-        wiring.responder().sleep = self._sleep
+        wiring.root().responder.sleep = self._sleep
 
     # --- driving -----------------------------------------------------------------------------------
     def schedule(self, at: datetime, action: Callable[[], None]) -> None:

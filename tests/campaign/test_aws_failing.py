@@ -1,48 +1,38 @@
 """Campaign: AWS failing. Throttling and 5xx from SageMaker, DynamoDB and SNS, seeded.
 
-Faults are injected in front of moto (a botocore `before-send` hook on the guard's own clients),
-so the SDK's standard retry mode really retries them (its back-off delay set to zero to keep the
-run fast). botocore runs every `before-send` handler and uses the first response, so a faulted
-request also switches moto's stub off for that one request: AWS refused it, nothing happened. An event whose reaction still fails is retried like Lambda does (2 more attempts) and
-then counted as dead-lettered. Invariants: no transition is marked done without its effect, no
+Faults are injected in front of moto on the guard's own clients (tests/faults.py: a refused call never
+reaches moto, so nothing happened): each is what the SDK raises once its own retries are spent, at the
+rates below. An event whose reaction still fails is retried like Lambda does (2 more attempts) and then
+counted as dead-lettered. Invariants: no transition is marked done without its effect, no
 job is stopped twice, every notification that was published is for a transition marked done.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
-from moto.core.botocore_stubber import MockRawResponse
-from moto.core.models import botocore_stubber
 
+from tests import faults as aws_faults
 from tests.campaign.streams import deliveries, plan_fleet
 from tests.helpers import readme_campaign_row
-from training_guard.adapters import clients
 from training_guard.config.model import GuardConfig
 from training_guard.domain.errors import GuardError, TransitionBusy
 from training_guard_local.emulator import TABLE, Emulation
 
 SEED = 7
 LAMBDA_ATTEMPTS = 3  # the first try and Lambda's 2 async retries
-RATES = {  # share of calls answered with a fault
-    ("sagemaker", "DescribeTrainingJob"): 0.3,
-    ("sagemaker", "StopTrainingJob"): 0.3,
-    ("sagemaker", "AddTags"): 0.3,
-    ("dynamodb", "PutItem"): 0.2,
-    ("dynamodb", "UpdateItem"): 0.2,
-    ("sns", "Publish"): 0.4,
+RATES = {  # share of the guard's calls that fail after the SDK's retries
+    ("sagemaker", "DescribeTrainingJob"): 0.1,
+    ("sagemaker", "StopTrainingJob"): 0.1,
+    ("sagemaker", "AddTags"): 0.1,
+    ("dynamodb", "PutItem"): 0.05,
+    ("dynamodb", "UpdateItem"): 0.05,
+    ("sns", "Publish"): 0.1,
 }
-JSON_FAULTS = (
-    (400, "ThrottlingException", "Rate exceeded"),
-    (500, "InternalFailure", "We encountered an internal error"),
-    (503, "ServiceUnavailable", "Service unavailable"),
-)
 
 
 class Faults:
@@ -51,29 +41,18 @@ class Faults:
         self.injected: Counter[str] = Counter()
         self.succeeded_stops: Counter[str] = Counter()
 
-    def hook(self, service: str, operation: str, rate: float) -> Any:
-        def before_send(request: Any, **_: Any) -> AWSResponse | None:
+    def decide(self, service: str, operation: str, rate: float) -> Any:
+        def fault(_request: Any) -> aws_faults.Fault | None:
             if self.rng.random() >= rate:
                 return None
-            status, code, message = self.rng.choice(JSON_FAULTS)
             self.injected[f"{service}:{operation}"] += 1
-            botocore_stubber.enabled = False  # moto runs next in the same emit: it must not act
-            if service == "sns":
-                body = f"<ErrorResponse><Error><Type>Receiver</Type><Code>{code}</Code><Message>{message}</Message></Error></ErrorResponse>"
-                return AWSResponse(request.url, max(status, 500), {}, MockRawResponse(body.encode()))
-            headers = {"x-amzn-errortype": code, "content-type": "application/x-amz-json-1.1"}
-            payload = json.dumps({"__type": code, "message": message}).encode()
-            return AWSResponse(request.url, status, headers, MockRawResponse(payload))
+            return self.rng.choice(aws_faults.TRANSIENT)
 
-        return before_send
+        return fault
 
     def count_stop(self, http_response: Any, params: Any = None, **kwargs: Any) -> None:
         if http_response.status_code == 200:  # a stop SageMaker accepted (refusals are 400s)
             self.succeeded_stops[kwargs["context"]["job"]] += 1
-
-    @staticmethod
-    def moto_back_on(**_: Any) -> None:
-        botocore_stubber.enabled = True
 
     @staticmethod
     def remember_job(params: Any, context: Any, **_: Any) -> None:
@@ -81,19 +60,12 @@ class Faults:
 
 
 @pytest.fixture
-def faulty(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Emulation, Faults]]:
-    from botocore.retries import standard
-
-    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
+def faulty() -> Iterator[tuple[Emulation, Faults]]:
     faults = Faults(SEED)
     with Emulation(GuardConfig()) as aws:
         for (service, operation), rate in RATES.items():
-            client = clients.client(service)
-            client.meta.events.register_first(
-                f"before-send.{service}.{operation}", faults.hook(service, operation, rate)
-            )
-            client.meta.events.register_last("before-send", faults.moto_back_on, unique_id=f"moto-back-on-{service}")
-        events = clients.client("sagemaker").meta.events
+            aws_faults.refuse(aws.function_client(service), operation, faults.decide(service, operation, rate))
+        events = aws.function_client("sagemaker").meta.events
         events.register("before-parameter-build.sagemaker.StopTrainingJob", faults.remember_job)
         events.register("after-call.sagemaker.StopTrainingJob", faults.count_stop)
         yield aws, faults
@@ -165,24 +137,20 @@ def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[
 
     event = load_event("vanishing_gradient_issues_found")
     with Emulation(GuardConfig()) as aws:
-        sns = clients.client("sns")
-        failures = {"left": 5}  # every attempt of the SDK's standard retry mode (total_max_attempts=5)
+        failures = {"left": 1}  # the publish fails once, after the SDK's own retries
 
-        def fail_once(request: Any, **_: Any) -> AWSResponse | None:
+        def fail_once(_request: Any) -> aws_faults.Fault | None:
             if failures["left"]:
                 failures["left"] -= 1
-                botocore_stubber.enabled = False
-                body = b"<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error></ErrorResponse>"
-                return AWSResponse(request.url, 500, {}, MockRawResponse(body))
+                return aws_faults.INTERNAL
             return None
 
-        sns.meta.events.register_first("before-send.sns.Publish", fail_once)
-        sns.meta.events.register_last("before-send", Faults.moto_back_on, unique_id="moto-back-on-race")
+        aws_faults.refuse(aws.function_client("sns"), "Publish", fail_once)
         from training_guard.handlers import wiring
 
-        guard = wiring.responder()
+        guard = wiring.root().responder
         guard.sleep = lambda _seconds: None  # the busy wait, without waiting
-        # invocation A claims, stops the job, and fails to publish (the SDK's 5 attempts all fail)
+        # invocation A claims, stops the job, and fails to publish
         original = guard.publisher.publish
 
         def publish_then_race(note: Any) -> None:

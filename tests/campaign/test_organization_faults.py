@@ -4,9 +4,8 @@
 The same fleet of jobs (the same names) runs in both members, the hub and the outsider. Each member's SageMaker
 sends its events (1 or 2 copies each, shuffled within a job, jobs and accounts interleaved), the outsider's events
 reach the hub bus too, and the sweeper runs every few deliveries; every stop SageMaker accepts is followed by its
-"Stopping" state change event. Throttling and 5xx are injected, seeded, into member A's SageMaker calls only (a
-botocore `before-send` hook on the clients of A's sessions, so the SDK's standard retry mode really retries them, its
-back-off set to zero); an event whose reaction still fails is retried as Lambda does (2 more attempts) and then
+"Stopping" state change event. Throttling and 5xx are injected, seeded, into member A's SageMaker calls only (on the
+clients of A's sessions, tests/faults.py: what the SDK raises once its retries are spent, moto never reached); an event whose reaction still fails is retried as Lambda does (2 more attempts) and then
 dead-lettered. At the end A recovers, the dead letters are redriven (README, Operate) and one more sweep runs.
 
 Invariants, as set inclusions over what was observed:
@@ -29,10 +28,8 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.awsrequest import AWSResponse
-from moto.core.botocore_stubber import MockRawResponse
-from moto.core.models import botocore_stubber
 
+from tests import faults as aws_faults
 from tests.campaign.streams import JobPlan, deliveries, plan_fleet
 from tests.helpers import NOW
 from tests.integration import test_organization_moto as base
@@ -50,14 +47,8 @@ SEED = 16
 JOBS = 24  # per account: six of each kind (stop, rule_error, failed, completed)
 LAMBDA_ATTEMPTS = 3  # the first try and Lambda's 2 async retries
 SWEEP_EVERY = 15  # deliveries between two sweeps
-# The share of A's SageMaker requests answered with a fault. The SDK tries each call up to 5 times (RETRY_CONFIG;
-# fewer once its retry quota is spent), so a call fails for the guard at least RATE**5 of the time (24 %).
-RATE = 0.75
-FAULTS = (
-    (400, "ThrottlingException", "Rate exceeded"),
-    (500, "InternalFailure", "We encountered an internal error"),
-    (503, "ServiceUnavailable", "Service unavailable"),
-)
+# The share of A's SageMaker calls that fail for the guard, after the SDK's own retries.
+RATE = 0.24
 MEMBERS = (MEMBER_A, MEMBER_B)
 
 
@@ -69,20 +60,12 @@ class Faults:
         self.active = True
         self.injected: Counter[str] = Counter()
 
-    def before_send(self, request: Any, **_: Any) -> AWSResponse | None:
+    def decide(self, request: Any) -> aws_faults.Fault | None:
         if not self.active or self.rng.random() >= RATE:
             return None
-        status, code, message = self.rng.choice(FAULTS)
         target = request.headers.get("X-Amz-Target", b"")  # SageMaker.<operation>
         self.injected[(target.decode() if isinstance(target, bytes) else str(target)).split(".")[-1]] += 1
-        botocore_stubber.enabled = False  # moto runs next in the same emit: it must not act
-        headers = {"x-amzn-errortype": code, "content-type": "application/x-amz-json-1.1"}
-        payload = json.dumps({"__type": code, "message": message}).encode()
-        return AWSResponse(request.url, status, headers, MockRawResponse(payload))
-
-    @staticmethod
-    def moto_back_on(**_: Any) -> None:
-        botocore_stubber.enabled = True
+        return self.rng.choice(aws_faults.TRANSIENT)
 
 
 class Observed:
@@ -133,8 +116,7 @@ class Campaign(base.Organization):
         def hook(made: Any) -> None:
             self.observed.hook(made.meta.events, account)
             if account == MEMBER_A:
-                made.meta.events.register_first("before-send.sagemaker", self.faults.before_send)
-                made.meta.events.register_last("before-send", Faults.moto_back_on)
+                aws_faults.refuse(made, None, self.faults.decide)
 
         return base.HookedClients(hook, **credentials)
 
@@ -172,9 +154,6 @@ def in_account(event: dict[str, Any], account: str) -> dict[str, Any]:
 
 @pytest.fixture
 def campaign(monkeypatch: pytest.MonkeyPatch) -> Iterator[Campaign]:
-    from botocore.retries import standard
-
-    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
     with base.mocked_accounts(monkeypatch):
         cloudwatch_ext.install()
         yield Campaign(Faults(SEED))

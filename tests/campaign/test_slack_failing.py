@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
-from moto.core.botocore_stubber import MockRawResponse
 
 from tests.campaign.streams import plan_fleet
+from tests.faults import answer
 from tests.helpers import readme_campaign_row
-from training_guard.adapters import clients
 from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import Emulation
 from training_guard_local.slack_listener import Reply, SlackListener
@@ -29,9 +28,6 @@ SEED = 11
 
 @pytest.fixture
 def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlackListener]:
-    from botocore.retries import standard
-
-    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
     monkeypatch.setattr("training_guard.adapters.slack.BACKOFF_FACTOR", 0.001)
     monkeypatch.setattr("training_guard.adapters.slack.SEND_TIMEOUT_SECONDS", 0.3)
     # Slack's 429s are waited for Retry-After plus up to 1 s of jitter; the jitter only slows the campaign down
@@ -62,17 +58,24 @@ def test_slack_and_sns_failing_lose_nothing_and_show_nothing_twice(
     lost = Counter[str]()
 
     def lose_response(request: Any, **_: Any) -> AWSResponse | None:
-        # SNS accepted the publish (moto acts on it) but the answer is lost: the SDK publishes again
+        # SNS accepted the publish (moto acts on it: botocore runs every handler) but the answer is lost: a 500
         if rng.random() < 0.3:
             lost["sns"] += 1
             body = b"<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error></ErrorResponse>"
-            return AWSResponse(request.url, 500, {}, MockRawResponse(body))
+            return answer(request.url, 500, body)
         return None
+
+    def retry_at_once(response: Any, **_: Any) -> int | None:
+        # the SDK publishes again; its back-off (up to seconds) is not waited here: the first answer wins
+        lost_answer = response is not None and response[0] is not None and response[0].status_code == 500
+        return 0 if lost_answer else None
 
     config = GuardConfig.from_dict({"slack": {"webhooks": {"default": {}}}})
     plans = plan_fleet(60, SEED)
     with Emulation(config, webhook_urls={"default": slack.url("default")}) as aws:
-        clients.client("sns").meta.events.register_first("before-send.sns.Publish", lose_response)
+        sns = aws.function_client("sns")
+        sns.meta.events.register_first("before-send.sns.Publish", lose_response)
+        sns.meta.events.register_first("needs-retry.sns.Publish", retry_at_once)
         for plan in plans:
             for event in plan.events:
                 aws.deliver(event)

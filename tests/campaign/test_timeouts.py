@@ -273,8 +273,8 @@ def no_price_remembered() -> None:
     """The next delivery starts in a container that remembers no price (else the calls of a case would depend
     on the cases before it); moto has no Price List API, so each lookup reads the state table's cache, then
     falls back to the shipped table."""
-    prices = wiring.price_list()
-    assert wiring.responder().prices is prices
+    prices = wiring.root().price_list
+    assert wiring.root().responder.prices is prices
     prices.forget()
 
 

@@ -38,13 +38,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import boto3
 from botocore.awsrequest import AWSResponse
 
 from infra import outputs
 from training_guard import contract
 from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import kept_boto3_session, mock_aws_kept_session
-from training_guard_local.kept_clients import KEPT
 from training_guard_local.preflight import Aws
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -171,16 +171,8 @@ class Deployment:
     def client(self, service: str) -> Any:
         """One client per service (making a client costs more than the calls it makes here)."""
         if service not in self.clients:
-            self.clients[service] = self._borrow(service)
+            self.clients[service] = boto3.client(service, region_name=self.region)
         return self.clients[service]
-
-    def _borrow(self, service: str) -> Any:
-        """A client of the process's kept ones (kept_clients.KEPT), given back when the deployment is torn down."""
-        import boto3
-
-        return KEPT.lend(
-            ("deployment", service, self.region), functools.partial(boto3.client, service, region_name=self.region)
-        )
 
     def _deploying(self, service: str) -> Any:
         return _kept_client(service, self.region)
@@ -442,7 +434,7 @@ class Deployment:
             if service != "cloudformation":
                 return self.client(service)
             if "stand-in" not in self.clients:
-                made = self._borrow(service)
+                made = boto3.client(service, region_name=self.region)
                 made.meta.events.register("before-call.cloudformation.DescribeStacks", self._describe_stacks)
                 self.clients["stand-in"] = made
             return self.clients["stand-in"]
@@ -494,12 +486,7 @@ def deployed(config: GuardConfig, *, stack: str = STACK) -> Iterator[Deployment]
     """`with deployed(config) as stack:` the synthesized template stood up on a fresh moto account."""
     template = template_for(config.to_json())
     with mock_aws_kept_session():
-        deployment = Deployment(template, config, stack=stack)
-        try:
-            yield deployment.deploy()
-        finally:
-            for made in deployment.clients.values():
-                KEPT.give_back(made)
+        yield Deployment(template, config, stack=stack).deploy()
 
 
 @dataclass

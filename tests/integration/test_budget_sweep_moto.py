@@ -16,7 +16,6 @@ import pytest
 
 from tests.integration.test_job_events_moto import stubbed_price_list
 from training_guard import contract
-from training_guard.adapters import clients
 from training_guard.config.model import GuardConfig
 from training_guard.handlers import wiring
 from training_guard_local.emulator import TABLE, Emulation
@@ -74,7 +73,7 @@ def calls(aws: Emulation) -> Calls:
     """Every call the guard's own clients make from now on (the Price List client: hooked where it is stubbed)."""
     made = Calls()
     for service in SERVICES:
-        made.hook(clients.client(service), service)
+        made.hook(wiring.root().client(service), service)
     return made
 
 
@@ -96,8 +95,8 @@ def job(
 def test_a_job_is_warned_at_half_its_budget_then_stopped_at_it_once_with_the_budget_named(
     aws: Emulation, calls: Calls, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stub = stubbed_price_list(monkeypatch, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
-    calls.hook(wiring.pricing_client(), "pricing")
+    stub = stubbed_price_list(aws, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
+    calls.hook(wiring.root().pricing_client(), "pricing")
     aws.put_job(job(BUDGETED, started=T0 - timedelta(minutes=60), resources=G5))  # $3.03 spent: over $2.50
     with stub:
         warned = aws.sweep(at=T0)

@@ -52,7 +52,7 @@ def guard_request(instance_type: str, **more: Any) -> dict[str, Any]:
 
 
 def test_the_functions_price_list_reads_both_recorded_pages_once_then_its_cache(aws: Emulation) -> None:
-    prices = wiring.price_list()  # what the handlers price with, built as in Lambda
+    prices = wiring.root().price_list  # what the handlers price with, built as in Lambda
     quote = prices.hourly_price("us-east-1", G5, now=NOW)
     assert quote is not None
     assert (quote.usd_per_hour, quote.source, quote.as_of, quote.reference) == (
@@ -69,7 +69,9 @@ def test_the_functions_price_list_reads_both_recorded_pages_once_then_its_cache(
     assert (item["usd_per_hour"], item["source"]) == ({"N": "1.515"}, {"S": SOURCE_API})
     assert int(item[contract.TABLE_TTL_ATTRIBUTE]["N"]) == int(NOW.timestamp()) + 86400
     # a new container's price list finds it there: the recording is not asked again
-    fresh = PriceList(pricing_factory=wiring.pricing_client, dynamodb=aws.client("dynamodb"), table=TABLE, memory={})
+    fresh = PriceList(
+        pricing_factory=wiring.root().pricing_client, dynamodb=aws.client("dynamodb"), table=TABLE, memory={}
+    )
     again = fresh.hourly_price("us-east-1", G5, now=NOW + timedelta(hours=1))
     assert again is not None
     assert again.usd_per_hour == 1.515
@@ -77,7 +79,7 @@ def test_the_functions_price_list_reads_both_recorded_pages_once_then_its_cache(
 
 
 def test_a_type_without_a_recording_is_refused_as_an_api_the_guard_cannot_use(aws: Emulation) -> None:
-    prices = wiring.price_list()
+    prices = wiring.root().price_list
     # ml.m5.large: the shipped table's entry; ml.g5.12xlarge: no entry, so unknown (never $0)
     table = prices.hourly_price("us-east-1", "ml.m5.large", now=NOW)
     assert table is not None
@@ -90,13 +92,13 @@ def test_a_type_without_a_recording_is_refused_as_an_api_the_guard_cannot_use(aw
     assert aws.price_list is not None
     assert aws.price_list.asked == [("us-east-1", "ml.m5.large", None), ("us-east-1", "ml.g5.12xlarge", None)]
     with pytest.raises(ClientError) as caught:
-        wiring.pricing_client().get_products(**guard_request("ml.p3.2xlarge"))
+        wiring.root().pricing_client().get_products(**guard_request("ml.p3.2xlarge"))
     assert caught.value.response["Error"]["Code"] == NO_RECORDED_ANSWER
     assert "no recorded GetProducts answer for ml.p3.2xlarge in us-east-1" in str(caught.value)
 
 
 def test_a_request_unlike_the_guards_is_refused_and_leaves_no_answer_behind(aws: Emulation) -> None:
-    client = wiring.pricing_client()
+    client = wiring.root().pricing_client()
     with pytest.raises(StubAssertionError):  # another page size than the guard's: the recording does not apply
         client.get_products(**{**guard_request(G5), "MaxResults": 50})
     with pytest.raises(ParamValidationError):  # a request botocore refuses (MaxResults is an integer)
@@ -111,15 +113,17 @@ def test_a_request_unlike_the_guards_is_refused_and_leaves_no_answer_behind(aws:
     assert aws.price_list.asked == [("us-east-1", G5, 1), ("us-east-1", G5, 2), ("us-east-1", G5, None)]
 
 
-def test_the_seam_is_given_back_when_the_emulation_ends() -> None:
-    real = wiring.pricing_client
+def test_the_functions_root_plays_the_recordings_only_inside_the_emulation_that_has_them() -> None:
     with Emulation(GuardConfig(), price_answers={}) as aws:
-        assert wiring.pricing_client is not real
         assert aws.price_list is not None
-    assert wiring.pricing_client is real
-    with Emulation(GuardConfig()) as plain:  # without recordings: moto's answer, as before
+        with pytest.raises(ClientError) as caught:
+            wiring.root().pricing_client().get_products(**guard_request(G5))
+        assert caught.value.response["Error"]["Code"] == NO_RECORDED_ANSWER
+    with Emulation(GuardConfig()) as plain:  # without recordings: moto's answer (it has no Price List API)
         assert plain.price_list is None
-        assert wiring.pricing_client is real
+        with pytest.raises(ClientError) as caught:
+            wiring.root().pricing_client().get_products(**guard_request(G5))
+        assert caught.value.response["Error"]["Code"] != NO_RECORDED_ANSWER
 
 
 def test_every_emulation_uses_its_own_kept_boto3_session_and_gives_the_default_one_back(

@@ -17,10 +17,10 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from training_guard import contract
-from training_guard.adapters import clients
 from training_guard.adapters.ledger import DynamoLedger
 from training_guard.config.model import GuardConfig
 from training_guard.domain.errors import ActionFailed
+from training_guard.handlers import wiring
 from training_guard.services.ports import StopRecord
 from training_guard.services.responder import AUDIT_RETENTION_SECONDS
 from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
@@ -84,7 +84,7 @@ def aws() -> Iterator[Emulation]:
 def calls(aws: Emulation) -> Calls:
     made = Calls()
     for service in SERVICES:
-        made.hook(clients.client(service), service)
+        made.hook(wiring.root().client(service), service)
     return made
 
 
@@ -217,7 +217,7 @@ def test_a_retry_after_midnight_still_counts_the_week_it_was_scheduled_for(aws: 
 
 def test_a_refused_publish_fails_the_invocation_and_its_retry_sends_the_digest(aws: Emulation, calls: Calls) -> None:
     seed(aws)
-    sns = clients.client("sns")
+    sns = wiring.root().client("sns")
 
     def denied(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
         error = {"Code": "AuthorizationError", "Message": "not authorized to perform: SNS:Publish"}
@@ -242,6 +242,6 @@ def test_a_disabled_digest_reads_and_sends_nothing() -> None:
     with Emulation(GuardConfig.from_dict({"digest": {"enabled": False}})) as aws:
         made = Calls()
         for service in SERVICES:
-            made.hook(clients.client(service), service)
+            made.hook(wiring.root().client(service), service)
         assert run(aws) == {"sent": False, "skipped": "digest.enabled is false"}
         assert (aws.notifications(), made) == ([], [])

@@ -255,7 +255,7 @@ def test_a_card_update_the_queue_refuses_is_reported_not_raised(
 
 
 # --- spend ------------------------------------------------------------------------------------------------
-def stubbed_price_list(monkeypatch: pytest.MonkeyPatch, recording: str, instance_type: str) -> Stubber:
+def stubbed_price_list(aws: Emulation, recording: str, instance_type: str) -> Stubber:
     """moto has no Price List API: the functions get a pricing client that plays a recorded GetProducts answer
     (tests/events/pricing/), checked against the request the guard must make."""
     pricing = boto3.client("pricing", region_name="us-east-1")
@@ -273,7 +273,7 @@ def stubbed_price_list(monkeypatch: pytest.MonkeyPatch, recording: str, instance
             request["NextToken"] = token
         stub.add_response("get_products", page, request)
         token = page.get("NextToken")
-    monkeypatch.setattr(wiring, "pricing_client", lambda: pricing)
+    aws.price_with(lambda: pricing)
     return stub
 
 
@@ -285,7 +285,7 @@ RAN, LEFT = 2910, 86400 - 2910  # started 02:11:30, delivered at 03:00:00, max r
 def test_a_stop_is_announced_recorded_and_tagged_with_its_spend_from_the_price_list_api(
     aws: Emulation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stub = stubbed_price_list(monkeypatch, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
+    stub = stubbed_price_list(aws, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
     with stub:
         receipt = aws.deliver(with_detail(load_event("vanishing_gradient_issues_found"), ResourceConfig=G5), at=NOW)
     stub.assert_no_pending_responses()  # both pages read
@@ -312,10 +312,10 @@ def test_a_stop_is_announced_recorded_and_tagged_with_its_spend_from_the_price_l
 def test_a_new_container_prices_from_the_state_tables_cache_without_asking_the_api(
     aws: Emulation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stub = stubbed_price_list(monkeypatch, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
+    stub = stubbed_price_list(aws, "get_products_ml_g5_2xlarge_us_east_1_two_pages", "ml.g5.2xlarge")
     with stub:
         aws.deliver(with_detail(load_event("rule_error"), ResourceConfig=G5), at=NOW)
-    wiring.price_list().forget()  # as a new container: nothing in memory, the client not asked again
+    wiring.root().price_list.forget()  # as a new container: nothing in memory, the client not asked again
     error = with_detail(load_event("rule_error"), ResourceConfig=G5)
     error["detail"]["DebugRuleEvaluationStatuses"] = [rule_status("LossNotDecreasing", "Error", "no data")]
     with stub:  # no response left: a call to the API would fail the test

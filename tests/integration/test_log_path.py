@@ -13,10 +13,10 @@ import pytest
 from tests.helpers import NOW
 from tests.log_deliveries import MNIST_DEFINITIONS, document, events, mnist_lines, subscription
 from training_guard import contract
-from training_guard.adapters import clients
 from training_guard.adapters.log_state import ITEM_MAX_BYTES, DynamoLogState, job_key, state_document, state_key
 from training_guard.config.model import GuardConfig
 from training_guard.domain.log_rules import LogEvent, StreamState
+from training_guard.handlers import wiring
 from training_guard_local import sagemaker_ext
 from training_guard_local.emulator import ACCOUNT, REGION, TABLE, Emulation, handler_output_to_stderr
 
@@ -145,7 +145,7 @@ def test_the_scheduled_stall_check_reads_the_streams_of_running_jobs(aws: Emulat
 
 # --- the adapter against DynamoDB's semantics ----------------------------------------------------------------
 def states(aws: Emulation) -> DynamoLogState:
-    return DynamoLogState(clients.client("dynamodb"), TABLE, ttl_seconds=86400)
+    return DynamoLogState(wiring.root().client("dynamodb"), TABLE, ttl_seconds=86400)
 
 
 def test_a_save_on_a_stale_version_is_refused_and_nothing_overwritten(aws: Emulation) -> None:

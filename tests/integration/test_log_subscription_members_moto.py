@@ -9,6 +9,7 @@ in moto's model, and the test covers what runs: AssumeRole per member, the listi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import boto3
 import pytest
@@ -16,7 +17,6 @@ from moto.logs.models import logs_backends
 
 from tests.integration.test_organization_moto import HUB, MEMBER_A, MEMBER_B, REGION, mocked_accounts
 from training_guard import contract
-from training_guard.adapters.clients import client
 from training_guard.adapters.log_subscription import (
     LogsApi,
     LogSubscriptions,
@@ -38,18 +38,18 @@ WANTED = Subscription(GROUP, OURS, contract.LOG_FILTER_PATTERN, f"arn:aws:lambda
 @pytest.fixture
 def accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with mocked_accounts(monkeypatch):
-        client.cache_clear()
         for account, destination in ((MEMBER_A, DESTINATION), (MEMBER_B, ELSEWHERE)):
             backend = logs_backends[account][REGION]
             backend.create_log_group(GROUP, {})
             backend.groups[GROUP].put_subscription_filter(OURS, "", destination, "")
         yield
-        client.cache_clear()
 
 
 @pytest.mark.usefixtures("accounts")
 def test_delete_removes_ours_in_each_member_through_its_role_and_keeps_what_is_not_ours() -> None:
-    outcomes = MemberSubscriptions(member_logs).apply(WANTED, MEMBERS, subscribe=(), unsubscribe=MEMBERS.accounts)
+    outcomes = MemberSubscriptions(partial(member_logs, boto3.client("sts", region_name=REGION))).apply(
+        WANTED, MEMBERS, subscribe=(), unsubscribe=MEMBERS.accounts
+    )
     assert {(o.account, o.status) for o in outcomes} == {
         (MEMBER_A, Status.REMOVED),
         (MEMBER_B, Status.NOTHING_TO_REMOVE),  # another hub's filter of the same name
@@ -61,7 +61,7 @@ def test_delete_removes_ours_in_each_member_through_its_role_and_keeps_what_is_n
 
 @pytest.mark.usefixtures("accounts")
 def test_a_members_logs_are_that_accounts() -> None:
-    logs: LogsApi = member_logs(MEMBERS.role_arn(MEMBER_A))
+    logs: LogsApi = member_logs(boto3.client("sts", region_name=REGION), MEMBERS.role_arn(MEMBER_A))
     [found] = LogSubscriptions(logs).filters(GROUP) or []
     assert found.destination == DESTINATION
     own = boto3.client("logs", region_name=REGION)

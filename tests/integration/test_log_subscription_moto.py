@@ -130,10 +130,10 @@ def test_delete_removes_ours_but_not_another_stacks_filter_of_the_same_name(aws:
 def test_the_lambda_entry_point_answers_cloudformation_with_the_subscription_made(
     aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from training_guard.adapters import clients
+    from training_guard.handlers import wiring
     from training_guard_local.emulator import LambdaContext
 
-    clients.client.cache_clear()  # a client made inside this moto
+    wiring.reset()  # the function's clients made inside this moto
     sent: list[tuple[str, Any]] = []
     monkeypatch.setattr(log_subscription, "send_response", lambda url, doc: sent.append((url, doc)))
     event = {
@@ -150,7 +150,7 @@ def test_the_lambda_entry_point_answers_cloudformation_with_the_subscription_mad
         },
     }
     log_subscription.handler(event, LambdaContext(function_name="subscriber"))
-    clients.client.cache_clear()
+    wiring.reset()
     [(url, document)] = sent
     assert url == "https://example.invalid/presigned"
     assert (document["Status"], document["Data"]["Status"]) == ("SUCCESS", "subscribed")

@@ -271,13 +271,8 @@ def test_the_sweeper_acts_on_a_finding_whose_event_was_lost(aws: Emulation) -> N
     assert [n["outcome"] for n in aws.notifications()] == ["stopped"]
 
 
-def test_one_jobs_failure_does_not_keep_the_others_unswept(aws: Emulation, monkeypatch: pytest.MonkeyPatch) -> None:
-    from botocore.awsrequest import AWSResponse
-    from botocore.retries import standard
-    from moto.core.botocore_stubber import MockRawResponse
-    from moto.core.models import botocore_stubber
-
-    from training_guard.adapters import clients
+def test_one_jobs_failure_does_not_keep_the_others_unswept(aws: Emulation) -> None:
+    from tests.faults import THROTTLING, Fault, refuse
     from training_guard.services.sweeper import SweepIncomplete
 
     for name in ("sweep-a", "sweep-b"):
@@ -285,20 +280,10 @@ def test_one_jobs_failure_does_not_keep_the_others_unswept(aws: Emulation, monke
         finding["detail"]["TrainingJobName"] = name
         aws.put_job(finding["detail"])  # two running jobs with findings, no events delivered
 
-    def throttle_a(request: Any, **_: Any) -> AWSResponse | None:
-        if b"sweep-a" not in (request.body or b""):
-            return None
-        botocore_stubber.enabled = False  # SageMaker refused it: moto must not act on it
-        body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
-        return AWSResponse(request.url, 400, {"x-amzn-errortype": "ThrottlingException"}, MockRawResponse(body))
+    def throttle_a(request: Any) -> Fault | None:
+        return THROTTLING if b"sweep-a" in (request.body or b"") else None  # SageMaker refused it: moto never sees it
 
-    def moto_back_on(**_: Any) -> None:
-        botocore_stubber.enabled = True
-
-    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)  # retried, not waited
-    sagemaker = clients.client("sagemaker")
-    sagemaker.meta.events.register_first("before-send.sagemaker.DescribeTrainingJob", throttle_a)
-    sagemaker.meta.events.register_last("before-send", moto_back_on, unique_id="sweep-moto-back-on")
+    refuse(aws.function_client("sagemaker"), "DescribeTrainingJob", throttle_a)
     with pytest.raises(SweepIncomplete, match="1 of 2 running job"):
         aws.sweep()
     assert aws.job_status("sweep-b") == "Stopping"  # swept despite sweep-a's failure

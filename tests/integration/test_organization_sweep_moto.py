@@ -15,10 +15,8 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.awsrequest import AWSResponse
-from moto.core.botocore_stubber import MockRawResponse
-from moto.core.models import botocore_stubber
 
+from tests.faults import ACCESS_DENIED, refuse
 from tests.helpers import NOW, rule_status
 from tests.integration import test_organization_moto as base
 from tests.integration.test_organization_moto import HUB, JOB, MEMBER_A, MEMBER_B, OUTSIDER, REGION, TABLE
@@ -102,21 +100,8 @@ class Organization(base.Organization):
     def refuse_role_of(self, account: str) -> None:
         """STS refuses AssumeRole into this account's member role (its trust does not admit the hub)."""
 
-        def refuse(request: Any, **_: Any) -> AWSResponse | None:
-            if ROLE.format(account).replace(":", "%3A").replace("/", "%2F") not in str(request.body):
-                return None
-            botocore_stubber.enabled = False
-            body = (
-                "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>User is not authorized to "
-                "perform: sts:AssumeRole</Message></Error></ErrorResponse>"
-            )
-            return AWSResponse(request.url, 403, {}, MockRawResponse(body.encode()))
-
-        def moto_back_on(**_: Any) -> None:
-            botocore_stubber.enabled = True
-
-        self.sts.meta.events.register_first("before-send.sts.AssumeRole", refuse)
-        self.sts.meta.events.register_last("before-send", moto_back_on)
+        role = ROLE.format(account).replace(":", "%3A").replace("/", "%2F")
+        refuse(self.sts, "AssumeRole", lambda request: ACCESS_DENIED if role in str(request.body) else None)
 
     def put_alarm(self, account: str, name: str) -> None:
         """An alarm in `account`, put with credentials of that account (a role assumed outside the hub's sessions)."""

@@ -22,7 +22,6 @@ from training_guard.adapters.accounts import (
     CredentialedClients,
     MemberAccess,
     MemberSessions,
-    responder_in,
 )
 from training_guard.adapters.clients import RETRY_CONFIG
 from training_guard.config.model import GuardConfig, OrganizationConfig
@@ -32,7 +31,7 @@ from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import parse_job
 from training_guard.handlers import alarm_events, job_events
 from training_guard.services.ports import Claim, StopRecord
-from training_guard.services.responder import Responder
+from training_guard.services.responder import Responder, responder_in
 from training_guard.services.sweeper import Sweeper
 
 if TYPE_CHECKING:
@@ -407,38 +406,52 @@ def test_responder_in_keeps_the_guard_for_its_own_account_and_single_account_gua
     assert responder_in(single, HUB, MEMBER_A, access) is single
 
 
-def test_forgetting_everything_built_forgets_the_member_sessions_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The emulation resets the wiring between runs: a session assumed in an earlier run must not be reused."""
-    from training_guard.adapters import accounts as adapter
+def _hub_root(monkeypatch: pytest.MonkeyPatch, organization: OrganizationConfig, region: str = "eu-west-1") -> Any:
+    from training_guard import contract
     from training_guard.handlers import wiring
 
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    first = adapter.member_access(ORG)
-    assert adapter.member_access(ORG) is first
-    wiring.reset()
-    assert adapter.member_access(ORG) is not first
-    wiring.reset()
+    monkeypatch.setenv("AWS_DEFAULT_REGION", region)
+    monkeypatch.setenv(contract.ENV_CONFIG, GuardConfig(organization=organization).to_json())
+    monkeypatch.setenv(contract.ENV_TABLE, "training-guard-state")
+    monkeypatch.setenv(contract.ENV_TOPIC_ARN, f"arn:aws:sns:{region}:{HUB}:training-guard")
+    return wiring.Root()
 
 
-def test_a_hub_whose_organization_names_units_gets_its_member_access_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`account_units` is a map: the organization cannot be hashed, and a cache keyed on it raised TypeError at the
-    first member event of such a hub."""
-    from training_guard.adapters import accounts as adapter
-    from training_guard.handlers import wiring
+def test_a_root_keeps_its_member_sessions_and_a_new_root_starts_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new container (the emulation's next run) must not reuse a session assumed by an earlier one."""
+    root = _hub_root(monkeypatch, ORG)
+    first = root.members
+    assert first is not None
+    assert root.members is first
+    assert _hub_root(monkeypatch, ORG).members is not first
 
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+
+def test_a_hub_whose_organization_names_units_gets_its_member_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`account_units` is a map: a cache keyed on the organization raised TypeError at such a hub's first event."""
     units = OrganizationConfig(
         hub_account=HUB, region="eu-west-1", members=(MEMBER_A,), account_units={MEMBER_A: "ou-ab12-cdef3456"}
     )
-    first = adapter.member_access(units)
-    assert adapter.member_access(units) is first
-    same = GuardConfig.from_json(GuardConfig(organization=units).to_json()).organization
-    assert same is not None
-    assert adapter.member_access(same) is first  # an equal configuration read again: the same sessions
-    assert adapter.member_access(ORG) is not first
-    wiring.reset()
-    assert adapter.member_access(units) is not first
-    wiring.reset()
+    root = _hub_root(monkeypatch, units)
+    assert root.members is not None
+    assert root.members is root.members
+    assert root.members.sessions.organization == units
+
+
+def test_a_guard_without_an_organization_has_no_member_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    from training_guard import contract
+    from training_guard.handlers import wiring
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv(contract.ENV_CONFIG, GuardConfig().to_json())
+    monkeypatch.setenv(contract.ENV_TABLE, "training-guard-state")
+    monkeypatch.setenv(contract.ENV_TOPIC_ARN, f"arn:aws:sns:eu-west-1:{HUB}:training-guard")
+    assert wiring.Root().members is None
+
+
+def test_a_member_event_without_member_access_fails_and_is_not_handled_as_the_hubs() -> None:
+    guard, _, _ = hub_guard()
+    with pytest.raises(ActionFailed, match=f"member account {MEMBER_A}"):
+        responder_in(guard, HUB, MEMBER_A, None)
 
 
 def test_a_members_clients_carry_its_credentials_and_region_without_a_boto3_session_of_their_own(
@@ -465,13 +478,6 @@ def test_a_members_clients_carry_its_credentials_and_region_without_a_boto3_sess
 def test_the_member_roles_are_in_the_partition_of_the_hubs_region(
     monkeypatch: pytest.MonkeyPatch, region: str, partition: str
 ) -> None:
-    from training_guard.adapters import accounts as adapter
-    from training_guard.handlers import wiring
-
-    monkeypatch.setenv("AWS_DEFAULT_REGION", region)
-    wiring.reset()
-    try:
-        sessions = adapter.member_access(ORG).sessions
-        assert sessions.role_arn(MEMBER_A).startswith(f"arn:{partition}:iam::{MEMBER_A}:role/")
-    finally:
-        wiring.reset()
+    root = _hub_root(monkeypatch, ORG, region)
+    assert root.members is not None
+    assert root.members.sessions.role_arn(MEMBER_A).startswith(f"arn:{partition}:iam::{MEMBER_A}:role/")

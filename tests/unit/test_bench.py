@@ -87,7 +87,7 @@ def builders_import(preload: tuple[str, ...], build: str, env: dict[str, str]) -
         "import json, sys\n"
         + "".join(f"import {m}\n" for m in preload)
         + "before = set(sys.modules)\n"
-        + ("from training_guard.handlers import wiring\n" if build else "")  # none: the handler builds its own
+        + "from training_guard.handlers import wiring\n"
         + build
         + f"\nprint(json.dumps(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in {WATCHED!r})))"
     )
@@ -109,9 +109,9 @@ def test_the_acknowledgements_listed_imports_are_all_its_builder_imports() -> No
         contract.ENV_CLICK_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/q",
     }
     preload = (run.INTERACTION_HANDLER, *run.ACK_FIRST_CALL_IMPORTS)
-    assert builders_import(preload, "wiring.interactions()", env) == []
+    assert builders_import(preload, "wiring.root().interactions", env) == []
     # and the list is not padded: without it, the builder does import what it names
-    assert set(builders_import((run.INTERACTION_HANDLER,), "wiring.interactions()", env)) >= set(
+    assert set(builders_import((run.INTERACTION_HANDLER,), "wiring.root().interactions", env)) >= set(
         run.ACK_FIRST_CALL_IMPORTS
     )
 
@@ -124,21 +124,22 @@ def test_the_workers_listed_imports_are_all_its_builders_import() -> None:
         contract.ENV_SLACK_BOT_TOKEN_SECRET: "b",
     }
     preload = (run.INTERACTION_HANDLER, *run.WORKER_FIRST_CALL_IMPORTS)
-    build = "wiring.click_worker(); wiring.responder(); wiring.chat_deadline()"
+    build = "wiring.root().click_worker_for(None)"
     assert builders_import(preload, build, env) == []
 
 
 # What each function's handler calls on its first invocation that builds (and so imports) anything.
+_ROOT = "root = wiring.root(); "
 FIRST_BUILDS = {
-    "job_events": "wiring.responder(); wiring.parker()",
-    "alarm_events": "wiring.responder(); wiring.parker()",
-    "sweeper": "wiring.sweeper()",
-    "slack_notifier": "wiring.delivery(); wiring.chat_deadline()",
-    "digest": "wiring.settings()",
-    "log_events": "wiring.log_watch(); wiring.parker()",
-    "log_subscription": "",  # no wiring: its handler builds its one client itself
-    "interactions": "wiring.interactions()",
-    "click_worker": "wiring.click_worker(); wiring.responder(); wiring.chat_deadline()",
+    "job_events": _ROOT + "root.responder_for(None); root.parker; root.members",
+    "alarm_events": _ROOT + "root.responder_for(None); root.parker; root.members",
+    "sweeper": _ROOT + "root.mutes; root.sweeper_for(None); root.members",
+    "slack_notifier": _ROOT + "root.delivery_for(None)",
+    "digest": _ROOT + "root.settings",
+    "log_events": _ROOT + "root.log_watch_for(None); root.parker; root.members",
+    "log_subscription": _ROOT + "root.client('sts'); root.client('logs')",
+    "interactions": _ROOT + "root.interactions",
+    "click_worker": _ROOT + "root.click_worker_for(None)",
 }
 
 

@@ -482,17 +482,16 @@ def test_the_functions_responder_prices_jobs_and_meters_stops_without_making_a_p
         made.append("pricing")
         return object()
 
-    monkeypatch.setattr(wiring, "pricing_client", pricing_client)
     monkeypatch.setenv(contract.ENV_CONFIG, GuardConfig().to_json())
     monkeypatch.setenv(contract.ENV_TABLE, "training-guard-state")
     monkeypatch.setenv(contract.ENV_TOPIC_ARN, "arn:aws:sns:us-east-1:123456789012:t")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv(contract.ENV_CONFIG_FILE, raising=False)
-    wiring.reset()
+    wiring.install(wiring.Root(pricing=pricing_client))  # type: ignore[arg-type]
     try:
-        guard = wiring.responder()
+        guard = wiring.root().responder
         assert isinstance(guard.prices, PriceList)
-        assert guard.prices is wiring.price_list() is wiring.sweeper().responder.prices  # one per container
+        assert guard.prices is wiring.root().price_list is wiring.root().sweeper.responder.prices  # one per container
         assert isinstance(guard.meter, receipts.SpendMeter)
         assert made == []  # made when a price is first asked of the API, not at cold start
         guard.prices._client()

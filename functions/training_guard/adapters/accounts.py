@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from training_guard.adapters.clients import RETRY_CONFIG, client
+from training_guard.adapters.clients import RETRY_CONFIG
 from training_guard.config.records import record
-from training_guard.domain.accounts import is_member, member_role_arn, scoped
+from training_guard.domain.accounts import member_role_arn, scoped
 from training_guard.domain.errors import ActionFailed
 
 if TYPE_CHECKING:
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 
     from training_guard.config.model import OrganizationConfig
     from training_guard.services.ports import Claim, LedgerPort, StopClaim, StopRecord, StopSpend
-    from training_guard.services.responder import MemberAccessPort, Responder
+    from training_guard.services.responder import Responder
     from training_guard.services.sweeper import Sweeper
 
 # Longer than any invocation (the sweeper's 4 minutes). AssumeRole credentials last an hour by default
@@ -147,35 +146,6 @@ class MemberAccess:
             TrainingMetrics(cloudwatch),
             said=base.said_in(account),
         )
-
-
-# By the organization's canonical JSON: its maps cannot be hashed for functools.cache.
-_MEMBER_ACCESS: dict[str, MemberAccess] = {}
-
-
-def member_access(organization: OrganizationConfig) -> MemberAccess:
-    """Built once per execution environment (the sessions it caches must outlive one invocation)."""
-    key = json.dumps(asdict(organization), sort_keys=True)
-    held = _MEMBER_ACCESS.get(key)
-    if held is None:
-        sts = client("sts")
-        partition = sts.meta.partition
-        held = _MEMBER_ACCESS[key] = MemberAccess(MemberSessions(organization, sts=sts, partition=partition))
-    return held
-
-
-def forget_member_access() -> None:
-    _MEMBER_ACCESS.clear()
-
-
-def responder_in(
-    guard: Responder, own: str | None, account: str | None, members: MemberAccessPort | None = None
-) -> Responder:
-    """`guard` in its own account, or acting through the member's role where the accepted event happened."""
-    organization = guard.config.organization
-    if organization is None or account is None or not is_member(guard.config, own, account):
-        return guard
-    return (members or member_access(organization)).responder_for(guard, account)
 
 
 class AccountLedger:

@@ -1,8 +1,7 @@
-"""boto3 clients with the guard's retry policy, built once per execution environment."""
+"""boto3 clients with the guard's retry policy (the composition root keeps one per service)."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING, cast
 
 import boto3
@@ -10,7 +9,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
-    from typing import Any, Literal, Protocol, overload
+    from typing import Literal, Protocol, overload
 
     from botocore.client import BaseClient
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sts import STSClient
 
     class ClientFactory(Protocol):
-        """`client(service)`: the service's client, typed by its mypy_boto3 stubs; functools.cache's extras."""
+        """`clients(service)`: the service's client, typed by its mypy_boto3 stubs."""
 
         @overload
         def __call__(self, service: Literal["cloudwatch"]) -> CloudWatchClient: ...
@@ -43,9 +42,6 @@ if TYPE_CHECKING:
         def __call__(self, service: Literal["sts"]) -> STSClient: ...
         @overload
         def __call__(self, service: str) -> BaseClient: ...  # a service named at run time (the tests' hooks)
-        def cache_clear(self) -> None: ...
-        @property
-        def __wrapped__(self) -> Any: ...
 
 
 # Standard retry mode (backoff with jitter, bounded attempts) and short timeouts: a stuck call fails in time.
@@ -62,8 +58,8 @@ def _new_client(service: str) -> BaseClient:
     return made
 
 
-# One client per service and execution environment; the cast names what boto3.client returns for each service.
-client = cast("ClientFactory", cache(_new_client))
+# The cast names what boto3.client returns for each service.
+new_client = cast("ClientFactory", _new_client)
 
 
 def error_code(exc: ClientError) -> str:

@@ -18,10 +18,12 @@ import boto3
 from botocore.exceptions import ClientError
 
 from training_guard import contract
-from training_guard.adapters.clients import RETRY_CONFIG, client, error_code, error_message
+from training_guard.adapters.clients import RETRY_CONFIG, error_code, error_message
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from mypy_boto3_sts import STSClient
 
 FILTERS_PER_GROUP_MAX = 2  # CloudWatch Logs' limit a log group, not adjustable (docs/limits.md)
 SUBSCRIBABLE_GROUPS = frozenset({contract.TRAINING_LOG_GROUP})  # never the guard's own: its logs would loop
@@ -288,10 +290,8 @@ SESSION_NAME = "training-guard-log-subscriber"  # the member's CloudTrail shows 
 _CLIENTS = threading.Lock()
 
 
-def member_logs(role_arn: str) -> LogsApi:
+def member_logs(sts: STSClient, role_arn: str) -> LogsApi:
     """CloudWatch Logs in a member account, through its log role (the subscriber's credentials, one session a call)."""
-    with _CLIENTS:  # the first call makes the cached STS client
-        sts = client("sts")
     credentials = sts.assume_role(RoleArn=role_arn, RoleSessionName=SESSION_NAME)["Credentials"]
     with _CLIENTS:
         logs: LogsApi = boto3.client(

@@ -53,10 +53,12 @@ def _sdk_logger() -> logging.Logger:
 
 
 class Deadline:
-    """The invocation's time left, shared by the sender and its retries (unbounded locally)."""
+    """One invocation's time left, shared by its sender and their retries (unbounded locally)."""
 
-    def __init__(self) -> None:
-        self.time_left: Callable[[], float] = lambda: math.inf
+    __slots__ = ("time_left",)
+
+    def __init__(self, time_left: Callable[[], float] = lambda: math.inf) -> None:
+        self.time_left = time_left
 
     def allows(self, wait: float) -> bool:
         return self.time_left() >= wait + ATTEMPT_SECONDS
@@ -154,14 +156,16 @@ class WebhookSender:
         min_interval: float = MIN_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        last_sent: dict[str, float] | None = None,
     ) -> None:
+        """`last_sent`: each URL's last post, shared by the senders of one container's invocations (pacing)."""
         self.deadline = deadline or Deadline()
         self._backoff = BACKOFF_FACTOR if backoff_factor is None else backoff_factor
         self._logger = _sdk_logger()
         self._min_interval = min_interval
         self._clock = clock
         self._sleep = sleep
-        self._last_sent: dict[str, float] = {}
+        self._last_sent: dict[str, float] = {} if last_sent is None else last_sent
 
     def send(self, url: str, text: str, blocks: list[dict[str, Any]]) -> Delivery:
         self._pace(url)

@@ -93,6 +93,7 @@ class SlackApp:
         timeout: int = SEND_TIMEOUT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        last_post: dict[str, float] | None = None,
     ) -> None:
         self.deadline = deadline or Deadline()
         self._token = token
@@ -103,7 +104,7 @@ class SlackApp:
         self._min_interval = min_interval
         self._clock = clock
         self._sleep = sleep
-        self._last_post: dict[str, float] = {}
+        self._last_post: dict[str, float] = {} if last_post is None else last_post  # shared: the container's pacing
 
     def post_parent(self, channel: str, text: str, blocks: Sequence[dict[str, Any]]) -> Posted:
         """Post a job's card as a new message of the channel: its `ts` is the thread's from now on."""
@@ -246,8 +247,10 @@ class BotFromSecret:
         base_url: str = SLACK_API_URL,
         deadline: Deadline | None = None,
         min_interval: float = MIN_INTERVAL_SECONDS,
+        last_post: dict[str, float] | None = None,
     ) -> None:
         self._read = read_secret
+        self._last_post = last_post
         self._id = secret_id
         self._base_url = base_url
         self._deadline = deadline
@@ -265,7 +268,11 @@ class BotFromSecret:
         token = bot_token(self._id, value)
         if self._app is None or token != self._token:
             self._app = SlackApp(
-                token, base_url=self._base_url, deadline=self._deadline, min_interval=self._min_interval
+                token,
+                base_url=self._base_url,
+                deadline=self._deadline,
+                min_interval=self._min_interval,
+                last_post=self._last_post,
             )
             self._token = token
         return self._app

@@ -10,14 +10,13 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from training_guard import contract
 from training_guard.adapters import clock
-from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
 from training_guard.domain.events import EventError
 from training_guard.domain.metric_guards import parse_alarm_event
 from training_guard.handlers import wiring
-from training_guard.services.responder import MemberAccessPort, Receipt, Responder
+from training_guard.services.responder import MemberAccessPort, Receipt, Responder, responder_in
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
@@ -26,8 +25,10 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE, clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    guard = wiring.responder().acting(lease_seconds=wiring.lease(context))
-    return process(event, guard, account=wiring.account_of(context), dead_letters=wiring.parker()).as_dict()
+    root = wiring.root()
+    guard = root.responder_for(context)
+    account = wiring.account_of(context)
+    return process(event, guard, account=account, dead_letters=root.parker, members=root.members).as_dict()
 
 
 def process(

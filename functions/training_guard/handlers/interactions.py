@@ -35,9 +35,8 @@ def process(event: Mapping[str, Any], worker: ClickWorker, *, now: datetime | No
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return wiring.interactions().acknowledge(event)
+    return wiring.root().interactions.acknowledge(event)
 
 
 def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    wiring.chat_deadline().time_left = wiring.time_left(context)
-    return process(event, wiring.click_worker_for(context))
+    return process(event, wiring.root().click_worker_for(context))

@@ -10,7 +10,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard import contract
 from training_guard.adapters import clock
-from training_guard.adapters.accounts import responder_in
 from training_guard.adapters.receipts import count_outcomes, ignore_other_account, reject
 from training_guard.adapters.sqs import DeadLetterParker
 from training_guard.domain.accounts import accepts
@@ -28,7 +27,7 @@ from training_guard.services.log_watch import (
     is_firehose,
     is_scheduled,
 )
-from training_guard.services.responder import MemberAccessPort
+from training_guard.services.responder import MemberAccessPort, responder_in
 
 logger = Logger()
 metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
@@ -37,10 +36,11 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, object]:
-    cached = wiring.log_watch()
-    watch = cached.acting(cached.responder.acting(lease_seconds=wiring.lease(context)))
+    root = wiring.root()
     invocation = Invocation(wiring.account_of(context), wiring.region_of(context), wiring.time_left(context))
-    return process(event, watch, invocation=invocation, dead_letters=wiring.parker())
+    return process(
+        event, root.log_watch_for(context), invocation=invocation, dead_letters=root.parker, members=root.members
+    )
 
 
 def process(

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
-from training_guard.adapters.clients import client
 from training_guard.adapters.log_subscription import (
     LogsApi,
     LogSubscriptions,
@@ -23,14 +23,16 @@ from training_guard.adapters.log_subscription import (
     response_document,
     send_response,
 )
+from training_guard.handlers import wiring
 
 logger = Logger()
 
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    members = MemberSubscriptions(member_logs)
-    return process(event, LogSubscriptions(cast("LogsApi", client("logs"))), send_response, members=members)
+    root = wiring.root()
+    members = MemberSubscriptions(partial(member_logs, root.client("sts")))
+    return process(event, LogSubscriptions(cast("LogsApi", root.client("logs"))), send_response, members=members)
 
 
 def process(

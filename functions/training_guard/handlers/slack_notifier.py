@@ -20,10 +20,7 @@ metrics = Metrics(namespace=contract.GUARD_METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, list[dict[str, str]]]:
-    chat = wiring.delivery()
-    chat.lease_seconds = wiring.lease(context)
-    wiring.chat_deadline().time_left = wiring.time_left(context)
-    return process(event, chat)
+    return process(event, wiring.root().delivery_for(context))
 
 
 def process(

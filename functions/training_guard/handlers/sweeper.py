@@ -15,6 +15,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from training_guard import contract
 from training_guard.adapters import clock
+from training_guard.adapters.mutes import DynamoMutes
 from training_guard.domain.errors import ActionFailed
 from training_guard.handlers import wiring
 from training_guard.services.sweeper import (
@@ -36,22 +37,22 @@ ACCOUNTS_NOT_SWEPT_METRIC = "AccountsNotSwept"
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    cached = wiring.sweeper()
-    sweeper = cached.acting(cached.responder.acting(lease_seconds=wiring.lease(context)))
+    root = wiring.root()
     now = clock.utcnow()
-    _mark_mutes_once(now)
+    _mark_mutes_once(root.mutes, now)
     return process(
-        sweeper,
+        root.sweeper_for(context),
         now=now,
         account=wiring.account_of(context),
         region=wiring.region_of(context),
+        members=root.members,
         time_left=wiring.time_left(context),
     )
 
 
-def _mark_mutes_once(now: datetime) -> None:
+def _mark_mutes_once(mutes: DynamoMutes, now: datetime) -> None:
     try:
-        marked = wiring.mutes().mark_once(now)
+        marked = mutes.mark_once(now)
     except ActionFailed as exc:  # the sweep matters more: the next one tries again
         logger.warning("mutes not marked yet", extra={"reason": str(exc)})
         return
@@ -84,9 +85,7 @@ def process(
         _count([report])
         return asdict(report)
     if members is None:
-        from training_guard.adapters.accounts import member_access
-
-        members = member_access(organization)
+        raise ValueError("a hub's sweep needs its member access (organization is set)")
     try:
         swept = sweeper.sweep_organization(members, now=now, account=account, region=region, time_left=time_left)
     except OrganizationSweepIncomplete as incomplete:

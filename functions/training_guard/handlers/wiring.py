@@ -1,32 +1,37 @@
-"""The composition root of every function: settings, clients, adapters and services, built once per container.
+"""The composition root: one `Root` per execution environment builds what every function asks for.
 
-Each builder imports what it builds, so no function pays at cold start for another's libraries (`reset()` forgets)."""
+Each part is built when first asked for, importing only what it needs (a function pays at cold start for its own
+libraries only); per-invocation values (lease, deadline, account) are passed to `*_for(context)`, never set."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
 
-from training_guard.adapters.clients import client
+from training_guard.adapters.clients import new_client
 from training_guard.domain.leases import lease_for
 
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from botocore.client import BaseClient
     from mypy_boto3_pricing import PricingClient
 
+    from training_guard.adapters.accounts import MemberAccess
+    from training_guard.adapters.clients import ClientFactory
     from training_guard.adapters.interactions import SigningSecret
     from training_guard.adapters.log_state import DynamoLogState
     from training_guard.adapters.mutes import DynamoMutes
     from training_guard.adapters.price_list import PriceList
+    from training_guard.adapters.secrets import Secrets
     from training_guard.adapters.slack import Deadline
     from training_guard.adapters.slack_app import BotFromSecret
     from training_guard.adapters.sqs import DeadLetterParker
     from training_guard.adapters.threads import DynamoThreads
-    from training_guard.config.settings import Settings
+    from training_guard.config.settings import ChatSettings, Settings
     from training_guard.render.slack_actions import Click
     from training_guard.services.chat import ChatDelivery
     from training_guard.services.clicks import ClickWorker, Interactions
@@ -35,226 +40,275 @@ if TYPE_CHECKING:
     from training_guard.services.sweeper import Sweeper
 
 
-@cache
-def settings() -> Settings:
-    from training_guard.config.settings import Settings
+class Root:
+    """Everything the functions use, made from one client factory (`clients`: the container's boto3, or the
+    emulation's moto clients) and, for the Price List API, `pricing` (moto has none: the emulation plays records)."""
 
-    return Settings.from_env()
+    def __init__(
+        self, clients: ClientFactory | None = None, *, pricing: Callable[[], PricingClient] | None = None
+    ) -> None:
+        self._make = clients or new_client
+        self._pricing = pricing
+        self._clients: dict[str, BaseClient] = {}
+        # The container's pacing of Slack posts, shared by each invocation's sender (a URL's last post, monotonic).
+        self._webhook_pacing: dict[str, float] = {}
+        self._bot_pacing: dict[str, float] = {}
+        # `client(service)`: typed per service by the mypy_boto3 stubs, as the factory is
+        self.client = cast("ClientFactory", self._client)
+
+    def _client(self, service: str) -> BaseClient:
+        """One client per service for the life of the root (a client costs ~20 ms to make)."""
+        made = self._clients.get(service)
+        if made is None:
+            made = self._clients[service] = self._make(service)
+        return made
+
+    def pricing_client(self) -> PricingClient:
+        if self._pricing is not None:
+            return self._pricing()
+        from training_guard.adapters.price_list import pricing_client
+
+        return pricing_client()
+
+    @cached_property
+    def settings(self) -> Settings:
+        from training_guard.config.settings import Settings
+
+        return Settings.from_env()
+
+    @cached_property
+    def parker(self) -> DeadLetterParker | None:
+        """Where the event handlers park unusable events at once (None: they raise instead)."""
+        from training_guard.adapters.sqs import DeadLetterParker
+
+        url = self.settings.dead_letter_queue_url
+        return DeadLetterParker(self.client("sqs"), url) if url else None
+
+    @cached_property
+    def price_list(self) -> PriceList:
+        """List prices, kept as long as the container: the pricing client is made when first asked for."""
+        from training_guard.adapters.price_list import PriceList
+
+        return PriceList(
+            pricing_factory=self.pricing_client,
+            dynamodb=self.client("dynamodb"),
+            table=self.settings.table,
+            memory={},
+        )
+
+    @cached_property
+    def responder(self) -> Responder:
+        from training_guard.adapters.cloudwatch import CloudWatchAlarms
+        from training_guard.adapters.ledger import DynamoLedger
+        from training_guard.adapters.receipts import SpendMeter
+        from training_guard.adapters.sagemaker import SageMakerJobs
+        from training_guard.adapters.sns import SnsPublisher
+        from training_guard.adapters.sqs import CardUpdates
+        from training_guard.services.responder import Responder
+
+        settings = self.settings
+        organization = settings.config.organization
+        cards = CardUpdates(self.client("sqs"), settings.chat_queue_url) if settings.chat_queue_url else None
+        return Responder(
+            settings.config,
+            jobs=SageMakerJobs(self.client("sagemaker")),
+            ledger=DynamoLedger(self.client("dynamodb"), settings.table),
+            publisher=SnsPublisher(
+                self.client("sns"), settings.topic_arn, members=organization.members if organization is not None else ()
+            ),
+            alarms=CloudWatchAlarms(self.client("cloudwatch")),
+            prices=self.price_list,
+            meter=SpendMeter(),
+            mutes=self.mutes,
+            cards=cards,
+        )
+
+    def responder_for(self, context: Any) -> Responder:
+        return self.responder.acting(lease_seconds=lease(context))
+
+    @cached_property
+    def members(self) -> MemberAccess | None:
+        """A hub's way into its members' accounts (None without an organization): its sessions outlive invocations."""
+        organization = self.settings.config.organization
+        if organization is None:
+            return None
+        from training_guard.adapters.accounts import MemberAccess, MemberSessions
+
+        sts = self.client("sts")
+        return MemberAccess(MemberSessions(organization, sts=sts, partition=sts.meta.partition))
+
+    @cached_property
+    def mutes(self) -> DynamoMutes:
+        from training_guard.adapters.mutes import DynamoMutes
+
+        return DynamoMutes(self.client("dynamodb"), self.settings.table)
+
+    @cached_property
+    def log_states(self) -> DynamoLogState:
+        """Each training log stream's rule state, in the state table (kept as long as the ledger's transitions)."""
+        from training_guard.adapters.log_state import DynamoLogState
+
+        settings = self.settings
+        return DynamoLogState(
+            self.client("dynamodb"), settings.table, ttl_seconds=settings.config.dedup_ttl_days * 86400
+        )
+
+    def log_watch_for(self, context: Any) -> LogWatch:
+        """The log-rules wing: subscription deliveries and the stall check, through the invocation's responder."""
+        from training_guard.services.log_watch import LogWatch
+
+        return LogWatch(self.responder_for(context), self.log_states)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
+        from training_guard.adapters.sagemaker import SageMakerJobs
+        from training_guard.services.sweeper import Sweeper
+
+        cloudwatch = self.client("cloudwatch")
+        return Sweeper(
+            self.responder,
+            SageMakerJobs(self.client("sagemaker")),
+            CloudWatchAlarms(cloudwatch),
+            TrainingMetrics(cloudwatch),
+        )
+
+    def sweeper_for(self, context: Any) -> Sweeper:
+        return self.sweeper.acting(self.responder_for(context))
+
+    # --- Slack: long-lived parts here, the invocation's deadline and lease given to each delivery ----------------
+    @cached_property
+    def chat_settings(self) -> ChatSettings:
+        from training_guard.config.settings import ChatSettings
+
+        return ChatSettings.from_env()
+
+    @cached_property
+    def secrets(self) -> Secrets:
+        from training_guard.adapters.secrets import Secrets
+
+        return Secrets(self.client("secretsmanager"))
+
+    @cached_property
+    def threads(self) -> DynamoThreads:
+        from training_guard.adapters.threads import DynamoThreads
+
+        return DynamoThreads(self.client("dynamodb"), self.chat_settings.table)
+
+    def delivery_for(self, context: Any) -> ChatDelivery:
+        """The notifier's delivery for one invocation: its deadline and claim lease its own."""
+        from training_guard.adapters.ledger import DynamoLedger
+        from training_guard.adapters.secrets import SecretWebhookUrls
+        from training_guard.adapters.slack import WebhookSender
+        from training_guard.adapters.sqs import DeadLetterParker
+        from training_guard.services.chat import ChatDelivery
+
+        settings = self.chat_settings
+        deadline = deadline_of(context)
+        return ChatDelivery(
+            settings.config.slack,
+            urls=SecretWebhookUrls(self.secrets, settings.webhook_secrets),
+            sender=WebhookSender(
+                deadline=deadline, min_interval=settings.min_interval_seconds, last_sent=self._webhook_pacing
+            ),
+            ledger=DynamoLedger(self.client("dynamodb"), settings.table),
+            parker=DeadLetterParker(self.client("sqs"), settings.dead_letter_queue_url),
+            ttl_seconds=settings.config.dedup_ttl_days * 86400,
+            lease_seconds=lease(context),
+            budget=deadline,
+            organization=settings.config.organization,
+            config=settings.config,
+            app=self._app_mode(deadline) if settings.config.slack.app_mode else None,
+        )
+
+    def bot(self, deadline: Deadline) -> BotFromSecret:
+        """Slack app mode's bot: its token read from its secret (cached like the webhook URLs)."""
+        from training_guard.adapters.slack_app import SLACK_API_URL, BotFromSecret
+        from training_guard.config.settings import BotSettings
+
+        bot = BotSettings.from_env()
+        return BotFromSecret(
+            self.secrets.get,
+            bot.bot_token_secret,
+            base_url=bot.slack_api_url or SLACK_API_URL,
+            deadline=deadline,
+            last_post=self._bot_pacing,
+        )
+
+    def _app_mode(self, deadline: Deadline) -> Any:
+        """What the notifier delivers with in app mode (chat.AppMode)."""
+        from training_guard.adapters.cloudwatch import MetricCharts
+        from training_guard.adapters.slack_app import SlackAppError
+        from training_guard.services.chat import AppMode
+        from training_guard.services.threads import Waiting
+
+        return AppMode(
+            bot=self.bot(deadline),
+            threads=self.threads,
+            waiting=Waiting(monotonic=time.monotonic, sleep=time.sleep, time_left=deadline.time_left),
+            failure=SlackAppError,
+            charts=MetricCharts(self.client("cloudwatch")),
+        )
+
+    @cached_property
+    def signing_secret(self) -> SigningSecret:
+        from training_guard.adapters.interactions import SigningSecret
+        from training_guard.config.settings import InteractionSettings
+
+        return SigningSecret(self.client("secretsmanager"), InteractionSettings.from_env().signing_secret)
+
+    @cached_property
+    def interactions(self) -> Interactions:
+        """The interactivity endpoint's acknowledgement: boto3 and the light modules only (no configuration file)."""
+        from training_guard.adapters.interactions import ClickQueue, ReplayMarkers
+        from training_guard.config.settings import InteractionSettings
+        from training_guard.services.clicks import Interactions
+
+        settings = InteractionSettings.from_env()
+        return Interactions(
+            signing_secret=self.signing_secret,
+            replay=ReplayMarkers(self.client("dynamodb"), settings.table),
+            queue=ClickQueue(self.client("sqs"), settings.click_queue_url),
+            allowed_users=settings.allowed_users,
+        )
+
+    def click_worker_for(self, context: Any) -> ClickWorker:
+        """What acts on a click: the responder's one path to a stop, the mutes, the bot's thread, the response_url."""
+        from training_guard.adapters.interactions import ResponseUrl
+        from training_guard.adapters.slack_app import ThreadSay
+        from training_guard.services.clicks import ClickWorker
+
+        stopper = ResponderStops(
+            self.responder_for(context),
+            own_account=account_of(context),
+            region=region_of(context),
+            members=self.members,
+        )
+        return ClickWorker(
+            mutes=self.mutes, stopper=stopper, say=ThreadSay(self.bot(deadline_of(context))), respond=ResponseUrl()
+        )
 
 
-@cache
-def parker() -> DeadLetterParker | None:
-    """Where the event handlers park unusable events at once (None: they raise instead)."""
-    from training_guard.adapters.sqs import DeadLetterParker
-
-    url = settings().dead_letter_queue_url
-    return DeadLetterParker(client("sqs"), url) if url else None
+_installed: Root | None = None
 
 
-def pricing_client() -> PricingClient:
-    # A seam: moto has no Price List API, so the integration tests and the emulation replace this function.
-    from training_guard.adapters.price_list import pricing_client as real
-
-    return real()
-
-
-@cache
-def price_list() -> PriceList:
-    """List prices, one per execution environment: its memory and client live as long as the container."""
-    from training_guard.adapters.price_list import PriceList
-
-    return PriceList(
-        # Looked up when first used, not now: a test or the emulation may replace pricing_client after this.
-        pricing_factory=lambda: pricing_client(),  # noqa: PLW0108
-        dynamodb=client("dynamodb"),
-        table=settings().table,
-        memory={},
-    )
+def root() -> Root:
+    """This execution environment's root: the one installed, else the container's own (boto3), made once."""
+    global _installed  # noqa: PLW0603 - the container's one root, as Lambda keeps module state between invocations
+    if _installed is None:
+        _installed = Root()
+    return _installed
 
 
-@cache
-def responder() -> Responder:
-    from training_guard.adapters.cloudwatch import CloudWatchAlarms
-    from training_guard.adapters.ledger import DynamoLedger
-    from training_guard.adapters.receipts import SpendMeter
-    from training_guard.adapters.sagemaker import SageMakerJobs
-    from training_guard.adapters.sns import SnsPublisher
-    from training_guard.adapters.sqs import CardUpdates
-    from training_guard.services.responder import Responder
-
-    settings_ = settings()
-    organization = settings_.config.organization
-    cards = CardUpdates(client("sqs"), settings_.chat_queue_url) if settings_.chat_queue_url else None
-    return Responder(
-        settings_.config,
-        jobs=SageMakerJobs(client("sagemaker")),
-        ledger=DynamoLedger(client("dynamodb"), settings_.table),
-        publisher=SnsPublisher(
-            client("sns"), settings_.topic_arn, members=organization.members if organization is not None else ()
-        ),
-        alarms=CloudWatchAlarms(client("cloudwatch")),
-        prices=price_list(),
-        meter=SpendMeter(),
-        mutes=mutes(),
-        cards=cards,
-    )
+def install(made: Root | None) -> None:
+    """Make `made` this environment's root (the emulation's moto clients, say); None: a new container's next time."""
+    global _installed  # noqa: PLW0603 - see root()
+    _installed = made
 
 
-@cache
-def mutes() -> DynamoMutes:
-    from training_guard.adapters.mutes import DynamoMutes
-
-    return DynamoMutes(client("dynamodb"), settings().table)
-
-
-@cache
-def log_states() -> DynamoLogState:
-    """Each training log stream's rule state, in the state table (kept as long as the ledger's transitions)."""
-    from training_guard.adapters.log_state import DynamoLogState
-
-    settings_ = settings()
-    return DynamoLogState(client("dynamodb"), settings_.table, ttl_seconds=settings_.config.dedup_ttl_days * 86400)
-
-
-@cache
-def log_watch() -> LogWatch:
-    """The log-rules wing: subscription deliveries and the stall check, through the one responder."""
-    from training_guard.services.log_watch import LogWatch
-
-    return LogWatch(responder(), log_states())
-
-
-@cache
-def sweeper() -> Sweeper:
-    from training_guard.adapters.cloudwatch import CloudWatchAlarms, TrainingMetrics
-    from training_guard.adapters.sagemaker import SageMakerJobs
-    from training_guard.services.sweeper import Sweeper
-
-    cloudwatch = client("cloudwatch")
-    return Sweeper(
-        responder(), SageMakerJobs(client("sagemaker")), CloudWatchAlarms(cloudwatch), TrainingMetrics(cloudwatch)
-    )
-
-
-@cache
-def chat_deadline() -> Deadline:
-    from training_guard.adapters.slack import Deadline
-
-    return Deadline()
-
-
-@cache
-def delivery() -> ChatDelivery:
-    from training_guard.adapters.ledger import DynamoLedger
-    from training_guard.adapters.secrets import Secrets, SecretWebhookUrls
-    from training_guard.adapters.slack import WebhookSender
-    from training_guard.adapters.sqs import DeadLetterParker
-    from training_guard.config.settings import ChatSettings
-    from training_guard.services.chat import ChatDelivery
-
-    settings_ = ChatSettings.from_env()
-    return ChatDelivery(
-        settings_.config.slack,
-        urls=SecretWebhookUrls(Secrets(client("secretsmanager")), settings_.webhook_secrets),
-        sender=WebhookSender(deadline=chat_deadline(), min_interval=settings_.min_interval_seconds),
-        ledger=DynamoLedger(client("dynamodb"), settings_.table),
-        parker=DeadLetterParker(client("sqs"), settings_.dead_letter_queue_url),
-        ttl_seconds=settings_.config.dedup_ttl_days * 86400,
-        budget=chat_deadline(),
-        organization=settings_.config.organization,
-        config=settings_.config,
-        app=app_mode() if settings_.config.slack.app_mode else None,
-    )
-
-
-@cache
-def slack_app() -> BotFromSecret:
-    """Slack app mode's bot: its token read from its secret (cached like the webhook URLs), a client per token."""
-    from training_guard.adapters.secrets import Secrets
-    from training_guard.adapters.slack_app import SLACK_API_URL, BotFromSecret
-    from training_guard.config.settings import BotSettings
-
-    bot = BotSettings.from_env()
-    return BotFromSecret(
-        Secrets(client("secretsmanager")).get,
-        bot.bot_token_secret,
-        base_url=bot.slack_api_url or SLACK_API_URL,
-        deadline=chat_deadline(),
-    )
-
-
-@cache
-def threads() -> DynamoThreads:
-    from training_guard.adapters.threads import DynamoThreads
-    from training_guard.config.settings import ChatSettings
-
-    return DynamoThreads(client("dynamodb"), ChatSettings.from_env().table)
-
-
-def app_mode() -> Any:
-    """What the notifier delivers with in app mode (chat.AppMode)."""
-    from training_guard.adapters.cloudwatch import MetricCharts
-    from training_guard.adapters.slack_app import SlackAppError
-    from training_guard.services.chat import AppMode
-    from training_guard.services.threads import Waiting
-
-    return AppMode(
-        bot=slack_app(),
-        threads=threads(),
-        waiting=Waiting(monotonic=time.monotonic, sleep=time.sleep, time_left=lambda: chat_deadline().time_left()),
-        failure=SlackAppError,
-        charts=MetricCharts(client("cloudwatch")),
-    )
-
-
-@cache
-def signing_secret() -> SigningSecret:
-    from training_guard.adapters.interactions import SigningSecret
-    from training_guard.config.settings import InteractionSettings
-
-    return SigningSecret(client("secretsmanager"), InteractionSettings.from_env().signing_secret)
-
-
-@cache
-def interactions() -> Interactions:
-    """The interactivity endpoint's acknowledgement: boto3 and the light modules only (no configuration file)."""
-    from training_guard.adapters.interactions import ClickQueue, ReplayMarkers
-    from training_guard.config.settings import InteractionSettings
-    from training_guard.services.clicks import Interactions
-
-    settings_ = InteractionSettings.from_env()
-    return Interactions(
-        signing_secret=signing_secret(),
-        replay=ReplayMarkers(client("dynamodb"), settings_.table),
-        queue=ClickQueue(client("sqs"), settings_.click_queue_url),
-        allowed_users=settings_.allowed_users,
-    )
-
-
-@cache
-def click_worker() -> ClickWorker:
-    """What acts on a click: the responder's one path to a stop, the mutes, the bot's thread, the response_url."""
-    from training_guard.adapters.interactions import ResponseUrl
-    from training_guard.adapters.slack_app import ThreadSay
-    from training_guard.services.clicks import ClickWorker
-
-    return ClickWorker(
-        mutes=mutes(),
-        stopper=ResponderStops(responder(), own_account=None, region=None),
-        say=ThreadSay(slack_app()),
-        respond=ResponseUrl(),
-    )
-
-
-def click_worker_for(context: Any) -> ClickWorker:
-    """The click worker for one invocation: a stopper with its lease, account and region, none set on shared parts."""
-    from training_guard.services.clicks import ClickWorker
-
-    kept = click_worker()
-    stopper = ResponderStops(
-        responder().acting(lease_seconds=lease(context)), own_account=account_of(context), region=region_of(context)
-    )
-    return ClickWorker(mutes=kept.mutes, stopper=stopper, say=kept.say, respond=kept.respond)
+def reset() -> None:
+    """Forget the root: the next invocation builds a new one from the environment, as a new container would."""
+    install(None)
 
 
 def lease(context: Any) -> int:
@@ -269,6 +323,12 @@ def time_left(context: Any) -> Callable[[], float]:
     if not callable(remaining):
         return lambda: math.inf
     return lambda: remaining() / 1000
+
+
+def deadline_of(context: Any) -> Deadline:
+    from training_guard.adapters.slack import Deadline
+
+    return Deadline(time_left(context))
 
 
 def account_of(context: Any) -> str | None:
@@ -286,44 +346,21 @@ def _arn_part(context: Any, index: int) -> str | None:
     return parts[index] if len(parts) > index and parts[index] else None
 
 
-def reset() -> None:
-    """Forget everything built (the emulation changes the environment between runs)."""
-    from training_guard.adapters.accounts import forget_member_access
-
-    client.cache_clear()
-    for built in (
-        settings,
-        parker,
-        price_list,
-        responder,
-        sweeper,
-        chat_deadline,
-        delivery,
-        mutes,
-        slack_app,
-        threads,
-        signing_secret,
-        interactions,
-        click_worker,
-        log_states,
-        log_watch,
-    ):
-        built.cache_clear()
-    forget_member_access()
-
-
 class ResponderStops:
     """Stop now through `Responder.stop_requested`, in the job's account (the guard's own, or a member's)."""
 
-    def __init__(self, responder: Responder, *, own_account: str | None, region: str | None) -> None:
+    def __init__(
+        self, responder: Responder, *, own_account: str | None, region: str | None, members: MemberAccess | None
+    ) -> None:
         self._responder = responder  # the invocation's: its lease
         self.own_account = own_account
         self.region = region
+        self._members = members
 
     def stop(self, click: Click, *, now: datetime) -> str:
-        from training_guard.adapters.accounts import responder_in
+        from training_guard.services.responder import responder_in
 
-        guard = responder_in(self._responder, self.own_account, click.account)
+        guard = responder_in(self._responder, self.own_account, click.account, self._members)
         return guard.stop_requested(
             click.job,
             by=click.by,

@@ -159,6 +159,7 @@ class ChatDelivery:
         parker: Parker,
         *,
         ttl_seconds: int,
+        lease_seconds: int = CLAIM_LEASE_SECONDS,
         budget: Budget | None = None,
         organization: OrganizationConfig | None = None,
         config: GuardConfig | None = None,
@@ -177,7 +178,7 @@ class ChatDelivery:
         self.ledger = ledger
         self.parker = parker
         self.ttl_seconds = ttl_seconds
-        self.lease_seconds = CLAIM_LEASE_SECONDS
+        self.lease_seconds = lease_seconds
 
     def _read(self, body: str, result: MessageResult) -> _Message:
         """One message as it is sent. Raises ValueError, KeyError or TypeError when it cannot be rendered."""

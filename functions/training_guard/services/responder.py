@@ -15,7 +15,8 @@ from training_guard import contract
 from training_guard.config.model import Action, GuardConfig
 from training_guard.config.records import record
 from training_guard.domain import metric_guards, policy, pricing
-from training_guard.domain.errors import GuardError, TransitionBusy
+from training_guard.domain.accounts import is_member
+from training_guard.domain.errors import ActionFailed, GuardError, TransitionBusy
 from training_guard.domain.events import (
     COMPLETED,
     FAILED,
@@ -76,6 +77,15 @@ FOLDED = "folded"
 
 class MemberAccessPort(Protocol):
     def responder_for(self, base: Responder, account: str) -> Responder: ...
+
+
+def responder_in(guard: Responder, own: str | None, account: str | None, members: MemberAccessPort | None) -> Responder:
+    """`guard` in its own account, or acting through the member's role where the accepted event happened."""
+    if guard.config.organization is None or account is None or not is_member(guard.config, own, account):
+        return guard
+    if members is None:
+        raise ActionFailed(f"act in member account {account}", ValueError("no member access was given"))
+    return members.responder_for(guard, account)
 
 
 class MutesPort(Protocol):
