@@ -204,9 +204,9 @@ def test_without_slack_webhooks_there_is_no_chat_path(tmp_path: Path) -> None:
 
 def test_a_card_only_update_gives_up_waiting_for_the_card_before_the_queue_would_dead_letter_it() -> None:
     """A card-only update waits for the job's card by coming back after the queue's visibility timeout (busy).
-    It must stop waiting (training_guard.services.chat.CARD_WAIT_SECONDS) while it still has receives left, or a card that
+    It must stop waiting (training_guard.services.slack_app_delivery.CARD_WAIT_SECONDS) while it still has receives left, or a card that
     never comes would send it to the chat dead-letter queue and an operator's alarm."""
-    from training_guard.services import chat as notifier
+    from training_guard.services import slack_app_delivery as notifier
 
     visibility = chat.CHAT_VISIBILITY.to_seconds()
     # received at 0, v, 2v, ...: the first receive at or past the wait gives up, and is still within the limit

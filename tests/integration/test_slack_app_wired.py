@@ -25,8 +25,9 @@ from training_guard.adapters.slack_app import BotFromSecret, SlackAppError
 from training_guard.adapters.threads import DynamoThreads
 from training_guard.config.model import GuardConfig
 from training_guard.domain.policy import Kind
-from training_guard.services.chat import AppMode, ChatDelivery
+from training_guard.services.chat import ChatDelivery
 from training_guard.services.responder import Responder
+from training_guard.services.slack_app_delivery import AppMode
 from training_guard.services.threads import Waiting, thread_key
 from training_guard_local.emulator import TABLE, Emulation
 from training_guard_local.slack_web_api import DEFAULT_CHANNEL, SlackWebApi

@@ -42,9 +42,9 @@ from training_guard.services.chat import (
     ChatDelivery,
     NotConfigured,
     account_of,
-    chart_key,
     delivery_key,
 )
+from training_guard.services.slack_app_delivery import AppMode, chart_key
 from training_guard.services.threads import ThreadRecord, thread_key
 
 WEBHOOKS = ("a", "b", "c")
@@ -367,7 +367,7 @@ class HeldThreads(FakeThreads):
 def test_the_graph_is_uploaded_titled_under_its_own_key_by_the_claims_holder() -> None:
     rig = AppRig(bot=TitledBot(), threads=HeldThreads())
     chat = rig.chat()
-    assert chat.app is not None
+    assert isinstance(chat.app, AppMode)
     chat.app.holder = lambda: "holder-1"
     body = metric_document()
     result = chat.deliver(body, now=NOW)
@@ -408,7 +408,7 @@ def test_without_charts_or_a_configuration_a_metric_message_is_posted_with_no_gr
     for unset in ("charts", "config"):
         rig = AppRig()
         chat = rig.chat()
-        assert chat.app is not None
+        assert isinstance(chat.app, AppMode)
         if unset == "charts":
             chat.app.charts = None
         else:

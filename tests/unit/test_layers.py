@@ -1,6 +1,6 @@
 """The layer contract of the Lambda package, from the code's own imports (inside functions and under TYPE_CHECKING
-too): nothing imports upward, no module imports a handler but a handler, no import cycle here or in local/, and the
-deployed code imports nothing of the CDK, moto or the local tools."""
+too): nothing imports upward, no module imports a handler but a handler, the core imports neither wing (log rules,
+Slack app), no import cycle here or in local/, and the deployed code imports nothing of the CDK, moto or local tools."""
 
 from __future__ import annotations
 
@@ -143,6 +143,61 @@ def test_the_core_never_imports_the_log_rules_wing() -> None:
     assert wrong == []
     assert is_wing("training_guard.domain.log_rules")
     assert not is_wing("training_guard.domain.policy")
+
+
+# The Slack app wing (app mode: the bot's posts, threads, cards, the graph's upload, buttons and clicks), module by module.
+SLACK_APP_WING = frozenset(
+    {
+        "render.slack_actions",
+        "services.threads",
+        "services.clicks",
+        "services.slack_app_delivery",
+        "adapters.slack_app",
+        "adapters.threads",
+        "adapters.interactions",
+        "handlers.interactions",
+    }
+)
+
+
+def in_slack_app_wing(module: str) -> bool:
+    """A module of the Slack app wing: one named above, or any `slack_app_*` module (its wiring lives in the root)."""
+    name = module.removeprefix("training_guard.")
+    return name in SLACK_APP_WING or name.rsplit(".", 1)[-1].startswith("slack_app_")
+
+
+def test_the_core_never_imports_the_slack_app_wing() -> None:
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module, targets in graph("training_guard").items()
+        for target, line in targets.items()
+        if in_slack_app_wing(target) and not in_slack_app_wing(module) and module != "training_guard.handlers.wiring"
+    ]
+    assert wrong == []
+    # A renamed or moved module would silently leave the wing: every name above is a module of the package.
+    assert {f"training_guard.{name}" for name in SLACK_APP_WING} <= set(modules("training_guard"))
+    assert in_slack_app_wing("training_guard.services.slack_app_delivery")
+    assert not in_slack_app_wing("training_guard.services.chat")
+    assert not in_slack_app_wing("training_guard.render.slack_messages")
+
+
+# The organization wing (a hub acting in its members' accounts: AssumeRole sessions, the member's ledger) and the cost
+# wing (the Price List API). The core reaches them through ports it defines (MemberAccessPort, MemberSweepersPort,
+# PricesPort); pricing arithmetic and "which accounts" are domain facts, as layers.md says.
+OTHER_WINGS = {"organization": frozenset({"adapters.accounts"}), "cost": frozenset({"adapters.price_list"})}
+
+
+@pytest.mark.parametrize("wing", sorted(OTHER_WINGS))
+def test_only_the_composition_root_imports_the_organization_and_cost_wings(wing: str) -> None:
+    members = {f"training_guard.{name}" for name in OTHER_WINGS[wing]}
+    assert members <= set(modules("training_guard"))  # a renamed module would silently leave the wing
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module, targets in graph("training_guard").items()
+        for target, line in targets.items()
+        if target in members and module not in members and module != "training_guard.handlers.wiring"
+    ]
+    assert wrong == []
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))

@@ -22,7 +22,8 @@ from training_guard.adapters.cloudwatch import MetricCharts
 from training_guard.config.model import GuardConfig
 from training_guard.domain.accounts import scoped
 from training_guard.render.charts import chart_for, console_url, graph_link
-from training_guard.services.chat import ChatDelivery, MessageResult, chart_key, delivery_key
+from training_guard.services.chat import ChatDelivery, MessageResult, delivery_key
+from training_guard.services.slack_app_delivery import chart_key
 
 PNG = b"\x89PNG\r\n\x1a\n drawn by CloudWatch"
 

@@ -21,13 +21,15 @@ from training_guard.domain import mutes, policy
 from training_guard.domain.events import Finding, JobEvent
 from training_guard.domain.outcome import Outcome
 from training_guard.domain.policy import Kind, Plan
-from training_guard.render import slack_messages
+from training_guard.render import slack_actions, slack_messages
 from training_guard.render.charts import chart_for, console_url
 from training_guard.render.messages import build, q_developer_notification
 from training_guard.render.slack_actions import Act
 from training_guard.services import chat as chat_module
-from training_guard.services.chat import AppMode, ChatDelivery, MessageResult, chart_key, delivery_key
+from training_guard.services import slack_app_delivery
+from training_guard.services.chat import ChatDelivery, MessageResult, delivery_key
 from training_guard.services.responder import Responder
+from training_guard.services.slack_app_delivery import AppMode, chart_key
 from training_guard.services.threads import Waiting, thread_key
 
 CHANNEL = "C0ALERTS"
@@ -380,9 +382,9 @@ def test_a_card_only_update_waits_for_the_jobs_card_then_gives_up() -> None:
     rig = AppRig()
     chat = rig.chat()
     # the stop's own delivery may still be retried behind it: busy (retried), its claim let go
-    waiting = chat.deliver(card_only(), now=END + timedelta(seconds=chat_module.CARD_WAIT_SECONDS - 1))
+    waiting = chat.deliver(card_only(), now=END + timedelta(seconds=slack_app_delivery.CARD_WAIT_SECONDS - 1))
     assert (waiting.busy, waiting.retry, rig.ledger.items) == (["default"], True, {})
-    late = chat.deliver(card_only(), now=END + timedelta(seconds=chat_module.CARD_WAIT_SECONDS))
+    late = chat.deliver(card_only(), now=END + timedelta(seconds=slack_app_delivery.CARD_WAIT_SECONDS))
     assert late.delivered == ["default"]  # no card in the channel by now: nothing to update, nothing posted
     assert (rig.bot.calls, rig.bot.messages) == ([], {})
 
@@ -531,7 +533,7 @@ def test_webhook_mode_links_the_same_graph_in_the_console() -> None:
 def acts(body: str) -> list[str]:
     """The actions one notification offers: Stop now on the job's card, the others on the reply."""
     doc = json.loads(body)
-    return [e["action_id"] for e in slack_messages.stop_button(doc) + slack_messages.buttons(doc)]
+    return [e["action_id"] for e in slack_actions.stop_button(doc) + slack_actions.buttons(doc)]
 
 
 @pytest.mark.parametrize(

@@ -236,10 +236,10 @@ class Root:
         )
 
     def _app_mode(self, deadline: Deadline) -> Any:
-        """What the notifier delivers with in app mode (chat.AppMode)."""
+        """What the notifier delivers with in app mode (slack_app_delivery.AppMode, the wing's)."""
         from training_guard.adapters.cloudwatch import MetricCharts
         from training_guard.adapters.slack_app import SlackAppError
-        from training_guard.services.chat import AppMode
+        from training_guard.services.slack_app_delivery import AppMode
         from training_guard.services.threads import Waiting
 
         return AppMode(

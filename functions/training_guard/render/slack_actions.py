@@ -1,4 +1,4 @@
-"""The guard's Slack buttons: what a button carries, and what a click on one means. Pure.
+"""The guard's Slack buttons: which message offers which, what a button carries, what a click on one means. Pure.
 
 Which button goes where and what it carries: docs/design/slack-clicks.md."""
 
@@ -30,6 +30,16 @@ class Act(StrEnum):
 
 # Which buttons name a rule: snoozing and muting silence one rule; a stop and an exemption are about the job.
 _NEEDS_RULE = frozenset({Act.SNOOZE, Act.MUTE})
+
+RUNNING = "InProgress"
+# The kinds whose notification is about a finding (policy.Kind values; the notifier does not import the policy).
+FINDING_KINDS = frozenset(
+    {"issues_found", "metric_alarm", "metric_stall", "idle_gpu", "budget_warning", "budget_exceeded"}
+)
+# Stop now (issue 14): on "would have stopped", a notify-only rule finding or metric guard, a deferred stop, a stall.
+_STOP_OUTCOMES = frozenset({"would_stop", "deferred"})
+_STOP_WHEN_NOTIFIED = frozenset({"issues_found", "metric_alarm", "metric_stall"})
+_FINISHED_OUTCOMES = frozenset({"stopped", "already_ended", "already_stopping"})
 
 
 class NotAClick(ValueError):
@@ -109,6 +119,42 @@ def button(
     if style is not None:
         element["style"] = style
     return element
+
+
+def stop_button(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
+    """Stop now, where issue 14 offers it, on the card of a running job (gone once the card shows it ended)."""
+    job, rule = doc["job"], doc.get("rule") or {}
+    kind, outcome = str(doc["kind"]), str(doc["outcome"])
+    if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES or doc.get("dry_run"):
+        return []
+    if not (outcome in _STOP_OUTCOMES or (outcome == "notified" and kind in _STOP_WHEN_NOTIFIED)):
+        return []
+    rule_name = str(rule["name"]) if rule.get("name") else None
+    return [button(Act.STOP, label="Stop now", job=str(job["name"]), rule=rule_name, account=account, style="danger")]
+
+
+def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
+    """A reply's buttons about a running job: Snooze and Exempt on a finding, Mute on a rule error."""
+    job, rule = doc["job"], doc.get("rule") or {}
+    kind, outcome = str(doc["kind"]), str(doc["outcome"])
+    if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES:
+        return []
+    name, rule_name = str(job["name"]), rule.get("name")
+    rule_name = str(rule_name) if rule_name else None
+    elements: list[dict[str, Any]] = []
+    if kind in FINDING_KINDS and rule_name:
+        elements += [
+            button(
+                Act.SNOOZE, label="Snooze 1 h", job=name, rule=rule_name, account=account, seconds=3600, suffix="1h"
+            ),
+            button(Act.SNOOZE, label="Snooze until the job ends", job=name, rule=rule_name, account=account),
+            button(Act.EXEMPT, label="Exempt this job", job=name, account=account),
+        ]
+    if kind == "rule_error" and rule_name:
+        elements.append(
+            button(Act.MUTE, label="Mute this rule for this job", job=name, rule=rule_name, account=account)
+        )
+    return elements
 
 
 def decode(payload: Mapping[str, Any]) -> Click:

@@ -12,7 +12,6 @@ from training_guard import contract
 from training_guard.domain.events import parse_time
 from training_guard.domain.pricing import spend_line
 from training_guard.domain.text import clock, format_duration, person, status_text
-from training_guard.render.slack_actions import Act, button
 
 HEADER_MAX = 150
 SECTION_MAX = 3000
@@ -227,57 +226,12 @@ def _link_button(index: int, label: str, url: str) -> Block:
     return {"action_id": f"open-{index}", "text": text, "type": "button", "url": url}
 
 
-RUNNING = "InProgress"
-# The kinds whose notification is about a finding (policy.Kind values; the notifier does not import the policy).
-FINDING_KINDS = frozenset(
-    {"issues_found", "metric_alarm", "metric_stall", "idle_gpu", "budget_warning", "budget_exceeded"}
-)
-# Stop now (issue 14): on "would have stopped", a notify-only rule finding or metric guard, a deferred stop, a stall.
-_STOP_OUTCOMES = frozenset({"would_stop", "deferred"})
-_STOP_WHEN_NOTIFIED = frozenset({"issues_found", "metric_alarm", "metric_stall"})
-_FINISHED_OUTCOMES = frozenset({"stopped", "already_ended", "already_stopping"})
 _CARD_STATES = {
     "job_failed": "🔴 Failed",
     "job_completed": "✅ Completed",
     "job_stopped": "⏹️ Stopped",
     "spot_interrupted": "🟠 Interrupted (spot), restarting",
 }
-
-
-def stop_button(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
-    """Stop now, where issue 14 offers it, on the card of a running job (gone once the card shows it ended)."""
-    job, rule = doc["job"], doc.get("rule") or {}
-    kind, outcome = str(doc["kind"]), str(doc["outcome"])
-    if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES or doc.get("dry_run"):
-        return []
-    if not (outcome in _STOP_OUTCOMES or (outcome == "notified" and kind in _STOP_WHEN_NOTIFIED)):
-        return []
-    rule_name = str(rule["name"]) if rule.get("name") else None
-    return [button(Act.STOP, label="Stop now", job=str(job["name"]), rule=rule_name, account=account, style="danger")]
-
-
-def buttons(doc: Mapping[str, Any], *, account: str | None = None) -> list[dict[str, Any]]:
-    """A reply's buttons about a running job: Snooze and Exempt on a finding, Mute on a rule error."""
-    job, rule = doc["job"], doc.get("rule") or {}
-    kind, outcome = str(doc["kind"]), str(doc["outcome"])
-    if job.get("status") != RUNNING or outcome in _FINISHED_OUTCOMES:
-        return []
-    name, rule_name = str(job["name"]), rule.get("name")
-    rule_name = str(rule_name) if rule_name else None
-    elements: list[dict[str, Any]] = []
-    if kind in FINDING_KINDS and rule_name:
-        elements += [
-            button(
-                Act.SNOOZE, label="Snooze 1 h", job=name, rule=rule_name, account=account, seconds=3600, suffix="1h"
-            ),
-            button(Act.SNOOZE, label="Snooze until the job ends", job=name, rule=rule_name, account=account),
-            button(Act.EXEMPT, label="Exempt this job", job=name, account=account),
-        ]
-    if kind == "rule_error" and rule_name:
-        elements.append(
-            button(Act.MUTE, label="Mute this rule for this job", job=name, rule=rule_name, account=account)
-        )
-    return elements
 
 
 def card_state(doc: Mapping[str, Any]) -> str:
