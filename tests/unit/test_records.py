@@ -72,6 +72,8 @@ def test_construction_defaults_factories_and_order_are_the_dataclasses() -> None
     ]
     assert (mine.x, mine.y, mine.tags) == (theirs.x, theirs.y, theirs.tags) == (1, 0, {"a": "b"})
     assert Point(1).tags is not Point(1).tags  # a fresh default per instance
+    # the instance's attributes in field order, whatever the order of the arguments
+    assert list(vars(Point(tags={}, x=1))) == list(vars(PointDataclass(tags={}, x=1))) == ["x", "y", "tags"]
     assert Point(y=2, x=1) == Point(1, 2)
     assert Point.__match_args__ == PointDataclass.__match_args__ == ("x", "y", "tags")
     assert Point.y == 0  # the default stays a class attribute, as dataclasses leave it

@@ -52,18 +52,18 @@ def _methods(
                 kwargs[name] = value
         if not kwargs.keys() <= known:
             raise TypeError(f"{owner.__qualname__}() got an unexpected keyword argument {min(kwargs.keys() - known)!r}")
-        missing = []
+        state, missing = {}, []
         for name, default, factory in defaults:
-            if name in kwargs:
-                setter(self, name, kwargs[name])
-            elif default is not MISSING:
-                setter(self, name, default)
-            elif factory is not MISSING:
-                setter(self, name, factory())
-            else:
-                missing.append(repr(name))
+            value = kwargs.get(name, default)
+            if value is MISSING and name not in kwargs:
+                if factory is MISSING:
+                    missing.append(repr(name))
+                    continue
+                value = factory()
+            state[name] = value
         if missing:
             raise TypeError(f"{owner.__qualname__}() missing required argument(s): {', '.join(missing)}")
+        setter(self, "__dict__", state)  # in field order, as dataclass's __init__ leaves it; one call, not one a field
 
     @recursive_repr()
     def __repr__(self: Any) -> str:
