@@ -905,8 +905,8 @@ def findings(measured: Measured) -> list[str]:
             if over
             else "Every function is within the target. "
         )
-        + "The configuration model's, the domain's and the ports' classes are records (`config/records.py`: a frozen "
-        "dataclass made without `exec`), the notifier reads its secrets without Powertools Parameters and imports no slack_sdk. What is left beyond "
+        + "The configuration model's, the domain's and the ports' classes are made by `config/frozen.py` (a frozen "
+        "dataclass without `exec`), the notifier reads its secrets without Powertools Parameters and imports no slack_sdk. What is left beyond "
         "boto3 is Powertools (its package `__init__` loads Logger, Metrics and Tracer, whichever a handler names) and "
         "the guard's own modules (`python -X importtime` shows each module's share).",
         calls_finding(measured.calls),

@@ -12,7 +12,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard.adapters.clients import RETRY_CONFIG
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 from training_guard.domain.accounts import member_role_arn, scoped
 from training_guard.domain.errors import ActionFailed
 
@@ -36,7 +36,7 @@ REFRESH_MARGIN_SECONDS = 5 * 60
 SESSION_NAME = "training-guard-hub"
 
 
-@record
+@frozen
 class _Session:
     expires_at: float  # epoch seconds
     session: Any

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 
 SEND_TIMEOUT_SECONDS = 10
 MAX_RETRIES = 3
@@ -140,7 +140,7 @@ def exchange(
         attempt += 1
 
 
-@record
+@frozen
 class Delivery:
     ok: bool
     permanent: bool = False

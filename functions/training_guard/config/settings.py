@@ -10,7 +10,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 
 from training_guard import contract
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 
 if TYPE_CHECKING:
     # Imported where a configuration is read: the Slack acknowledgement must not load it (Slack's 3 seconds).
@@ -21,7 +21,7 @@ class SettingsError(RuntimeError):
     """A required environment variable is missing or invalid (a deployment defect)."""
 
 
-@record
+@frozen
 class Settings:
     config: GuardConfig
     table: str
@@ -72,7 +72,7 @@ def _config(env: Mapping[str, str]) -> GuardConfig:
         raise SettingsError(str(exc)) from None
 
 
-@record
+@frozen
 class ChatSettings:
     config: GuardConfig
     table: str
@@ -117,7 +117,7 @@ class ChatSettings:
         )
 
 
-@record
+@frozen
 class InteractionSettings:
     """The Slack acknowledgement's settings: no configuration file, so `allowed_users` comes in the environment."""
 
@@ -142,7 +142,7 @@ class InteractionSettings:
         )
 
 
-@record
+@frozen
 class BotSettings:
     """Slack app mode's bot, for the notifier and the click worker alike: its token's secret and the API's URL."""
 

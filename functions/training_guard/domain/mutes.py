@@ -9,8 +9,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from training_guard.config.frozen import frozen
 from training_guard.config.model import MAX_DAYS_AFTER_TRAINING, MAX_TRAINING_DAYS
-from training_guard.config.records import record
 from training_guard.domain.accounts import scoped
 from training_guard.domain.job_names import JOB_NAME, RULE_NAME_MAX
 
@@ -34,7 +34,7 @@ class MuteError(ValueError):
     """A mute that cannot be made: the message names the input and what it must be."""
 
 
-@record
+@frozen
 class Mute:
     effect: Effect
     rule: str  # ALL_RULES for an exemption
@@ -57,7 +57,7 @@ class Mute:
         return f"{what} by {self.by} {until} (set {_when(self.at)})"
 
 
-@record
+@frozen
 class Mutes:
     entries: tuple[Mute, ...] = ()
 

@@ -9,8 +9,8 @@ from datetime import datetime
 from enum import StrEnum
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.config.model import Action, Budget, GuardConfig, IdleGpuGuard
-from training_guard.config.records import record
 from training_guard.domain.events import (
     COMPLETED,
     FAILED,
@@ -69,14 +69,14 @@ class Plan(StrEnum):
     NOTIFY = "notify"
 
 
-@record
+@frozen
 class GuardStop:
     rule: str
     reason: str
     at: datetime
 
 
-@record
+@frozen
 class Decision:
     key: str
     kind: Kind

@@ -13,7 +13,7 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 from training_guard.domain.events import (
     COMPLETED,
     FAILED,
@@ -43,7 +43,7 @@ SOURCE_TABLE: Final = "table"
 _ENDED = frozenset({COMPLETED, FAILED, STOPPED})
 
 
-@record
+@frozen
 class PriceQuote:
     instance_type: str
     region: str
@@ -70,7 +70,7 @@ class PriceQuote:
         }
 
 
-@record
+@frozen
 class PriceParse:
     """What one GetProducts answer said about one instance type: a price, or why there is none."""
 
@@ -187,7 +187,7 @@ def _table() -> dict[tuple[str, str], TablePrice]:
     return {(p.region, p.instance_type): p for p in TRAINING_PRICES}
 
 
-@record
+@frozen
 class Spend:
     """Spend so far and spend a stop avoids, at list price. None means unknown, never zero for want of data."""
 

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
 from training_guard import contract
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 from training_guard.domain.events import parse_time
 from training_guard.domain.outcome import Outcome
 from training_guard.domain.values import cents, iso
@@ -54,7 +54,7 @@ def job_prefix(name: str, separator: str | None = None) -> str:
     return _TRAILING_NUMBERS.sub("", name) or name
 
 
-@record
+@frozen
 class StopEntry:
     job: str
     rule: str
@@ -94,7 +94,7 @@ class StopEntry:
         )
 
 
-@record
+@frozen
 class SpendSum:
     usd: float = 0.0
     known: int = 0
@@ -109,7 +109,7 @@ class SpendSum:
         return {"usd": cents(self.usd), "known": self.known, "unknown": self.unknown}
 
 
-@record
+@frozen
 class Group:
     name: str
     stops: int
@@ -123,7 +123,7 @@ class Group:
         return document | {"spend_avoided": self.spend_avoided.as_dict()}
 
 
-@record
+@frozen
 class Day:
     day: date
     stops: int
@@ -139,7 +139,7 @@ class Day:
         }
 
 
-@record
+@frozen
 class Totals:
     since: datetime
     until: datetime

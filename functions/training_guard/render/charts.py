@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.config.model import GuardConfig
-from training_guard.config.records import record
 from training_guard.domain.metric_guards import _STATISTIC_NAMES, job_alarm_specs
 
 CHART_HOURS = 3  # what a Metrics Insights alarm evaluates (domain.md section 4), so the breach is on the picture
@@ -22,7 +22,7 @@ THRESHOLD_COLOUR = "#d62728"  # red: the line and its shaded bad side
 BAD_SIDE = {">": "above", ">=": "above", "<": "below", "<=": "below"}
 
 
-@record
+@frozen
 class Chart:
     job: str
     metric: str

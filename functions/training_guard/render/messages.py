@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from training_guard import contract
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 from training_guard.domain.events import Finding, JobEvent, TrainingJob
 from training_guard.domain.outcome import STOP_OUTCOMES, Outcome
 from training_guard.domain.policy import BUDGET, Decision, Kind
@@ -58,7 +58,7 @@ class Notice(StrEnum):
 TEST_TITLE_PREFIX = "Test notification"
 
 
-@record
+@frozen
 class Notification:
     kind: Kind | Notice
     outcome: Outcome

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 
 
-@record
+@frozen
 class TablePrice:
     region: str
     instance_type: str

@@ -1,7 +1,7 @@
-"""`record`: `@dataclass(frozen=True)` made without `exec`, for the classes every cold start creates.
+"""`frozen`: `@dataclass(frozen=True)` made without `exec`, for the classes every cold start creates.
 
 A frozen dataclass compiles six methods at import (~0.45 ms a class, measured; ~50 classes were ~0.15x of a bare
-`import boto3`); a record has the same fields for `dataclasses`, and its methods are closures, made in ~0.05 ms."""
+`import boto3`); `frozen` gives the same fields to `dataclasses` and makes the methods as closures, in ~0.05 ms."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from reprlib import recursive_repr
 from typing import Any, TypeVar, dataclass_transform
 
 _T = TypeVar("_T")
-# What a record makes: a class that writes one of them itself (or wants more of dataclasses) uses @dataclass.
+# What `frozen` makes: a class that writes one of them itself (or wants more of dataclasses) uses @dataclass.
 _MADE = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__post_init__")
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
-def record(cls: type[_T]) -> type[_T]:
+def frozen(cls: type[_T]) -> type[_T]:
     """A frozen dataclass: `dataclasses.fields`, `asdict` and `replace` work, and so do its __init__ (defaults and
     default factories), repr, eq, hash and immutability, as `@dataclass(frozen=True)` makes them."""
     if written := [name for name in _MADE if name in vars(cls)]:
@@ -27,7 +27,7 @@ def record(cls: type[_T]) -> type[_T]:
     dataclass(init=False, repr=False, eq=False)(cls)  # the fields, their defaults and __match_args__, no method
     own = fields(cls)  # type: ignore[arg-type]  # a dataclass now
     if odd := [f.name for f in own if not (f.init and f.repr and f.compare) or f.hash is not None or f.kw_only]:
-        raise TypeError(f"{cls.__qualname__}: field options a record does not make ({', '.join(odd)})")
+        raise TypeError(f"{cls.__qualname__}: field options `frozen` does not make ({', '.join(odd)})")
     names = tuple(f.name for f in own)
     for method in _methods(cls, names, tuple((f.name, f.default, f.default_factory) for f in own)):
         method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"

@@ -1,4 +1,4 @@
-"""`record` behaves as `@dataclass(frozen=True)` does, side by side on the same class body, without its `exec`."""
+"""`frozen` behaves as `@dataclass(frozen=True)` does, side by side on the same class body, without its `exec`."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from training_guard.config.records import record
+from training_guard.config.frozen import frozen
 
 
-@record
+@frozen
 class Point:
-    """A point with a default, a default factory and a nested record."""
+    """A point with a default, a default factory and a nested frozen class."""
 
     x: int
     y: int = 0
@@ -33,13 +33,13 @@ class PointDataclass:
     tags: dict[str, str] = field(default_factory=dict)
 
 
-@record
+@frozen
 class Line:
     start: Point
     end: Point | None = None
 
 
-@record
+@frozen
 class Pair:
     number: int
     text: str
@@ -51,12 +51,12 @@ class PairDataclass:
     text: str
 
 
-@record
+@frozen
 class Nothing:
     pass
 
 
-@record
+@frozen
 class Boxed:
     items: list[object]
 
@@ -133,7 +133,7 @@ def test_fields_cannot_be_assigned_or_deleted() -> None:
     assert point.x == 1
 
 
-def test_dataclasses_functions_and_copies_work_on_a_record() -> None:
+def test_dataclasses_functions_and_copies_work_on_a_frozen_class() -> None:
     line = Line(Point(1, tags={"a": "b"}), Point(2))
     assert dataclasses.is_dataclass(line)
     assert asdict(line) == {"start": {"x": 1, "y": 0, "tags": {"a": "b"}}, "end": {"x": 2, "y": 0, "tags": {}}}
@@ -145,22 +145,22 @@ def test_dataclasses_functions_and_copies_work_on_a_record() -> None:
 
 
 def test_docstrings_are_kept_and_a_missing_one_names_the_fields() -> None:
-    assert Point.__doc__ == "A point with a default, a default factory and a nested record."
+    assert Point.__doc__ == "A point with a default, a default factory and a nested frozen class."
     assert Line.__doc__ == "Line(start, end)"  # starts with `Line(`, as a dataclass's own (config_docs skips both)
 
 
 def test_a_class_that_writes_what_a_record_makes_is_refused() -> None:
     with pytest.raises(TypeError, match="writes __repr__: use @dataclass"):
 
-        @record
+        @frozen
         class Shown:
             x: int
 
             def __repr__(self) -> str:
                 return "x"
 
-    with pytest.raises(TypeError, match=r"field options a record does not make \(x\)"):
+    with pytest.raises(TypeError, match=r"field options `frozen` does not make \(x\)"):
 
-        @record
+        @frozen
         class Hidden:
             x: int = field(repr=False)
