@@ -360,7 +360,7 @@ def _with_section(report: str, text: str) -> str:
     if title in report:
         at = report.index(title)
         after = report.index("\n## ", at + len(title))
-        return report[:at] + text + report[after + 1 :]
+        return report[:at] + text + "\n" + report[after + 1 :]  # the blank line before the next title, as `run` writes
     at = report.index(next(t for t in ("## Slack interactivity", "## What the numbers say") if t in report))
     return report[:at] + text + "\n" + report[at:]
 

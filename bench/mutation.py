@@ -85,6 +85,14 @@ MODULES: dict[str, Target] = {
             "tests/unit/test_member_charts.py",  # a member's job: a graph link, no picture
         ),
     ),
+    "slack_app_delivery": Target(
+        "src/training_guard/services/slack_app_delivery.py",
+        (
+            "tests/unit/test_slack_app_mode.py",  # app mode: threads, cards, charts
+            "tests/unit/test_chat_delivery.py",  # each result list, ledger key, park and retry
+            "tests/unit/test_member_charts.py",  # a member's job: a graph link, no picture
+        ),
+    ),
     "sweeper": Target(
         "src/training_guard/services/sweeper.py",
         (
@@ -307,7 +315,41 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
     "chat": (
         *(
             Explained(
-                "ChatDelivery._buttons",
+                "ChatDelivery._read",
+                "return Message(text, blocks, transition, [], doc, member)",
+                added,
+                "equivalent: a card-only document read in webhook mode has no target, so nothing reads the "
+                "message's text, blocks, transition, document or member",
+            )
+            for added in (
+                "Message(None, blocks, transition, [], doc, member)",
+                "Message(text, None, transition, [], doc, member)",
+                "Message(text, blocks, None, [], doc, member)",
+                "Message(text, blocks, transition, [], None, member)",
+                "Message(text, blocks, transition, [], doc, None)",
+                "Message(text, blocks, transition, [], member)",
+                "Message(text, blocks, transition, [], doc, )",
+            )
+        ),
+        *(
+            Explained(
+                "ChatDelivery._read",
+                "return Message(text, blocks, transition, list(self.slack.targets), doc, member)",
+                added,
+                "equivalent: a test notification is posted as a message of its own (no thread, no card, so no "
+                "member is read) and has no graph, with or without its document",
+            )
+            for added in (
+                "list(self.slack.targets), None, member)",
+                "list(self.slack.targets), doc, None)",
+                "list(self.slack.targets), doc, )",
+            )
+        ),
+    ),
+    "slack_app_delivery": (
+        *(
+            Explained(
+                "AppMode.buttons",
                 'if slack_messages.is_test(doc) or doc.get("kind") == slack_messages.DIGEST_KIND:',
                 added,
                 "equivalent: render() draws a digest with render_digest, which shows no buttons, and buttons() "
@@ -321,62 +363,30 @@ EXPLAINED: dict[str, tuple[Explained, ...]] = {
             )
         ),
         Explained(
-            "ChatDelivery._card_only",
+            "AppMode._card_only",
             "raise ParentBusy(key)",
             "raise ParentBusy(None)",
-            "equivalent: _post_app catches ParentBusy and reads nothing of it (the message is sent back busy)",
+            "equivalent: AppMode._post catches ParentBusy and reads nothing of it (the message is sent back busy)",
         ),
         Explained(
-            "ChatDelivery._card_only",
-            "card_text, card_blocks = self._card(doc, member)",
-            "self._card(doc, None)",
+            "AppMode._card_only",
+            "card_text, card_blocks = _card(doc, member)",
+            "_card(doc, None)",
             "equivalent: a card-only document is a job's end, and a card of an ended job has no Stop now "
             "(stop_button), the one element that names the member",
         ),
         Explained(
-            "ChatDelivery._chart_once",
-            "thread = self._thread(bot, message.doc, channel, message.member, now)",
-            "self._thread(bot, message.doc, channel, None, now)",
+            "AppMode._chart_once",
+            "thread = self._thread(chat, bot, message.doc, channel, message.member, now=now)",
+            "self._thread(chat, bot, message.doc, channel, None, now=now)",
             "equivalent: a graph is drawn only for the hub's own jobs (member is None, charts.py), so member is "
             "always None here",
         ),
         Explained(
-            "ChatDelivery._failed",
+            "_failed",
             'permanent = bool(getattr(exc, "permanent", False))',
             'bool(getattr(exc, "permanent", None))',
             "equivalent: bool(None) is False",
-        ),
-        *(
-            Explained(
-                "ChatDelivery._read",
-                "return _Message(text, blocks, transition, [], doc, member)",
-                added,
-                "equivalent: a card-only document read in webhook mode has no target, so nothing reads the "
-                "message's text, blocks, transition, document or member",
-            )
-            for added in (
-                "_Message(None, blocks, transition, [], doc, member)",
-                "_Message(text, None, transition, [], doc, member)",
-                "_Message(text, blocks, None, [], doc, member)",
-                "_Message(text, blocks, transition, [], None, member)",
-                "_Message(text, blocks, transition, [], doc, None)",
-                "_Message(text, blocks, transition, [], member)",
-                "_Message(text, blocks, transition, [], doc, )",
-            )
-        ),
-        *(
-            Explained(
-                "ChatDelivery._read",
-                "return _Message(text, blocks, transition, list(self.slack.targets), doc, member)",
-                added,
-                "equivalent: a test notification is posted as a message of its own (no thread, no card, so no "
-                "member is read) and has no graph, with or without its document",
-            )
-            for added in (
-                "list(self.slack.targets), None, member)",
-                "list(self.slack.targets), doc, None)",
-                "list(self.slack.targets), doc, )",
-            )
         ),
     ),
     "sweeper": (

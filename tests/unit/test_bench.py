@@ -350,4 +350,5 @@ def test_the_log_rules_sections_are_spliced_into_the_report_once() -> None:
     headline = run.headline_of(twice)
     assert sum(r.startswith(log_rules.HEADLINE_ROW) for r in headline) == 1
     assert "(met: worst 1.8x)" in twice
+    assert twice.count("\n## ") == twice.count("\n\n## ")  # every title after a blank line, as `run` writes them
     assert twice.index(log_rules.SECTION_TITLE) < twice.index("## What the numbers say")

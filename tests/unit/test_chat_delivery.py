@@ -277,6 +277,12 @@ def test_app_mode_without_the_app_is_refused_saying_what_it_needs() -> None:
         ChatDelivery(config.slack, Urls(), Sender(), FakeLedger(), Parker(), ttl_seconds=1)
 
 
+def test_webhook_mode_with_an_app_is_refused_so_that_a_message_is_never_half_app() -> None:
+    app = AppRig().chat().app
+    with pytest.raises(ValueError, match=r"^slack\.mode is webhook: the delivery takes no app$"):
+        ChatDelivery(GuardConfig().slack, Urls(), Sender(), FakeLedger(), Parker(), ttl_seconds=1, app=app)
+
+
 # --- Slack app mode ------------------------------------------------------------------------------------------------
 
 

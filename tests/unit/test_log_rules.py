@@ -7,6 +7,7 @@ import math
 import random
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -545,3 +546,110 @@ def test_the_plan_follows_the_tag_at_each_call_though_it_is_made_once() -> None:
     assert [f.action for f in run(lines)] == ["stop"]
     other = GuardConfig.from_dict({"log_rules": {"nan": {"action": "dry_run"}}}).log_rules
     assert [f.action for f in run(lines, rules=other)] == ["dry_run"]
+
+
+# --- the evaluator's fast path reads as `scan` does ---------------------------------------------------------------
+class _Scanning(LineReader):
+    """A reader whose `scan` is its own: `evaluate` then reads every line through `scan`, none through `texts`."""
+
+    def scan(self, message: str) -> tuple[list[tuple[str, float, str]], str | None]:
+        return super().scan(message)
+
+
+MIXED_LINES = [
+    *(keras(v, v * 1.3) for v in falling(40)),
+    "469/469 - 3s - loss: cat - val_loss: dog",  # two captures that are not numbers, on one line
+    "469/469 - 3s - loss: 0.5 - val_loss: 1e999",  # a number float() takes to inf
+    "Epoch 41/50",
+    "step 41 train loss: 0.4",  # no definition matches: the built-in readers read it
+    *(keras(v * 3, v) for v in falling(30, 0.4, 0.3)),
+    "469/469 - 3s - loss: 0.41 - accuracy: nan - grad_loss: nan - val_loss: 0.5",  # a built-in reader's nan too
+]
+
+
+@pytest.mark.parametrize(
+    "definitions",
+    [
+        (),
+        (("loss", r" loss: (\S+)"), ("val_loss", r"val_loss: (\S+)")),  # name a training loss: they own the series
+        (("val_loss", r"val_loss: (\S+)"),),  # validation only: the built-in readers keep the training loss
+    ],
+)
+def test_the_fast_path_folds_each_line_as_scan_reads_it(definitions: tuple[tuple[str, str], ...]) -> None:
+    folded = []
+    for reader in (LineReader(definitions), _Scanning(definitions)):
+        state, firings = None, []
+        for start in range(0, len(MIXED_LINES), 7):
+            state, new = evaluate(state, events(MIXED_LINES[start : start + 7], start), reader=reader, rules=DEFAULTS)
+            firings += new
+        assert state is not None
+        folded.append((json.dumps(state.to_json(), sort_keys=True), [(f.rule, f.line, f.reader) for f in firings]))
+    assert folded[0] == folded[1]
+    assert folded[0][1]  # something fired: the comparison saw the rules at work
+
+
+def test_a_line_whose_two_captures_are_not_numbers_is_counted_once_by_its_last() -> None:
+    reader = LineReader((("loss", r" loss: (\S+)"), ("val_loss", r"val_loss: (\S+)")))
+    state, _ = evaluate(None, events(["469/469 - 3s - loss: cat - val_loss: dog"]), reader=reader, rules=DEFAULTS)
+    assert (state.unparsed, state.unparsed_sample) == (1, "val_loss: 469/469 - 3s - loss: cat - val_loss: dog")
+
+
+def test_a_metric_no_rule_reads_is_still_named_in_each_stream_that_prints_it() -> None:
+    rules = GuardConfig.from_dict({"log_rules": {"nan": {"action": "ignore"}}}).log_rules  # no NaN: no metric is read
+    lines = [f"2/2 - 1s - loss: {v:.4f} - accuracy: 0.9 - train_loss: {v:.4f}" for v in falling(20)]
+    first, _ = evaluate(None, events(lines), reader=READER, rules=rules)  # the plan learns what no rule reads
+    second, _ = evaluate(None, events(["2/2 - 1s - loss: 0.5", *lines[:3]]), reader=READER, rules=rules)
+    assert first.names == second.names == ["loss", "accuracy", "train_loss"]
+
+
+def test_a_metric_the_nan_rule_watches_is_read_on_every_line() -> None:
+    rules = GuardConfig.from_dict({"log_rules": {"nan": {"tensor_regex": "accuracy"}}}).log_rules
+    lines = [f"2/2 - 1s - loss: {v:.4f} - accuracy: 0.9" for v in falling(20)] + [
+        "2/2 - 1s - loss: 0.3 - accuracy: nan"
+    ]
+    for reader in (READER, LineReader()):  # the second run meets the plan's metrics already filed
+        firings = [(f.rule, f.metric, f.line) for f in evaluate(None, events(lines), reader=reader, rules=rules)[1]]
+        assert ("NaN", "accuracy", 21) in firings
+
+
+def test_a_metric_no_rule_read_is_read_once_a_new_name_makes_it_the_validation_loss() -> None:
+    rules = GuardConfig.from_dict({"log_rules": {"nan": {"action": "ignore"}}}).log_rules
+    before = [f"[{i}]\ttrain-rmse:0.5\tvalidation-rmse:0.6\tvalidation-mae:0.4" for i in range(5)]
+    state, _ = evaluate(None, events(before), reader=READER, rules=rules)  # validation-mae is read by no rule
+    # train-mae outranks train-rmse as the loss, so validation-mae, printed after it on the line, becomes the validation
+    after = events(["[5]\ttrain-mae:0.3\tvalidation-mae:0.45"], start=len(before))
+    state, _ = evaluate(state, after, reader=READER, rules=rules)
+    assert state.loss is not None
+    assert state.val is not None
+    assert (state.loss.name, state.val.name, state.val.count) == ("train-mae", "validation-mae", 1)
+
+
+def test_a_log_of_ever_new_keys_files_a_bounded_number_of_them() -> None:
+    from training_guard.domain import log_rules
+
+    rules = LogRules()
+    lines = [f"2/2 - 1s - loss: 0.5 - key{i}: 0.1 - other{i}: 0.2" for i in range(3_000)]
+    evaluate(None, events(lines), reader=READER, rules=rules)
+    plan = log_rules._plan(rules, None)
+    assert plan is not None
+    filed = [len(quiet) + len(loud) for quiet, loud in plan._quiet.values()]
+    assert filed
+    assert max(filed) <= log_rules.MAX_FILED
+
+
+def test_a_firing_says_its_line_and_reader_when_it_has_them() -> None:
+    fired = Firing(
+        rule="NaN",
+        metric="loss",
+        value=math.nan,
+        line=15,
+        event_id="e",
+        timestamp_ms=0,
+        action="stop",
+        setting="log_rules.nan",
+        reader="keras",
+        detail="loss is nan",
+    )
+    assert fired.said == "loss is nan (line 15, read by keras)"
+    assert replace(fired, line=None).said == "loss is nan (read by keras)"
+    assert replace(fired, line=None, reader="").said == "loss is nan"

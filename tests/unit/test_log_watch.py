@@ -486,7 +486,11 @@ def test_a_firings_action_reaches_the_responder_as_stop_notify_or_dry_run(
     for note in world.publisher.published:
         assert note.reason.startswith("log_rules.divergence")
         assert note.finding is not None
-        assert (note.finding.source, note.finding.details) == (policy.LOG_RULE, "loss 9.1 is 4.2x its best 2.17")
+        # the decision names the line and the reader that saw it, besides the rule, metric, value and setting
+        assert (note.finding.source, note.finding.details) == (
+            policy.LOG_RULE,
+            "loss 9.1 is 4.2x its best 2.17 (line 31, read by MetricDefinitions)",
+        )
 
 
 # --- the stall check -----------------------------------------------------------------------------------------

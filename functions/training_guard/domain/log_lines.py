@@ -28,6 +28,8 @@ _KERAS_ITEM = re.compile(r"- ([A-Za-z_]\w{0,254}): (" + _NUM + r")(?![\w.])")  #
 _LIGHTNING_ITEM = re.compile(r"(?<![\w.])([A-Za-z_][\w/.]{0,254})=(" + _NUM + r")(?=[,\]\s]|$)")
 # Anything naming a loss (`loss = nan`, `Average loss: 0.0335`), after str.find("oss"): 10x faster than a regex.
 _AFTER_LOSS = re.compile(r"'?\s*[:=]\s*(" + _NUM + r")(?![\w.])")
+# re finds "#011" in a Keras line of `#010`s in 0.24 us, `in` in 0.56 us (its skips stay short on "#0#0#0")
+_HAS_TAB = re.compile(TAB).search
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-")
 _LOSS_INITIALS = frozenset("lL")
 
@@ -48,6 +50,9 @@ class Point:
 DEFINED = "MetricDefinitions"  # the reader of a point the job's own definitions read
 # A point as the evaluator handles it (a tuple costs a tenth of a frozen dataclass): (metric, value, reader).
 RawPoint = tuple[str, float, str]
+# A line's points for the evaluator's fast path: (reader, [(metric, the number as written)]); float() is the caller's.
+TextPoints = tuple[str, list[tuple[str, str]]]
+RESCAN: TextPoints = ("", [])  # the line must be read by `scan` (its points come from more than one reader)
 
 
 class LineReader:
@@ -71,12 +76,20 @@ class LineReader:
             # What the regex is written against, tabs as tabs, for `_covers` (SageMaker's own regexes say `#011`).
             compiled.append((name, pattern, pattern.pattern.replace(TAB, "\t")))
         self._definitions = tuple(compiled)
+        self._searches = tuple((name, pattern.search) for name, pattern, _ in compiled)
         # only definitions naming a training loss replace the built-in readers' loss (XGBoost's declare validation)
         self._names_a_loss = any((role := loss_role(name)) is not None and not role[0] for name, _, _ in compiled)
         self._covers: dict[tuple[int, str], bool] = {}
         self._scan: Callable[[str], tuple[list[RawPoint], str | None]] = (
             self._scan_own_series if self._names_a_loss else self._scan_with_definitions if compiled else _builtin_only
         )
+        # For the evaluator: a line's points as written, of one reader (RESCAN: ask `scan`); None: `scan` every line.
+        self.texts: Callable[[str], TextPoints | None] | None = None
+        if type(self).scan is LineReader.scan:  # a subclass's own `scan` sees every line
+            if not compiled:
+                self.texts = _builtin_text
+            elif self._names_a_loss:
+                self.texts = self._texts_own_series
 
     @property
     def definitions(self) -> tuple[tuple[str, str], ...]:
@@ -87,16 +100,10 @@ class LineReader:
         return tuple(Point(metric, value, reader) for metric, value, reader in points)
 
     def scan(self, message: str) -> tuple[list[RawPoint], str | None]:
-        """The line's points, and the name of a definition whose capture is not a number (or None): the hot path."""
+        """The line's points, and the name of a definition whose capture is not a number (or None).
+
+        A subclass that overrides it sees every line `evaluate` reads (it then reads none through `texts`)."""
         return self._scan(message)
-
-    def scanner(self) -> Callable[[str], tuple[list[RawPoint], str | None]]:
-        """`scan`, or for a reader whose `scan` is not wrapped the function it calls: a call a line less."""
-        return self._scan if type(self).scan is LineReader.scan else self.scan
-
-    def points_only(self) -> Callable[[str], list[RawPoint]] | None:
-        """The built-in readers alone when they are all `scan` does (else None): a call a line less."""
-        return _builtin if not self._definitions and type(self).scan is LineReader.scan else None
 
     def _scan_with_definitions(self, message: str) -> tuple[list[RawPoint], str | None]:
         """Definitions that name no training loss: a built-in point is dropped where a matching one spells its key."""
@@ -134,6 +141,20 @@ class LineReader:
             out.extend(p for p in _builtin(message) if not isfinite(p[1]))
         return out, unparsed
 
+    def _texts_own_series(self, message: str) -> TextPoints | None:
+        """`_scan_own_series` with the numbers as written; a line with a built-in reader's nan or inf is RESCAN."""
+        out: list[tuple[str, str]] = []
+        for name, search in self._searches:
+            match = search(message)
+            if match is not None and (captured := match.group(1)) is not None:
+                out.append((name, captured))
+        if not out:
+            return _builtin_text(message)
+        nan_or_inf = ("n" in message or "N" in message) and ("nan" in (low := message.lower()) or "inf" in low)
+        if nan_or_inf and any(not isfinite(p[1]) for p in _builtin(message)):
+            return RESCAN
+        return DEFINED, out
+
     def _covered_by(self, matched: list[int], key: str) -> bool:
         return any(self._covered(i, key) for i in matched)
 
@@ -154,40 +175,48 @@ def _builtin_only(message: str) -> tuple[list[RawPoint], str | None]:
 
 
 def _builtin(message: str) -> list[RawPoint]:
-    """The common formats, each behind a substring check that most lines fail."""
+    found = _builtin_text(message)
+    if found is None:
+        return []
+    reader, pairs = found
+    return [(metric, float(number), reader) for metric, number in pairs]
+
+
+def _builtin_text(message: str) -> TextPoints | None:
+    """The common formats, each behind a substring check that most lines fail; the numbers as written."""
     hashed = "#" in message  # one scan rules out both `#011` and `#quality_metric` on most lines
-    if hashed and TAB in message:
+    if hashed and _HAS_TAB(message) is not None:
         message = message.replace(TAB, "\t")
     if "{" in message and ("{'" in message or '{"' in message):
-        found = [(k, float(v), "huggingface") for k, v in _DICT_ITEM.findall(message)]
+        found: list[tuple[str, str]] = _DICT_ITEM.findall(message)
         if found:
-            return found
-    if "]\t" in message:
-        found = _rounds(message)
-        if found:
-            return found
+            return "huggingface", found
+    if "\t" in message and "]\t" in message:  # a tab first: one char is found fast, a pair only slowly
+        rounds = _rounds(message)
+        if rounds is not None:
+            return rounds
     if hashed and "#quality_metric" in message:
         found = [
-            (f"{part}:objective_loss" if tag == "loss" else f"{part}:{metric}", float(v), "sagemaker")
+            (f"{part}:objective_loss" if tag == "loss" else f"{part}:{metric}", v)
             for part, metric, tag, v in _QUALITY.findall(message)
         ]
         if found:
-            return found
+            return "sagemaker", found
     if "- " in message and ": " in message:
-        found = [(k, float(v), "keras") for k, v in _KERAS_ITEM.findall(message)]
+        found = _KERAS_ITEM.findall(message)
         if found:
-            return found
+            return "keras", found
     if "=" in message and ("it/s" in message or "s/it" in message or "loss=" in message):
-        found = [(k, float(v), "lightning") for k, v in _LIGHTNING_ITEM.findall(message)]
+        found = _LIGHTNING_ITEM.findall(message)
         if found:
-            return found
-    if "oss" in message:
-        return _generic(message)
-    return []
+            return "lightning", found
+    if "oss" in message and (found := _generic(message)):
+        return "generic", found
+    return None
 
 
-def _generic(message: str) -> list[RawPoint]:
-    out: list[RawPoint] = []
+def _generic(message: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
     at = message.find("oss", 1)
     while at > 0:
         end = at + 3
@@ -201,15 +230,17 @@ def _generic(message: str) -> list[RawPoint]:
                 while word > 0 and message[word - 1].isalpha():
                     word -= 1
                 start = word if word < start - 1 and end - word <= MAX_NAME else start
-            out.append((message[start:end], float(match.group(1)), "generic"))
+            out.append((message[start:end], match.group(1)))
         at = message.find("oss", end)
     return out
 
 
-def _rounds(message: str) -> list[RawPoint]:
+def _rounds(message: str) -> TextPoints | None:
     if "'s " in message:
-        return [(f"{part}-{metric}", float(v), "lightgbm") for part, metric, v in _LGBM_ITEM.findall(message)]
-    return [(k, float(v), "xgboost") for k, v in _XGB_ITEM.findall(message)]
+        found = [(f"{part}-{metric}", v) for part, metric, v in _LGBM_ITEM.findall(message)]
+        return ("lightgbm", found) if found else None
+    found = _XGB_ITEM.findall(message)
+    return ("xgboost", found) if found else None
 
 
 _ROLE = re.compile(r"^(validation|valid|val|eval|test|dev|training|train)(?:_\d+)?(?:[:_/\-. ]+|(?=loss))(.+)$")

@@ -8,7 +8,7 @@ import hashlib
 import math
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
@@ -16,7 +16,7 @@ from typing import Any
 
 from training_guard import contract
 from training_guard.config.model import LOG_RULE_NAMES, LogAction, LogRules
-from training_guard.domain.log_lines import LineReader, loss_metrics, loss_role
+from training_guard.domain.log_lines import DEFINED, RESCAN, LineReader, loss_metrics, loss_role
 
 STATE_VERSION = 1
 MAX_METRIC_NAMES = 64  # names remembered for recognising the loss; a line of a hundred keys is not a hundred series
@@ -61,6 +61,13 @@ class Firing:
     setting: str
     reader: str
     detail: str
+
+    @property
+    def said(self) -> str:
+        """The detail as a decision says it: with the line (of the stream, 1-based) and the reader that saw it."""
+        where = [f"line {self.line}"] if self.line is not None else []
+        where += [f"read by {self.reader}"] if self.reader else []
+        return f"{self.detail} ({', '.join(where)})" if where else self.detail
 
 
 @dataclass(frozen=True)
@@ -172,7 +179,7 @@ class _Series:
         new = _Series.__new__(_Series)  # every slot, as to_json lists them (a test compares the two)
         new.name, new.count, new.best, new.best_line = self.name, self.count, self.best, self.best_line
         new.level, new.noise, new.prev, new.last_log = self.level, self.noise, self.prev, self.last_log
-        new.window = deque(self.window, maxlen=self.window.maxlen)
+        new.window = self.window.copy()  # its maxlen kept
         new.ot_best, new.ot_since, new.train_at_min, new.streak = (
             self.ot_best,
             self.ot_since,
@@ -206,6 +213,22 @@ def _float_or_inf(value: Any) -> float:
 
 class StreamState:
     """What one (job, log stream) has shown so far, in a few KB whatever the log's length; JSON-serialisable."""
+
+    __slots__ = (  # copied once a batch: slots are copied faster than an instance dict
+        "batches",
+        "fired",
+        "first_ms",
+        "ids",
+        "last_event",
+        "lines",
+        "loss",
+        "names",
+        "point_ms",
+        "ts",
+        "unparsed",
+        "unparsed_sample",
+        "val",
+    )
 
     def __init__(self) -> None:
         self.ts: int | None = None  # the newest timestamp folded
@@ -270,12 +293,18 @@ class StreamState:
 
     def copy(self) -> StreamState:
         """What `from_json(to_json())` gives, sharing nothing mutable, without the round trip (once a delivery)."""
-        new = StreamState.__new__(StreamState)
-        new.__dict__.update(self.__dict__)
-        new.ids, new.batches, new.names = list(self.ids), list(self.batches), list(self.names)
-        new.fired = dict(self.fired)
-        new.loss = self.loss.copy() if self.loss else None
-        new.val = self.val.copy() if self.val else None
+        new = StreamState.__new__(StreamState)  # every slot, as to_json lists them (a test compares the two)
+        new.ts, new.ids, new.batches, new.lines = self.ts, self.ids[:], self.batches[:], self.lines
+        new.first_ms, new.point_ms, new.last_event = self.first_ms, self.point_ms, self.last_event
+        new.names, new.fired, new.unparsed, new.unparsed_sample = (
+            self.names[:],
+            self.fired.copy(),
+            self.unparsed,
+            self.unparsed_sample,
+        )
+        loss, val = self.loss, self.val
+        new.loss = None if loss is None else loss.copy()
+        new.val = None if val is None else val.copy()
         return new
 
     def mark(self, firing: Firing) -> None:
@@ -309,6 +338,17 @@ class _Plan:
         self.loss_metric = tagged.loss or rules.loss_metric
         self.validation_metric = tagged.validation or rules.validation_metric
         self.nan_regex = re.compile(rules.nan.tensor_regex) if rules.nan.tensor_regex is not None else None
+        # What every batch's run reads, worked out once a plan rather than once a delivery.
+        self.rules_on = {rule: self.on(rule) for rule in LOG_RULE_NAMES}
+        self._on_after: dict[tuple[str, ...], dict[str, bool]] = {}
+        self._nan_ok: dict[tuple[str, str], bool] = {}
+        # (roles, NaN on) -> built-in readers' metrics no rule reads then (not a role, no NaN to catch), and the others
+        self._quiet: dict[tuple[tuple[str | None, str | None], bool], tuple[set[str], set[str]]] = {}
+        self.log_factor, self.warmup = math.log(rules.divergence.factor), rules.divergence.warmup
+        self.steps = rules.loss_not_decreasing.num_steps
+        self.delta = rules.overtraining.delta
+        self.patience_train = rules.overtraining.patience_train
+        self.patience_validation = rules.overtraining.patience_validation
 
     def _resolve(self, name: str, action: LogAction, line: str, overrides: LogRuleOverrides | None) -> None:
         tagged = overrides.action_for(name) if overrides else None
@@ -321,9 +361,45 @@ class _Plan:
     def on(self, rule: str) -> bool:
         return self.actions[rule] is not LogAction.IGNORE
 
+    def on_after(self, fired: Mapping[str, int | None]) -> dict[str, bool]:
+        """Which built-in rules may still fire once `fired` have: shared, a run copies it before a change."""
+        key = tuple(fired)
+        on = self._on_after.get(key)
+        if on is None:
+            if len(self._on_after) >= MAX_CACHED:
+                self._on_after.clear()
+            on = self._on_after[key] = {rule: on and rule not in fired for rule, on in self.rules_on.items()}
+        return on
+
+    def nan_eligible(self, metric: str, source: str) -> bool:
+        """Whether a non-finite value of `metric` read by `source` is the NaN rule's to judge."""
+        key = (metric, source)
+        eligible = self._nan_ok.get(key)
+        if eligible is None:
+            if self.nan_regex is not None:
+                eligible = self.nan_regex.search(metric) is not None
+            else:
+                # The job's definitions name what it cares about; a built-in reader's key must be a loss.
+                eligible = source == DEFINED or loss_role(metric) is not None
+            if len(self._nan_ok) >= MAX_CACHED * 4:
+                self._nan_ok.clear()
+            self._nan_ok[key] = eligible
+        return eligible
+
+    def quiet(self, roles: tuple[str | None, str | None], nan_on: bool) -> tuple[set[str], set[str]]:
+        """(metrics a run need not read, the others) under these roles: filled by `_Run._heard`, shared by runs."""
+        key = (roles, nan_on)
+        found = self._quiet.get(key)
+        if found is None:
+            if len(self._quiet) >= MAX_CACHED:
+                self._quiet.clear()
+            found = self._quiet[key] = (set(), set())
+        return found
+
 
 # Per execution environment: a job's rules and tag give the same plan, its names the same roles, at every delivery.
 MAX_CACHED = 256
+MAX_FILED = 4096  # metric names a plan files as read or unread by its rules (a log's are few, a hostile log's not)
 _PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
 _ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
 
@@ -342,6 +418,10 @@ def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
     return plan
 
 
+_ID, _TIMESTAMP = attrgetter("id"), attrgetter("timestamp_ms")
+_NOTHING: frozenset[str] = frozenset()
+
+
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -358,17 +438,18 @@ def evaluate(
     folded = StreamState() if state is None else state.copy()
     if not rules.enabled or not events:
         return folded, []
-    plan = _plan(rules, (tags or {}).get(contract.LOG_RULES_TAG))
+    plan = _plan(rules, tags.get(contract.LOG_RULES_TAG) if tags else None)
     if plan is None:
         return folded, []
-    batch = _digest("\n".join([event.id for event in events]))
+    batch = _digest("\n".join(map(_ID, events)))
     if batch in folded.batches:
         return folded, []
     lines_before = folded.lines
     run = _Run(folded, plan, reader)
-    run.fold(sorted(events, key=attrgetter("timestamp_ms")))
+    run.fold(sorted(events, key=_TIMESTAMP))
     if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
-        folded.batches = [*folded.batches, batch][-MAX_BATCHES:]
+        folded.batches.append(batch)  # the copy's own list
+        del folded.batches[:-MAX_BATCHES]
     return folded, run.firings
 
 
@@ -379,19 +460,22 @@ class _Run:
         "delta",
         "firings",
         "log_factor",
+        "loud",
         "names",
-        "nan_ok",
+        "nan_heard",
         "on",
         "patience_train",
         "patience_validation",
         "plan",
+        "quiet",
         "reader",
         "roles",
         "rules",
-        "start_ids",
+        "sample_now",
         "start_ts",
         "state",
         "steps",
+        "unparsed_at",
         "warmup",
     )
 
@@ -401,20 +485,23 @@ class _Run:
         self.reader = reader
         self.firings: list[Firing] = []
         self.start_ts = state.ts
-        self.start_ids = frozenset(state.ids)
         self.names = set(state.names)
         self.roles = self._roles()
-        self.nan_ok: dict[tuple[str, str], bool] = {}
-        rules = self.rules = plan.rules
-        self.on = {rule: plan.on(rule) and rule not in state.fired for rule in LOG_RULE_NAMES}
-        self.log_factor, self.warmup = math.log(rules.divergence.factor), rules.divergence.warmup
-        self.steps = rules.loss_not_decreasing.num_steps
-        self.delta = rules.overtraining.delta
-        self.patience_train = rules.overtraining.patience_train
-        self.patience_validation = rules.overtraining.patience_validation
+        self.rules = plan.rules
+        self.on = plan.on_after(state.fired)  # shared: `_fire` copies it
+        self.nan_heard = self.on[NAN]  # what quiet and loud were filed under
+        self.quiet, self.loud = plan.quiet(self.roles, self.nan_heard)
+        self.log_factor, self.warmup, self.steps = plan.log_factor, plan.warmup, plan.steps
+        self.delta, self.patience_train, self.patience_validation = (
+            plan.delta,
+            plan.patience_train,
+            plan.patience_validation,
+        )
+        self.unparsed_at, self.sample_now = -1, False
+        keep = 2 * self.steps
         for series in (state.loss, state.val):
-            if series is not None:
-                series.keep(2 * self.steps)
+            if series is not None and series.window.maxlen != keep:
+                series.keep(keep)
 
     def _roles(self) -> tuple[str | None, str | None]:
         plan = self.plan
@@ -428,51 +515,124 @@ class _Run:
 
     def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
         """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
-        state = self.state
-        start = -1 if self.start_ts is None else self.start_ts
-        start_ids = self.start_ids
-        scan, patterns, names = self.reader.scanner(), self.plan.patterns, self.names
-        points_only = self.reader.points_only()  # no definitions: no capture can fail, one call a line less
-        on_loss, on_validation = self._loss, self._validation
-        lines, point_ms = state.lines, state.point_ms
+        ahead, lines, point_ms = self._ahead(events)
+        rest = islice(events, ahead, None) if ahead else events
+        texts, patterns, names = self.reader.texts, self.plan.patterns, self.names
+        if texts is None:  # a reader whose every line `scan` must see
+            self._done(events, *self._scanned(rest, lines, point_ms))
+            return
+        on_loss, on_validation, heard, quiet, loud = self._loss, self._validation, self._heard, self.quiet, self.loud
         loss_name, val_name = self.roles
-        for event in events:
-            ts = event.timestamp_ms
-            late = ts < start  # older than the newest folded before this batch
-            if not late:
-                if ts == start and start_ids and _digest(event.id) in start_ids:
-                    continue  # folded before
-                lines += 1
-            message = event.message
+        for event in rest:
+            lines += 1
             if patterns:
-                self._patterns(message, event, lines if event.line is None else event.line)
-            if points_only is not None:
-                points = points_only(message)
-            else:
-                points, unparsed = scan(message)
-                if unparsed is not None:
-                    self._unparsed(unparsed, message)
-            if not points:
+                self._patterns(event.message, event, lines if event.line is None else event.line)
+            found = texts(event.message)
+            if found is None:
                 continue
             line = event.line
-            line = lines if line is None else line
-            point_ms = point_ms if late else ts
-            for metric, value, source in points:
-                if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
+            if line is None:
+                line = lines
+            if found is RESCAN:  # the line's points come from more than one reader
+                if self._points(event, line, False):
+                    point_ms = event.timestamp_ms
+                (loss_name, val_name), quiet, loud = self.roles, self.quiet, self.loud  # a new name may change them
+                continue
+            source, pairs = found
+            ts = event.timestamp_ms
+            skip = quiet if source != DEFINED else _NOTHING  # a definition's capture is always read (a number?)
+            for metric, number in pairs:
+                if metric in skip and metric in names:  # no rule reads it, and it needs no name: its number unread
+                    point_ms = ts
+                    continue
+                try:
+                    value = float(number)
+                except ValueError:
+                    if source != DEFINED:
+                        raise
+                    self._unparsed_text(metric, event.message, lines)
+                    continue
+                point_ms = ts
+                if metric not in names and len(names) < MAX_METRIC_NAMES:
                     loss_name, val_name = self._new_name(metric)
+                    quiet, loud = self.quiet, self.loud
+                    skip = quiet if source != DEFINED else _NOTHING
                 if value - value:  # nan or an infinity (a finite x - x is 0.0)
                     self._non_finite(metric, value, source, event, line)
-                elif late:
-                    continue  # judged by no order-dependent rule (the design)
                 elif metric == loss_name:
                     on_loss(value, source, event, line)
                 elif metric == val_name:
                     on_validation(value, source, event, line)
+                elif skip is quiet and metric not in loud:
+                    heard(metric, source)
+        self._done(events, lines, point_ms)
+
+    def _done(self, events: Sequence[LogEvent], lines: int, point_ms: int | None) -> None:
+        state = self.state
         if lines != state.lines:  # sorted: the last event is the newest folded (a first batch: the first, the first)
             state.first_ms = events[0].timestamp_ms if state.first_ms is None else state.first_ms
             state.ts = events[-1].timestamp_ms
         state.lines, state.point_ms = lines, point_ms
         self._remember_newest(events)
+
+    def _scanned(self, events: Iterable[LogEvent], lines: int, point_ms: int | None) -> tuple[int, int | None]:
+        """Newer events read through `scan`, one call a line: the lines folded in order, the newest point's time."""
+        for event in events:
+            lines += 1
+            if self._line(event, lines if event.line is None else event.line, False):
+                point_ms = event.timestamp_ms
+        return lines, point_ms
+
+    def _ahead(self, events: Sequence[LogEvent]) -> tuple[int, int, int | None]:
+        """The events no newer than the newest folded before, which come first (sorted): late, or perhaps folded.
+
+        Returns how many, the lines folded in order after them, and the newest point's time."""
+        state = self.state
+        lines, point_ms = state.lines, state.point_ms
+        start = -1 if self.start_ts is None else self.start_ts
+        ahead = 0
+        for event in events:
+            if event.timestamp_ms > start:
+                break
+            ahead += 1
+        if not ahead:
+            return 0, lines, point_ms
+        start_ids = frozenset(state.ids)
+        for event in islice(events, ahead):
+            late = event.timestamp_ms < start  # older than the newest folded before this batch
+            if not late:
+                if start_ids and _digest(event.id) in start_ids:
+                    continue  # folded before
+                lines += 1
+            if self._line(event, lines if event.line is None else event.line, late) and not late:
+                point_ms = event.timestamp_ms
+        return ahead, lines, point_ms
+
+    def _line(self, event: LogEvent, line: int | None, late: bool) -> bool:
+        """One line read through `scan` (a late one, or a reader's subclass): whether it gave a point."""
+        if self.plan.patterns:
+            self._patterns(event.message, event, line)
+        return self._points(event, line, late)
+
+    def _points(self, event: LogEvent, line: int | None, late: bool) -> bool:
+        """The line's points by `scan`, each folded as `fold` folds them (where not late): whether there were any."""
+        message = event.message
+        points, unparsed = self.reader.scan(message)
+        if unparsed is not None:
+            self._unparsed(unparsed, message)
+        names = self.names
+        for metric, value, source in points:
+            if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
+                self._new_name(metric)
+            if value - value:
+                self._non_finite(metric, value, source, event, line)
+            elif late:
+                continue  # judged by no order-dependent rule (the design)
+            elif metric == self.roles[0]:
+                self._loss(value, source, event, line)
+            elif metric == self.roles[1]:
+                self._validation(value, source, event, line)
+        return bool(points)
 
     def _patterns(self, message: str, event: LogEvent, line: int | None) -> None:
         for name, pattern in self.plan.patterns:
@@ -483,6 +643,15 @@ class _Run:
         state = self.state
         state.unparsed += 1
         if state.unparsed_sample is None:
+            state.unparsed_sample = f"{name}: {message[:MAX_SAMPLE]}"
+
+    def _unparsed_text(self, name: str, message: str, at: int) -> None:
+        """`_unparsed` a capture at a time: a line counted once, its sample naming its last capture, as `scan` does."""
+        state = self.state
+        if at != self.unparsed_at:
+            self.unparsed_at, self.sample_now = at, state.unparsed_sample is None
+            state.unparsed += 1
+        if self.sample_now:
             state.unparsed_sample = f"{name}: {message[:MAX_SAMPLE]}"
 
     def _remember_newest(self, events: Sequence[LogEvent]) -> None:
@@ -498,7 +667,8 @@ class _Run:
         state.last_event = at_newest[0]
         digests = [_digest(i) for i in reversed(at_newest)]
         if state.ts == self.start_ts:
-            digests = state.ids + [d for d in digests if d not in self.start_ids]
+            known = set(state.ids)  # the ids before this batch: `state.ids` is replaced below
+            digests = state.ids + [d for d in digests if d not in known]
         state.ids = digests[-MAX_IDS:]
 
     def _new_name(self, metric: str) -> tuple[str | None, str | None]:
@@ -508,6 +678,8 @@ class _Run:
         roles = self._roles()
         if roles != self.roles:
             self.roles = roles
+            self.nan_heard = self.on[NAN]  # a metric no rule read may be a loss now: filed again
+            self.quiet, self.loud = self.plan.quiet(roles, self.nan_heard)
             state = self.state
             if state.loss is not None and state.loss.name != roles[0]:
                 state.loss = None
@@ -521,7 +693,7 @@ class _Run:
         """Records the firing; `what` is (metric, value, reader)."""
         metric, value, reader = what
         self.state.fired[rule] = line
-        self.on[rule] = False
+        self.on = {**self.on, rule: False}  # the plan's, shared until now
         self.firings.append(
             Firing(
                 rule=rule,
@@ -540,17 +712,16 @@ class _Run:
     def _non_finite(self, metric: str, value: float, source: str, event: LogEvent, line: int | None) -> None:
         if not self.on[NAN] or (self.rules.nan.only_nan and value == value):  # noqa: PLR0124 - an infinity
             return
-        key = (metric, source)
-        eligible = self.nan_ok.get(key)
-        if eligible is None:
-            if self.plan.nan_regex is not None:
-                eligible = self.plan.nan_regex.search(metric) is not None
-            else:
-                # The job's definitions name what it cares about; a built-in reader's key must be a loss.
-                eligible = source == "MetricDefinitions" or loss_role(metric) is not None
-            self.nan_ok[key] = eligible
-        if eligible:
+        if self.plan.nan_eligible(metric, source):
             self._fire(NAN, (metric, value, source), f"{metric} is {_shown(value)}", event, line)
+
+    def _heard(self, metric: str, source: str) -> None:
+        """Files a built-in reader's metric that is not a role: quiet if no NaN of it can fire (under these roles)."""
+        quiet, loud = self.quiet, self.loud
+        if len(quiet) + len(loud) >= MAX_FILED:  # a log of ever new keys: filed again from nothing (all read meanwhile)
+            quiet.clear()
+            loud.clear()
+        (loud if self.nan_heard and self.plan.nan_eligible(metric, source) else quiet).add(metric)
 
     def _loss(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
         """A loss point folded in order: a few comparisons and two averages, on the hot path of every line."""

@@ -150,6 +150,8 @@ class ChatDelivery:
         """`organization` routes by organizational unit, `config` draws graphs (None: neither); `app`: app mode's."""
         if slack.app_mode and app is None:
             raise ValueError("slack.mode is app: the delivery needs the app's bot and thread records")
+        if app is not None and not slack.app_mode:
+            raise ValueError("slack.mode is webhook: the delivery takes no app")
         self.config = config
         self.app = app
         self.budget = budget
@@ -175,7 +177,7 @@ class ChatDelivery:
         member = (
             result.account if self.organization is not None and result.account in self.organization.members else None
         )
-        if self.slack.app_mode and self.app is not None:
+        if self.app is not None:  # slack.mode app (the constructor holds it)
             # A member's job has no picture (charts.py): its reply links the graph, as webhook mode does.
             links = self._graph_link(doc, member) if member is not None else {}
             text, blocks = slack_messages.render(doc, actions=self.app.buttons(doc, member), extra_links=links)

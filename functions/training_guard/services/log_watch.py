@@ -445,7 +445,7 @@ class LogWatch:
         )
         receipt = guard.handle_finding(
             job,
-            Finding(name=firing.rule, source=policy.LOG_RULE, status=policy.LOG_ISSUE, details=firing.detail),
+            Finding(name=firing.rule, source=policy.LOG_RULE, status=policy.LOG_ISSUE, details=firing.said),
             action=Action.NOTIFY if firing.action == Action.NOTIFY.value else Action.STOP,
             setting=firing.setting,
             kind=policy.Kind.LOG_RULE,
