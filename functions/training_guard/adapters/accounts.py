@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -12,6 +12,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from training_guard.adapters.clients import RETRY_CONFIG
+from training_guard.config.frozen import frozen
 from training_guard.domain.accounts import member_role_arn, scoped
 from training_guard.domain.errors import ActionFailed
 
@@ -35,7 +36,7 @@ REFRESH_MARGIN_SECONDS = 5 * 60
 SESSION_NAME = "training-guard-hub"
 
 
-@dataclass
+@frozen
 class _Session:
     expires_at: float  # epoch seconds
     session: Any

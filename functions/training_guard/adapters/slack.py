@@ -11,12 +11,13 @@ import random
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from http.client import RemoteDisconnected
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
+
+from training_guard.config.frozen import frozen
 
 SEND_TIMEOUT_SECONDS = 10
 MAX_RETRIES = 3
@@ -139,7 +140,7 @@ def exchange(
         attempt += 1
 
 
-@dataclass(frozen=True)
+@frozen
 class Delivery:
     ok: bool
     permanent: bool = False

@@ -8,7 +8,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 from urllib.request import Request, urlopen
@@ -25,6 +24,7 @@ from training_guard.adapters.slack import (
     exchange,
     slack_retries,
 )
+from training_guard.config.frozen import frozen
 from training_guard.domain import credentials
 from training_guard.domain.credentials import BOT_TOKEN_PREFIX
 from training_guard.domain.errors import ActionFailed
@@ -62,7 +62,7 @@ class _UploadRefused(Exception):
     """The POST of a file's bytes to its upload URL was not answered with 200."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Posted:
     channel: str
     ts: str  # the message's timestamp: its ID within the channel

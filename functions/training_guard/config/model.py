@@ -3,24 +3,21 @@
 Each setting is declared once by `setting()`; the reader, the README's table and `configs/schema.json` derive from it.
 A small strict reader, not pydantic (~50 ms of cold start, measured): unknown keys refused, every problem reported."""
 
-# `setting()` wraps `dataclasses.field` (RUF009 cannot tell): each call builds a field, not a shared default.
-# ruff: noqa: RUF009
-
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, asdict, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from training_guard import contract
 from training_guard.config import json_words
+from training_guard.config.frozen import frozen
 
 _T = TypeVar("_T")
 
@@ -42,8 +39,7 @@ class ConfigError(ValueError):
         super().__init__(f"{source} is invalid:\n{lines}")
 
 
-# Plain dataclasses: a frozen one costs ~0.45 ms more at import (measured), and import time is cold-start time.
-@dataclass(eq=False)
+@frozen
 class DerivedDefault:
     """A default that depends on sibling settings: `rule(the values read so far)`, described in words."""
 
@@ -51,7 +47,7 @@ class DerivedDefault:
     describe: str
 
 
-@dataclass(eq=False)
+@frozen
 class Setting:
     """Everything about one setting but its name, type (the annotation) and default."""
 
@@ -129,7 +125,7 @@ def _validator(cls: type[_T]) -> Callable[[Callable[[_T], Iterator[tuple[str, st
     return register
 
 
-@dataclass(frozen=True)
+@frozen
 class RulePolicy:
     debugger_default: Action = setting(Action.STOP, doc="what a Debugger rule's `IssuesFound` leads to")
     profiler_default: Action = setting(Action.NOTIFY, doc="the same for Profiler rules")
@@ -139,7 +135,7 @@ class RulePolicy:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class JobTags:
     exempt: str = setting(
         contract.DEFAULT_EXEMPT_TAG,
@@ -153,7 +149,7 @@ class JobTags:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class JobSelection:
     include_prefixes: tuple[str, ...] = setting(
         (), doc="only jobs whose names start with one of these are guarded (empty: every job)"
@@ -161,7 +157,7 @@ class JobSelection:
     exclude_prefixes: tuple[str, ...] = setting((), doc="jobs whose names start with one of these are ignored")
 
 
-@dataclass(frozen=True)
+@frozen
 class LifecycleNotifications:
     failed: bool = setting(True, doc="notify when a job fails")
     stopped: bool = setting(True, doc="notify when a job is stopped (by the guard or anyone else)")
@@ -190,7 +186,7 @@ _LAYER_ARN_PATTERN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z
 MAX_FLEET_GUARDS = 50
 
 
-@dataclass(frozen=True)
+@frozen
 class SlackWebhook:
     secret_name: str | None = setting(
         None,
@@ -215,7 +211,7 @@ MAX_APP_CHANNELS = 50
 MAX_ALLOWED_USERS = 100
 
 
-@dataclass(frozen=True)
+@frozen
 class SlackAppConfig:
     """Slack app mode: channels by name (the routes below name them), and who may press the guard's buttons."""
 
@@ -270,7 +266,7 @@ def _default_target(slack: Mapping[str, Any]) -> str | None:
     return "default" if "default" in targets else None
 
 
-@dataclass(frozen=True)
+@frozen
 class SlackConfig:
     """Slack: incoming webhooks or a Slack app's channels by name, and which notifications go to which."""
 
@@ -397,7 +393,7 @@ def _check_slack(slack: SlackConfig) -> Iterator[tuple[str, str]]:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class QDeveloperConfig:
     """Amazon Q Developer in chat applications: a Slack channel subscribed to the topic."""
 
@@ -420,7 +416,7 @@ _UUID_PATTERN = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[
 _TEAMS_CHANNEL_PATTERN = r"^([a-zA-Z0-9-_=+/.,])*%3[aA]([a-zA-Z0-9-_=+/.,])*%40([a-zA-Z0-9-_=+/.,])*$"
 
 
-@dataclass(frozen=True)
+@frozen
 class QDeveloperTeamsConfig:
     """Amazon Q Developer in chat applications: a Microsoft Teams channel subscribed to the topic."""
 
@@ -458,7 +454,7 @@ def _default_datapoints(guard: Mapping[str, Any]) -> int:
     return min(DEFAULT_DATAPOINTS, int(guard["periods"]))
 
 
-@dataclass(frozen=True)
+@frozen
 class MetricGuard:
     """One fleet-wide alarm on a training metric: one Metrics Insights multi-time-series alarm."""
 
@@ -517,7 +513,7 @@ def _check_metric_guard(guard: MetricGuard) -> Iterator[tuple[str, str]]:
         yield "datapoints", f"cannot exceed periods ({guard.datapoints} > {guard.periods})"
 
 
-@dataclass(frozen=True)
+@frozen
 class StallGuard:
     """A running job that declared metrics but published none for `minutes` is reported (or stopped)."""
 
@@ -530,7 +526,7 @@ class StallGuard:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Budget:
     """A spending cap per job (list price), checked by the sweeper at every sweep."""
 
@@ -570,7 +566,7 @@ def budget_from_tag(value: str) -> float | None:
     return usd if 0 < usd < math.inf else None
 
 
-@dataclass(frozen=True)
+@frozen
 class BudgetDefaults:
     """How a cap set by the job's own budget tag is handled."""
 
@@ -597,7 +593,7 @@ def _check_budget_defaults(defaults: BudgetDefaults) -> Iterator[tuple[str, str]
     yield from _check_share(defaults.warn_at, "warn_at")
 
 
-@dataclass(frozen=True)
+@frozen
 class IdleGpuGuard:
     """A running job whose GPUs sit idle: host GPU utilisation divided by the instance type's GPU count."""
 
@@ -656,7 +652,7 @@ def _regex_problem(regex: str | None, example: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class LogNaNRule:
     """ExplodingTensor's intent: the first NaN or infinity a loss (or any metric the job defines) takes."""
 
@@ -678,7 +674,7 @@ def _check_log_nan(rule: LogNaNRule) -> Iterator[tuple[str, str]]:
         yield "tensor_regex", problem
 
 
-@dataclass(frozen=True)
+@frozen
 class LogDivergenceRule:
     """The loss climbs to `factor` times the best (lowest) value it has had, after `warmup` points."""
 
@@ -698,7 +694,7 @@ def _check_log_divergence(rule: LogDivergenceRule) -> Iterator[tuple[str, str]]:
         yield "factor", f"must be more than 1 (a multiple of the best loss), got {rule.factor:g}"
 
 
-@dataclass(frozen=True)
+@frozen
 class LogLossNotDecreasingRule:
     """Debugger's LossNotDecreasing: every `num_steps` points, the loss must have fallen by `diff_percent`."""
 
@@ -733,7 +729,7 @@ def _check_log_lnd(rule: LogLossNotDecreasingRule) -> Iterator[tuple[str, str]]:
             yield name, f"must be a percent between 0 and 100 (both excluded), got {value:g}"
 
 
-@dataclass(frozen=True)
+@frozen
 class LogOverfitRule:
     """Debugger's Overfit, measured from the validation minimum: the validation loss rises while training falls."""
 
@@ -761,7 +757,7 @@ def _check_log_overfit(rule: LogOverfitRule) -> Iterator[tuple[str, str]]:
         yield "ratio_threshold", f"must be more than 0, got {rule.ratio_threshold:g}"
 
 
-@dataclass(frozen=True)
+@frozen
 class LogOvertrainingRule:
     """Debugger's Overtraining: a loss no longer improves by `delta` for `patience_*` points."""
 
@@ -792,7 +788,7 @@ def _check_log_overtraining(rule: LogOvertrainingRule) -> Iterator[tuple[str, st
         yield "delta", f"cannot be negative, got {rule.delta:g}"
 
 
-@dataclass(frozen=True)
+@frozen
 class LogStalledRule:
     """Debugger's StalledTrainingRule: no new point in the log for `threshold` seconds."""
 
@@ -805,7 +801,7 @@ class LogStalledRule:
         return f"log_rules.stalled (threshold {self.threshold} s)"
 
 
-@dataclass(frozen=True)
+@frozen
 class LogPattern:
     """A line matching `regex` fires the rule `name` (once per log stream)."""
 
@@ -829,7 +825,7 @@ def _check_log_pattern(pattern: LogPattern) -> Iterator[tuple[str, str]]:
         yield "name", f"{pattern.name!r} is a built-in log rule's name: choose another"
 
 
-@dataclass(frozen=True)
+@frozen
 class LogRules:
     """Debugger's loss rules over each job's log lines, seconds after they are written (docs/design/log-rules.md)."""
 
@@ -892,7 +888,7 @@ def _check_log_rules(rules: LogRules) -> Iterator[tuple[str, str]]:
 WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 
 
-@dataclass(frozen=True)
+@frozen
 class Digest:
     """A weekly summary to the topic: stops, would-have-stopped, spend avoided, top rules and guards."""
 
@@ -917,7 +913,7 @@ MAX_MEMBER_ACCOUNTS = 100
 STACK_SET_CALLERS = ("SELF", "DELEGATED_ADMIN")
 
 
-@dataclass(frozen=True)
+@frozen
 class OrganizationConfig:
     """One hub account runs the guard for the member accounts that forward their events to it."""
 
@@ -1028,7 +1024,7 @@ MIN_DEDUP_TTL_DAYS = MAX_TRAINING_DAYS + MAX_DAYS_AFTER_TRAINING + 1  # one day'
 SCHEMA_KEY = "$schema"  # accepted (and ignored) at the top of a configuration file, for editors
 
 
-@dataclass(frozen=True)
+@frozen
 class GuardConfig:
     rules: RulePolicy = setting(factory=RulePolicy, doc="what Debugger and Profiler rule findings lead to")
     dry_run: bool = setting(False, doc='stop nothing; notify "would have stopped" instead')
@@ -1203,7 +1199,7 @@ def _check_account_routes(config: GuardConfig) -> Iterator[tuple[str, str]]:
 # --- The declarations, as the reader and the generated docs see them ----------------------------------
 
 
-@dataclass(eq=False)
+@frozen
 class Declared:
     """One setting of a configuration class: name, declaration and the shape of its JSON value. `kind`: bool, int,
     number, text, enum, section, list or map; `item`: a list's or map's element type (`item_kind` its kind), the enum
@@ -1346,6 +1342,8 @@ def _read(cls: type[_T], data: Any, path: str, problems: list[str], *, top: bool
 def _reject_unknown(data: Mapping[str, Any], known: list[str], path: str, problems: list[str], *, top: bool) -> None:
     for key in data:
         if key not in known and not (top and key == SCHEMA_KEY):
+            import difflib  # here: only a misspelt key needs it (~1 ms of every cold start at the top)
+
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(f"{_join(path, str(key))}: unknown setting{hint}; known settings here: {', '.join(known)}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 
 if TYPE_CHECKING:
     # Imported where a configuration is read: the Slack acknowledgement must not load it (Slack's 3 seconds).
@@ -20,7 +21,7 @@ class SettingsError(RuntimeError):
     """A required environment variable is missing or invalid (a deployment defect)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Settings:
     config: GuardConfig
     table: str
@@ -71,7 +72,7 @@ def _config(env: Mapping[str, str]) -> GuardConfig:
         raise SettingsError(str(exc)) from None
 
 
-@dataclass(frozen=True)
+@frozen
 class ChatSettings:
     config: GuardConfig
     table: str
@@ -116,7 +117,7 @@ class ChatSettings:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class InteractionSettings:
     """The Slack acknowledgement's settings: no configuration file, so `allowed_users` comes in the environment."""
 
@@ -141,7 +142,7 @@ class InteractionSettings:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class BotSettings:
     """Slack app mode's bot, for the notifier and the click worker alike: its token's secret and the API's URL."""
 

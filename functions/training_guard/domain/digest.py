@@ -5,11 +5,11 @@ The window, and why consecutive digests tile time: docs/design/digest.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.domain.values import iso
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ SENT: Final = "sent"
 JUST_BEFORE: Final = timedelta(microseconds=1)
 
 
-@dataclass(frozen=True)
+@frozen
 class Week:
     """Seven days ending at a digest's scheduled hour (excluded), named by the ISO week of that hour."""
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
 from training_guard import contract
 from training_guard.config import json_words
+from training_guard.config.frozen import frozen
 from training_guard.domain.text import ascii_int
 from training_guard.domain.values import mapping
 
@@ -43,7 +44,7 @@ class ForeignEvent(EventError):
     """A well-formed event that is not the guard's to handle (another source or detail-type)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     """What a rule or a guard found about a job: a rule's evaluation status, a metric guard's alarm or a stall."""
 
@@ -55,7 +56,7 @@ class Finding:
     last_modified: datetime | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class InstanceGroup:
     """Instances of one type a job runs on: its one type, one of its `InstanceGroups`, or SageMaker's pick."""
 
@@ -64,7 +65,7 @@ class InstanceGroup:
     name: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class TrainingJob:
     name: str
     status: str
@@ -121,7 +122,7 @@ class TrainingJob:
         return max(0.0, (end - start).total_seconds())
 
 
-@dataclass(frozen=True)
+@frozen
 class JobEvent:
     event_id: str
     account: str | None

@@ -8,12 +8,12 @@ import hashlib
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from training_guard import contract
 from training_guard.config import json_words
+from training_guard.config.frozen import frozen
 from training_guard.config.model import COMPARISONS, Action, MetricGuard
 from training_guard.domain.events import EventError, parse_time
 
@@ -59,7 +59,7 @@ def job_of_dimensions(dimensions: Mapping[str, Any]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class AlarmObservation:
     event_id: str
     account: str | None
@@ -134,7 +134,7 @@ def _single_metric(detail: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | 
     return {}, None
 
 
-@dataclass(frozen=True)
+@frozen
 class JobAlarmSpec:
     job: str
     metric: str
@@ -231,7 +231,7 @@ _BREACHES: dict[str, Callable[[float, float], bool]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class FleetAlarmState:
     name: str
     state: str | None

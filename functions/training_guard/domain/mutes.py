@@ -6,10 +6,10 @@ are one state-table item (docs/design/exactly-once.md), their expiry checked at 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from training_guard.config.frozen import frozen
 from training_guard.config.model import MAX_DAYS_AFTER_TRAINING, MAX_TRAINING_DAYS
 from training_guard.domain.accounts import scoped
 from training_guard.domain.job_names import JOB_NAME, RULE_NAME_MAX
@@ -34,7 +34,7 @@ class MuteError(ValueError):
     """A mute that cannot be made: the message names the input and what it must be."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Mute:
     effect: Effect
     rule: str  # ALL_RULES for an exemption
@@ -57,7 +57,7 @@ class Mute:
         return f"{what} by {self.by} {until} (set {_when(self.at)})"
 
 
-@dataclass(frozen=True)
+@frozen
 class Mutes:
     entries: tuple[Mute, ...] = ()
 

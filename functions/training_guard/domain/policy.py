@@ -4,11 +4,12 @@ Each decision carries its transition key (job, source, name, new status); the re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.config.model import Action, Budget, GuardConfig, IdleGpuGuard
 from training_guard.domain.events import (
     COMPLETED,
@@ -68,14 +69,14 @@ class Plan(StrEnum):
     NOTIFY = "notify"
 
 
-@dataclass(frozen=True)
+@frozen
 class GuardStop:
     rule: str
     reason: str
     at: datetime
 
 
-@dataclass(frozen=True)
+@frozen
 class Decision:
     key: str
     kind: Kind

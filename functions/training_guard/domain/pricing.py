@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
+from training_guard.config.frozen import frozen
 from training_guard.domain.events import (
     COMPLETED,
     FAILED,
@@ -42,7 +43,7 @@ SOURCE_TABLE: Final = "table"
 _ENDED = frozenset({COMPLETED, FAILED, STOPPED})
 
 
-@dataclass(frozen=True)
+@frozen
 class PriceQuote:
     instance_type: str
     region: str
@@ -69,7 +70,7 @@ class PriceQuote:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class PriceParse:
     """What one GetProducts answer said about one instance type: a price, or why there is none."""
 
@@ -186,7 +187,7 @@ def _table() -> dict[tuple[str, str], TablePrice]:
     return {(p.region, p.instance_type): p for p in TRAINING_PRICES}
 
 
-@dataclass(frozen=True)
+@frozen
 class Spend:
     """Spend so far and spend a stop avoids, at list price. None means unknown, never zero for want of data."""
 

@@ -8,11 +8,12 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.domain.events import parse_time
 from training_guard.domain.outcome import Outcome
 from training_guard.domain.values import cents, iso
@@ -53,7 +54,7 @@ def job_prefix(name: str, separator: str | None = None) -> str:
     return _TRAILING_NUMBERS.sub("", name) or name
 
 
-@dataclass(frozen=True)
+@frozen
 class StopEntry:
     job: str
     rule: str
@@ -93,7 +94,7 @@ class StopEntry:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class SpendSum:
     usd: float = 0.0
     known: int = 0
@@ -108,7 +109,7 @@ class SpendSum:
         return {"usd": cents(self.usd), "known": self.known, "unknown": self.unknown}
 
 
-@dataclass(frozen=True)
+@frozen
 class Group:
     name: str
     stops: int
@@ -122,7 +123,7 @@ class Group:
         return document | {"spend_avoided": self.spend_avoided.as_dict()}
 
 
-@dataclass(frozen=True)
+@frozen
 class Day:
     day: date
     stops: int
@@ -138,7 +139,7 @@ class Day:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Totals:
     since: datetime
     until: datetime

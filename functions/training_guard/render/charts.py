@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.config.model import GuardConfig
 from training_guard.domain.metric_guards import _STATISTIC_NAMES, job_alarm_specs
 
@@ -22,7 +22,7 @@ THRESHOLD_COLOUR = "#d62728"  # red: the line and its shaded bad side
 BAD_SIDE = {">": "above", ">=": "above", "<": "below", "<=": "below"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Chart:
     job: str
     metric: str

@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from urllib.parse import quote
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.domain.events import Finding, JobEvent, TrainingJob
 from training_guard.domain.outcome import STOP_OUTCOMES, Outcome
 from training_guard.domain.policy import BUDGET, Decision, Kind
@@ -58,7 +58,7 @@ class Notice(StrEnum):
 TEST_TITLE_PREFIX = "Test notification"
 
 
-@dataclass(frozen=True)
+@frozen
 class Notification:
     kind: Kind | Notice
     outcome: Outcome

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from enum import StrEnum
 from typing import Any
 
+from training_guard.config.frozen import frozen
 from training_guard.domain.job_names import ACCOUNT_ID, JOB_NAME, RULE_NAME_MAX
 from training_guard.domain.values import mapping
 
@@ -45,7 +46,7 @@ class NotAClick(ValueError):
     """A payload that is not a click on one of the guard's buttons, or one whose value cannot be read."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Click:
     act: Act
     job: str

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from training_guard.config.frozen import frozen
 from training_guard.domain.digest import JUST_BEFORE, SENT, Week, document, week_of
 from training_guard.domain.errors import ActionFailed
 from training_guard.domain.events import TrainingJob
@@ -53,7 +54,7 @@ class PublisherPort(Protocol):
     def publish(self, notification: Notification) -> None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class DigestReceipt:
     week: str
     sent: bool

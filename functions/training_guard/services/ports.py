@@ -5,10 +5,11 @@ Light on purpose: adapters and the Slack notifier import these without pulling i
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
+
+from training_guard.config.frozen import frozen
 
 if TYPE_CHECKING:
     from training_guard.domain.events import TrainingJob
@@ -31,7 +32,7 @@ class JobsPort(Protocol):
     def tag(self, arn: str, tags: Mapping[str, str]) -> None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class StopSpend:
     """What a stop avoided and what the job had cost, in US dollars at list price; None is unknown, never zero."""
 
@@ -41,7 +42,7 @@ class StopSpend:
     instance_types: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class StopRecord:
     job: str
     rule: str
@@ -57,7 +58,7 @@ class StopRecord:
     lease_until: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class StopClaim:
     granted: bool
     # What was there before: our earlier attempt (granted) or another rule's stop; None when the claim created it.

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.config.model import Action, GuardConfig
 from training_guard.domain import metric_guards, policy, pricing
 from training_guard.domain.accounts import is_member
@@ -133,7 +134,7 @@ class Receipt:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class EventStamp:
     """What a finding arrived with: the event (or delivery) it came from, for the audit record and the dedup."""
 

@@ -5,11 +5,11 @@ Pure: the record's store is a port. The claim, the wait and the card's version: 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
+from training_guard.config.frozen import frozen
 from training_guard.domain.accounts import scoped
 from training_guard.domain.errors import TransitionBusy
 
@@ -23,7 +23,7 @@ def thread_key(job: str, channel: str, account: str | None = None) -> str:
     return f"{KEY_PREFIX}{scoped(account, job) if account else job}#{channel}"
 
 
-@dataclass(frozen=True)
+@frozen
 class ThreadRecord:
     ts: str | None = None  # the parent's; None while a claim is being posted
     holder: str | None = None
@@ -37,7 +37,7 @@ class ClaimOutcome(StrEnum):
     BUSY = "busy"  # another attempt is posting the parent
 
 
-@dataclass(frozen=True)
+@frozen
 class ParentClaim:
     outcome: ClaimOutcome
     record: ThreadRecord | None = None  # what was there (POSTED, BUSY)
@@ -67,7 +67,7 @@ class ThreadStorePort(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Thread:
     ts: str  # the parent's: reply with it as thread_ts, update it in place
     created: bool  # this call posted the parent (its card is current: no update needed)
@@ -79,7 +79,7 @@ class ParentBusy(TransitionBusy):
     """Another attempt is posting the job's parent and has not recorded it within the wait: come back later."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Waiting:
     """How the caller waits: its clock (seconds, monotonic), its sleep, and its invocation's time left."""
 

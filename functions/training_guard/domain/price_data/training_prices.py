@@ -8,11 +8,12 @@ and eu-west-1."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
+from training_guard.config.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class TablePrice:
     region: str
     instance_type: str
