@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from math import isfinite
+
+from training_guard.config.frozen import frozen
 
 TAB = "#011"  # how CloudWatch Logs shows a tab written by a SageMaker training container
 MAX_NAME = 255  # a metric name's length, as in the configuration: the state must fit a DynamoDB item
@@ -38,7 +39,7 @@ class DefinitionsError(ValueError):
     """The job's MetricDefinitions cannot be read: the message names the metric and the fix."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Point:
     """One value a line gives a metric; nan and inf are kept, they are the signal."""
 

@@ -9,12 +9,13 @@ import math
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import islice
 from operator import attrgetter
 from typing import Any
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.config.model import LOG_RULE_NAMES, LogAction, LogRules
 from training_guard.domain.log_lines import DEFINED, RESCAN, LineReader, loss_metrics, loss_role
 
@@ -37,7 +38,7 @@ _ITEM_SEPARATOR = re.compile(r"[\s,;]+")  # a SageMaker tag value holds no comma
 _AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
-@dataclass(frozen=True)
+@frozen
 class LogEvent:
     """One log line as CloudWatch Logs delivers it (offline: `id` is the line number as text)."""
 
@@ -47,7 +48,7 @@ class LogEvent:
     line: int | None = None  # 1-based line of a file (offline); None in the Lambda
 
 
-@dataclass(frozen=True)
+@frozen
 class Firing:
     """A rule's verdict on a line: the rule, the metric, the value, the line and the setting that decided it."""
 
@@ -70,7 +71,7 @@ class Firing:
         return f"{self.detail} ({', '.join(where)})" if where else self.detail
 
 
-@dataclass(frozen=True)
+@frozen
 class LogRuleOverrides:
     """A job's log-rules tag, read: everything off, actions per rule, which metrics are the losses."""
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools import Logger
 
 from training_guard import contract
+from training_guard.config.frozen import frozen
 from training_guard.config.model import Action, LogRules
 from training_guard.domain import policy
 from training_guard.domain.errors import GuardError
@@ -77,7 +78,7 @@ class StateConflict(GuardError):
     """Other deliveries of the same stream kept saving first: the retry folds the batch again."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Delivery:
     """One subscription delivery, decoded: one log stream's events."""
 
@@ -99,7 +100,7 @@ class Delivery:
         return f"{self.stream}#{self.events[0].id}" if self.events else self.stream
 
 
-@dataclass(frozen=True)
+@frozen
 class Invocation:
     """What the handler knows of this invocation: its account and region, and the time it has left."""
 
@@ -156,7 +157,7 @@ class StallReport:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class JobLog:
     """How a job's log is read: its reader (its own definitions, else the built-in ones) and its tags."""
 
@@ -166,7 +167,7 @@ class JobLog:
     missing: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class _Batch:
     """One delivery being folded, with what its steps share."""
 
