@@ -42,6 +42,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -253,6 +254,7 @@ class Emulation:
         region: str = REGION,
         price_answers: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] | None = None,
         by_credentials: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """`webhook_urls`: what each Slack webhook's secret holds (absent: the stack's placeholder).
 
@@ -262,6 +264,8 @@ class Emulation:
         emulation starts (`use` moves it). `price_answers`: recorded GetProducts answers by (region, instance
         type) that the functions' Price List API plays (`RecordedPriceList`); None: moto's 404. `by_credentials`: a hub
         and its members (module docstring); the emulation then stays in `account`, which must be moto's default.
+        `sleep`: the responder's busy wait for a claim another invocation holds; a campaign that retries as Lambda does
+        gives a no-op (the responder counts the time it waited itself), not seconds of real waiting.
         """
         if by_credentials and account != ACCOUNT:
             raise ValueError(f"a hub emulation runs in moto's default account {ACCOUNT}, whose credentials it has")
@@ -282,6 +286,7 @@ class Emulation:
         self.price_list = RecordedPriceList(price_answers) if price_answers is not None else None
         self._pricing: Callable[[], Any] | None = self.price_list.client if self.price_list is not None else None
         self.by_credentials = by_credentials
+        self._sleep = sleep
         self._extensions = contextlib.ExitStack()
         self._entered = False
         # (account, region) -> the training log group's streams written -> the event IDs read back from each
@@ -413,7 +418,8 @@ class Emulation:
         its clients this region's (made once: moto reads each request's account from MOTO_ACCOUNT_ID)."""
         with handler_output_to_stderr():
             from training_guard.handlers import wiring
-        wiring.install(wiring.Root(functools.partial(self.function_client, region=self.region), pricing=self._pricing))
+        clients = functools.partial(self.function_client, region=self.region)
+        wiring.install(wiring.Root(clients, pricing=self._pricing, sleep=self._sleep))
 
     def rebuild_functions(self) -> None:
         """A new composition root for the functions: they read the environment once, as a container does, so a change

@@ -62,7 +62,8 @@ class Faults:
 @pytest.fixture
 def faulty() -> Iterator[tuple[Emulation, Faults]]:
     faults = Faults(SEED)
-    with Emulation(GuardConfig()) as aws:
+    # Lambda retries a failed attempt a minute or more later: a claim the attempt left is waited out in no time here
+    with Emulation(GuardConfig(), sleep=lambda _seconds: None) as aws:
         for (service, operation), rate in RATES.items():
             aws_faults.refuse(aws.function_client(service), operation, faults.decide(service, operation, rate))
         events = aws.function_client("sagemaker").meta.events
@@ -136,7 +137,7 @@ def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[
     from tests.helpers import load_event
 
     event = load_event("vanishing_gradient_issues_found")
-    with Emulation(GuardConfig()) as aws:
+    with Emulation(GuardConfig(), sleep=lambda _seconds: None) as aws:  # the busy wait, without waiting
         failures = {"left": 1}  # the publish fails once, after the SDK's own retries
 
         def fail_once(_request: Any) -> aws_faults.Fault | None:
@@ -149,7 +150,6 @@ def test_a_claim_race_between_two_invocations_yields_one_reaction(figures: dict[
         from training_guard.handlers import wiring
 
         guard = wiring.root().responder
-        guard.sleep = lambda _seconds: None  # the busy wait, without waiting
         # invocation A claims, stops the job, and fails to publish
         original = guard.publisher.publish
 

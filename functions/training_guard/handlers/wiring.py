@@ -45,10 +45,16 @@ class Root:
     emulation's moto clients) and, for the Price List API, `pricing` (moto has none: the emulation plays records)."""
 
     def __init__(
-        self, clients: ClientFactory | None = None, *, pricing: Callable[[], PricingClient] | None = None
+        self,
+        clients: ClientFactory | None = None,
+        *,
+        pricing: Callable[[], PricingClient] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`sleep`: how the responder waits for a claim another invocation holds (it counts the time waited itself)."""
         self._make = clients or new_client
         self._pricing = pricing
+        self._sleep = sleep
         self._clients: dict[str, BaseClient] = {}
         # The container's pacing of Slack posts, shared by each invocation's sender (a URL's last post, monotonic).
         self._webhook_pacing: dict[str, float] = {}
@@ -121,6 +127,7 @@ class Root:
             meter=SpendMeter(),
             mutes=self.mutes,
             cards=cards,
+            sleep=self._sleep,
         )
 
     def responder_for(self, context: Any) -> Responder:
