@@ -80,8 +80,8 @@ class Subscription:
 
 @dataclass(frozen=True)
 class Plan:
-    put: bool  # PutSubscriptionFilter ours (create or update)
-    delete: bool  # DeleteSubscriptionFilter ours
+    put: bool
+    delete: bool
     status: Status
     detail: str
 
@@ -264,7 +264,7 @@ class MemberSubscriptions:
     """The guard's filter in members' log groups, through their log roles; a failing member stops no other."""
 
     def __init__(self, logs_in: Callable[[str], LogsApi], *, workers: int = MEMBER_WORKERS) -> None:
-        self.logs_in = logs_in  # a member's role ARN -> CloudWatch Logs in that account
+        self.logs_in = logs_in
         self.workers = workers
 
     def apply(

@@ -12,14 +12,12 @@ from reprlib import recursive_repr
 from typing import Any, TypeVar, dataclass_transform
 
 _T = TypeVar("_T")
-# What `frozen` makes: a class that writes one of them itself (or wants more of dataclasses) uses @dataclass.
 _MADE = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__post_init__")
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
 def frozen(cls: type[_T]) -> type[_T]:
-    """A frozen dataclass: `dataclasses.fields`, `asdict` and `replace` work, and so do its __init__ (defaults and
-    default factories), repr, eq, hash and immutability, as `@dataclass(frozen=True)` makes them."""
+    """A frozen dataclass, as `@dataclass(frozen=True)` makes it (fields, asdict and replace work), without exec."""
     if written := [name for name in _MADE if name in vars(cls)]:
         raise TypeError(f"{cls.__qualname__} writes {', '.join(written)}: use @dataclass(frozen=True)")
     if not vars(cls).get("__doc__"):  # dataclass would write `Name(signature)` with inspect: ~50 µs more

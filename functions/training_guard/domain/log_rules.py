@@ -177,10 +177,10 @@ class _Series:
         }
 
     def copy(self) -> _Series:
-        new = _Series.__new__(_Series)  # every slot, as to_json lists them (a test compares the two)
+        new = _Series.__new__(_Series)
         new.name, new.count, new.best, new.best_line = self.name, self.count, self.best, self.best_line
         new.level, new.noise, new.prev, new.last_log = self.level, self.noise, self.prev, self.last_log
-        new.window = self.window.copy()  # its maxlen kept
+        new.window = self.window.copy()
         new.ot_best, new.ot_since, new.train_at_min, new.streak = (
             self.ot_best,
             self.ot_since,
@@ -294,7 +294,7 @@ class StreamState:
 
     def copy(self) -> StreamState:
         """What `from_json(to_json())` gives, sharing nothing mutable, without the round trip (once a delivery)."""
-        new = StreamState.__new__(StreamState)  # every slot, as to_json lists them (a test compares the two)
+        new = StreamState.__new__(StreamState)
         new.ts, new.ids, new.batches, new.lines = self.ts, self.ids[:], self.batches[:], self.lines
         new.first_ms, new.point_ms, new.last_event = self.first_ms, self.point_ms, self.last_event
         new.names, new.fired, new.unparsed, new.unparsed_sample = (
@@ -449,7 +449,7 @@ def evaluate(
     run = _Run(folded, plan, reader)
     run.fold(sorted(events, key=_TIMESTAMP))
     if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
-        folded.batches.append(batch)  # the copy's own list
+        folded.batches.append(batch)
         del folded.batches[:-MAX_BATCHES]
     return folded, run.firings
 
@@ -519,7 +519,7 @@ class _Run:
         ahead, lines, point_ms = self._ahead(events)
         rest = islice(events, ahead, None) if ahead else events
         texts, patterns, names = self.reader.texts, self.plan.patterns, self.names
-        if texts is None:  # a reader whose every line `scan` must see
+        if texts is None:
             self._done(events, *self._scanned(rest, lines, point_ms))
             return
         on_loss, on_validation, heard, quiet, loud = self._loss, self._validation, self._heard, self.quiet, self.loud
@@ -534,7 +534,7 @@ class _Run:
             line = event.line
             if line is None:
                 line = lines
-            if found is RESCAN:  # the line's points come from more than one reader
+            if found is RESCAN:
                 if self._points(event, line, False):
                     point_ms = event.timestamp_ms
                 (loss_name, val_name), quiet, loud = self.roles, self.quiet, self.loud  # a new name may change them
@@ -603,7 +603,7 @@ class _Run:
             late = event.timestamp_ms < start  # older than the newest folded before this batch
             if not late:
                 if start_ids and _digest(event.id) in start_ids:
-                    continue  # folded before
+                    continue
                 lines += 1
             if self._line(event, lines if event.line is None else event.line, late) and not late:
                 point_ms = event.timestamp_ms
@@ -659,7 +659,7 @@ class _Run:
         """The ids folded at the newest millisecond: the only ones a later batch can repeat without being late."""
         state = self.state
         at_newest: list[str] = []
-        for event in reversed(events):  # sorted: the newest millisecond is at the end
+        for event in reversed(events):
             if event.timestamp_ms != state.ts or len(at_newest) == MAX_IDS:
                 break
             at_newest.append(event.id)
@@ -807,7 +807,7 @@ class _Run:
             series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
         prev = series.prev
         if value == prev:
-            return  # a progress bar repeating the last validation loss
+            return
         if prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|, as _loss takes it)
             step = value - prev if value > prev else prev - value
             noise = series.noise
@@ -834,7 +834,7 @@ class _Run:
         window, steps = loss.window, self.steps
         if len(window) <= steps:
             return sum(window) / len(window)
-        return sum(islice(window, len(window) - steps, None)) / steps  # the same values, summed in the same order
+        return sum(islice(window, len(window) - steps, None)) / steps
 
     def _overfit(
         self, series: _Series, value: float, train: float | None, at: tuple[str, LogEvent, int | None]

@@ -105,7 +105,7 @@ def parse_usd(value: Any) -> float | None:
 
 def parse_price_list(items: Iterable[Any], *, region: str, instance_type: str) -> PriceParse:
     """`instance_type`'s hourly on-demand USD price in `region` from GetProducts' items (docs/design/pricing.md)."""
-    prices: dict[float, str | None] = {}  # price -> SKU
+    prices: dict[float, str | None] = {}
     published: list[str] = []
     count = 0
     for item in items:

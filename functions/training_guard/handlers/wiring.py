@@ -56,14 +56,11 @@ class Root:
         self._pricing = pricing
         self._sleep = sleep
         self._clients: dict[str, BaseClient] = {}
-        # The container's pacing of Slack posts, shared by each invocation's sender (a URL's last post, monotonic).
         self._webhook_pacing: dict[str, float] = {}
         self._bot_pacing: dict[str, float] = {}
-        # `client(service)`: typed per service by the mypy_boto3 stubs, as the factory is
         self.client = cast("ClientFactory", self._client)
 
     def _client(self, service: str) -> BaseClient:
-        """One client per service for the life of the root (a client costs ~20 ms to make)."""
         made = self._clients.get(service)
         if made is None:
             made = self._clients[service] = self._make(service)
@@ -92,7 +89,6 @@ class Root:
 
     @cached_property
     def price_list(self) -> PriceList:
-        """List prices, kept as long as the container: the pricing client is made when first asked for."""
         from training_guard.adapters.price_list import PriceList
 
         return PriceList(
@@ -152,7 +148,6 @@ class Root:
 
     @cached_property
     def log_states(self) -> DynamoLogState:
-        """Each training log stream's rule state, in the state table (kept as long as the ledger's transitions)."""
         from training_guard.adapters.log_state import DynamoLogState
 
         settings = self.settings
@@ -161,7 +156,6 @@ class Root:
         )
 
     def log_watch_for(self, context: Any) -> LogWatch:
-        """The log-rules wing: subscription deliveries and the stall check, through the invocation's responder."""
         from training_guard.services.log_watch import LogWatch
 
         return LogWatch(self.responder_for(context), self.log_states)
@@ -183,7 +177,6 @@ class Root:
     def sweeper_for(self, context: Any) -> Sweeper:
         return self.sweeper.acting(self.responder_for(context))
 
-    # --- Slack: long-lived parts here, the invocation's deadline and lease given to each delivery ----------------
     @cached_property
     def chat_settings(self) -> ChatSettings:
         from training_guard.config.settings import ChatSettings
@@ -229,7 +222,6 @@ class Root:
         )
 
     def bot(self, deadline: Deadline) -> BotFromSecret:
-        """Slack app mode's bot: its token read from its secret (cached like the webhook URLs)."""
         from training_guard.adapters.slack_app import SLACK_API_URL, BotFromSecret
         from training_guard.config.settings import BotSettings
 
@@ -243,7 +235,6 @@ class Root:
         )
 
     def _app_mode(self, deadline: Deadline) -> Any:
-        """What the notifier delivers with in app mode (slack_app_delivery.AppMode, the wing's)."""
         from training_guard.adapters.cloudwatch import MetricCharts
         from training_guard.adapters.slack_app import SlackAppError
         from training_guard.services.slack_app_delivery import AppMode
@@ -359,7 +350,7 @@ class ResponderStops:
     def __init__(
         self, responder: Responder, *, own_account: str | None, region: str | None, members: MemberAccess | None
     ) -> None:
-        self._responder = responder  # the invocation's: its lease
+        self._responder = responder
         self.own_account = own_account
         self.region = region
         self._members = members

@@ -119,8 +119,8 @@ class LogReceipt:
     events: int = 0
     evaluated: int = 0  # handed to the rules (those already folded change nothing)
     left: int = 0  # left to Lambda's retry when the time ran out
-    firings: list[str] = field(default_factory=list)  # the rules that fired, new in this delivery
-    problems: list[str] = field(default_factory=list)  # reported now (once per job)
+    firings: list[str] = field(default_factory=list)  # new in this delivery
+    problems: list[str] = field(default_factory=list)
     conflicts: int = 0
     ignored: str | None = None
     findings: Receipt | None = None  # what the responder did, every firing's receipt added up
@@ -223,7 +223,7 @@ def decode_data(data: Any, *, where: str, many: bool = True) -> list[Delivery]:
         text = gzip.decompress(base64.b64decode(data, validate=True)).decode()
     except (binascii.Error, OSError, EOFError, zlib.error) as exc:
         raise EventError(f"{where} is not base64 of gzip: {exc}") from exc
-    except ValueError as exc:  # UnicodeDecodeError
+    except ValueError as exc:
         raise EventError(f"{where} does not hold JSON: {exc}") from exc
     docs: list[Any] = []
     decoder, at = json.JSONDecoder(), 0
@@ -235,7 +235,7 @@ def decode_data(data: Any, *, where: str, many: bool = True) -> list[Delivery]:
                 at += 1
             if not many:
                 break
-    except ValueError as exc:  # JSONDecodeError
+    except ValueError as exc:
         raise EventError(f"{where} does not hold JSON: {exc}") from exc
     if not docs or (not many and text[at:].strip()):
         raise EventError(f"{where} does not hold JSON: one document expected")
