@@ -413,7 +413,7 @@ def warm_latency() -> dict[str, Any]:
             for event in base_events[:5] + guard_events[:5]:  # warm both paths
                 baseline(event) if event["id"].startswith("baseline") else job_events.handler(event, LambdaContext())
             stop_at: list[float] = []
-            sagemaker_guard = __import__("training_guard.adapters.clients", fromlist=["client"]).client("sagemaker")
+            sagemaker_guard = aws.function_client("sagemaker")
             sagemaker_guard.meta.events.register(
                 "before-call.sagemaker.StopTrainingJob",
                 lambda **_: stop_at.append(time.perf_counter()),
