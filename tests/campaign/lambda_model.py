@@ -270,7 +270,6 @@ class LambdaModel:
             events = wiring.root().client(service).meta.events
             events.register_first(f"before-parameter-build.{service}", self._before_call)
             events.register_first(f"after-call.{service}", self._after_call)
-        wiring.root().responder.sleep = self._sleep
 
     # --- driving -----------------------------------------------------------------------------------
     def schedule(self, at: datetime, action: Callable[[], None]) -> None:
@@ -351,8 +350,8 @@ class LambdaModel:
         self.observed.kills[label] += 1
         raise Killed(label)
 
-    def _sleep(self, seconds: float) -> None:
-        """The responder's busy wait: virtual time passes; the timeout may strike during it."""
+    def sleep(self, seconds: float) -> None:
+        """The responder's busy wait (`Emulation(sleep=model.sleep)`): virtual time passes; the timeout may strike."""
         self.observed.busy_waits += 1
         self.clock.advance(seconds)
         attempt = self.current

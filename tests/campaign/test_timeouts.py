@@ -134,13 +134,11 @@ class Run:
 
 @contextlib.contextmanager
 def emulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
-    with Emulation(CONFIG) as aws:
-        # Emulation.client builds a new boto3 client per call (tens of ms); the campaign reads AWS per case
-        monkeypatch.setattr(aws, "client", functools.cache(aws.client))
+    clock = VirtualClock(NOW)
+    model = LambdaModel(clock, seed=SEED)
+    with Emulation(CONFIG, sleep=model.sleep) as aws:
         with handler_output_to_stderr():  # the handlers' loggers bind stdout at their first import
             from training_guard.handlers import job_events, log_events, sweeper
-        clock = VirtualClock(NOW)
-        model = LambdaModel(clock, seed=SEED)
         model.install(monkeypatch)
         yield Run(
             aws,
