@@ -484,3 +484,22 @@ def test_the_member_roles_are_in_the_partition_of_the_hubs_region(
     root = _hub_root(monkeypatch, ORG, region)
     assert root.members is not None
     assert root.members.sessions.role_arn(MEMBER_A).startswith(f"arn:{partition}:iam::{MEMBER_A}:role/")
+
+
+def test_a_stop_click_on_a_card_of_an_account_no_longer_served_stops_nothing() -> None:
+    """A member taken out of the configuration after its card was posted: the hub's own job of that name is safe."""
+    from training_guard.handlers.wiring import ResponderStops
+    from training_guard.render.slack_actions import Act, Click
+
+    guard, _, _ = hub_guard(hub_jobs=running_job(HUB))
+    members = FakeMembers({MEMBER_A: running_job(MEMBER_A)})
+    stops = ResponderStops(guard, own_account=HUB, region="eu-west-1", members=members)
+    former = "999988887777"
+    said = stops.stop(Click(Act.STOP, JOB, "U1", account=former), now=NOW)
+    assert said == f"not stopped: {JOB} is in account {former}, which this guard does not serve"
+    assert guard.jobs.stop_calls == []  # type: ignore[attr-defined]
+    assert members.asked == []
+    stops.stop(Click(Act.STOP, JOB, "U1", account=MEMBER_A), now=NOW)  # a member's card still acts there
+    assert members.jobs[MEMBER_A].stop_calls == [JOB]
+    stops.stop(Click(Act.STOP, JOB, "U1", account=HUB), now=NOW)  # and the guard's own
+    assert guard.jobs.stop_calls == [JOB]  # type: ignore[attr-defined]

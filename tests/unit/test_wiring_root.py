@@ -62,3 +62,10 @@ def test_each_invocation_gets_its_own_responder_over_the_containers_ports(root: 
     assert (one.lease_seconds, two.lease_seconds) == (lease_for(20_000), lease_for(900_000))
     assert one.ledger is two.ledger is root.responder.ledger
     assert root.responder not in (one, two)  # the container's own is never the one an invocation changes
+
+
+def test_the_log_watch_keeps_its_jobs_definitions_across_invocations(root: wiring.Root) -> None:
+    # DescribeTrainingJob and ListTags once per job and container, not once per delivery
+    first, second = root.log_watch_for(Context(20_000)), root.log_watch_for(Context(900_000))
+    assert first._jobs is second._jobs
+    assert (first.responder.lease_seconds, second.responder.lease_seconds) == (lease_for(20_000), lease_for(900_000))

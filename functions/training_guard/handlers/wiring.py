@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from training_guard.services.chat import ChatDelivery
     from training_guard.services.clicks import ClickWorker, Interactions
     from training_guard.services.log_watch import LogWatch
-    from training_guard.services.responder import Responder
+    from training_guard.services.responder import MemberAccessPort, Responder
     from training_guard.services.sweeper import Sweeper
 
 
@@ -155,10 +155,15 @@ class Root:
             self.client("dynamodb"), settings.table, ttl_seconds=settings.config.dedup_ttl_days * 86400
         )
 
-    def log_watch_for(self, context: Any) -> LogWatch:
+    @cached_property
+    def log_watch(self) -> LogWatch:
+        """The log-rules wing; its jobs' definitions and tags are the container's (DescribeTrainingJob is throttled)."""
         from training_guard.services.log_watch import LogWatch
 
-        return LogWatch(self.responder_for(context), self.log_states)
+        return LogWatch(self.responder, self.log_states)
+
+    def log_watch_for(self, context: Any) -> LogWatch:
+        return self.log_watch.acting(self.responder_for(context))
 
     @cached_property
     def sweeper(self) -> Sweeper:
@@ -348,7 +353,7 @@ class ResponderStops:
     """Stop now through `Responder.stop_requested`, in the job's account (the guard's own, or a member's)."""
 
     def __init__(
-        self, responder: Responder, *, own_account: str | None, region: str | None, members: MemberAccess | None
+        self, responder: Responder, *, own_account: str | None, region: str | None, members: MemberAccessPort | None
     ) -> None:
         self._responder = responder
         self.own_account = own_account
@@ -356,8 +361,13 @@ class ResponderStops:
         self._members = members
 
     def stop(self, click: Click, *, now: datetime) -> str:
+        from training_guard.domain.accounts import is_member
         from training_guard.services.responder import responder_in
 
+        own, account = self.own_account, click.account
+        if own is not None and account not in (None, own) and not is_member(self._responder.config, own, account):
+            # a card of an account this guard no longer serves: never the guard's own job of the same name
+            return f"not stopped: {click.job} is in account {click.account}, which this guard does not serve"
         guard = responder_in(self._responder, self.own_account, click.account, self._members)
         return guard.stop_requested(
             click.job,
