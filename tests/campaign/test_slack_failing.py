@@ -19,6 +19,7 @@ from botocore.awsrequest import AWSResponse
 from tests.campaign.streams import plan_fleet
 from tests.faults import answer
 from tests.helpers import readme_campaign_row
+from training_guard.adapters.clients import RETRY_CONFIG
 from training_guard.config.model import GuardConfig
 from training_guard_local.emulator import Emulation
 from training_guard_local.slack_listener import Reply, SlackListener
@@ -65,10 +66,10 @@ def test_slack_and_sns_failing_lose_nothing_and_show_nothing_twice(
             return answer(request.url, 500, body)
         return None
 
-    def retry_at_once(response: Any, **_: Any) -> int | None:
-        # the SDK publishes again; its back-off (up to seconds) is not waited here: the first answer wins
+    def retry_at_once(response: Any, attempts: int, **_: Any) -> int | None:
+        # the SDK publishes again, within its attempts; its back-off (up to seconds) is not waited here
         lost_answer = response is not None and response[0] is not None and response[0].status_code == 500
-        return 0 if lost_answer else None
+        return 0 if lost_answer and attempts < RETRY_CONFIG.retries["total_max_attempts"] else None
 
     config = GuardConfig.from_dict({"slack": {"webhooks": {"default": {}}}})
     plans = plan_fleet(60, SEED)
