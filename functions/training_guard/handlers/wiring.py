@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     from training_guard.adapters.slack_app import BotFromSecret
     from training_guard.adapters.sqs import DeadLetterParker
     from training_guard.adapters.threads import DynamoThreads
-    from training_guard.config.settings import ChatSettings, Settings
+    from training_guard.config.settings import BotSettings, ChatSettings, Settings
     from training_guard.render.slack_actions import Click
     from training_guard.services.chat import ChatDelivery
     from training_guard.services.clicks import ClickWorker, Interactions
     from training_guard.services.log_watch import LogWatch
     from training_guard.services.responder import MemberAccessPort, Responder
+    from training_guard.services.slack_app_delivery import AppMode
     from training_guard.services.sweeper import Sweeper
 
 
@@ -226,11 +227,16 @@ class Root:
             app=self._app_mode(deadline) if settings.config.slack.app_mode else None,
         )
 
-    def bot(self, deadline: Deadline) -> BotFromSecret:
-        from training_guard.adapters.slack_app import SLACK_API_URL, BotFromSecret
+    @cached_property
+    def bot_settings(self) -> BotSettings:
         from training_guard.config.settings import BotSettings
 
-        bot = BotSettings.from_env()
+        return BotSettings.from_env()
+
+    def bot(self, deadline: Deadline) -> BotFromSecret:
+        from training_guard.adapters.slack_app import SLACK_API_URL, BotFromSecret
+
+        bot = self.bot_settings
         return BotFromSecret(
             self.secrets.get,
             bot.bot_token_secret,
@@ -239,7 +245,7 @@ class Root:
             last_post=self._bot_pacing,
         )
 
-    def _app_mode(self, deadline: Deadline) -> Any:
+    def _app_mode(self, deadline: Deadline) -> AppMode:
         from training_guard.adapters.cloudwatch import MetricCharts
         from training_guard.adapters.slack_app import SlackAppError
         from training_guard.services.slack_app_delivery import AppMode
