@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import logging
 import os
+import pkgutil
 import socket
 import subprocess
 import sys
@@ -27,6 +30,7 @@ import boto3
 import pytest
 
 from tests.helpers import EVENTS_DIR
+from training_guard import contract, handlers
 from training_guard_local import cli, emulator
 
 ROOT = EVENTS_DIR.parents[1]
@@ -234,6 +238,20 @@ def cases() -> list[tuple[str, str, list[str]]]:
 
 
 CASES = cases()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _handler_logs_on_fd_2() -> None:
+    """The guard's handler modules imported as the emulation imports them (their loggers bind stderr then), with
+    stderr a stream on file descriptor 2 that stays open, as in a fresh process: not the capture of the first case run
+    here, which is closed after it and would stay every later test's log stream."""
+    if not logging.getLogger(contract.SERVICE_NAME).handlers:  # no handler module has made its logger yet
+        fd_2 = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115 - the loggers keep it
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(fd_2):
+            patch.setenv("POWERTOOLS_SERVICE_NAME", contract.SERVICE_NAME)  # as in the emulation
+            with emulator.handler_output_to_stderr():
+                for module in pkgutil.iter_modules(handlers.__path__):
+                    importlib.import_module(f"{handlers.__name__}.{module.name}")
 
 
 @pytest.fixture(scope="module")
