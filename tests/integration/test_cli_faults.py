@@ -1,11 +1,7 @@
 """Every command under every failure of the environment (an AWS profile that does not exist, a broken AWS config
-file, no credentials, no network, no region, a full disk, a closed pipe), as a user runs it: never a traceback; a
-failure is one line on stderr and the fault's own exit status; the offline commands ignore the AWS settings and do
-their work. The commands come from the parser, so a new one is in the matrix.
-
-Most cases run `cli.main` in this process, in the environment a fresh process would have (its AWS sessions made
-anew); the few in `IN_A_PROCESS` run the command in its own process, for what only a process shows: the
-interpreter's exit status and its last flush of stdout onto a full disk or a closed pipe."""
+file, no credentials, no network, no region, a full disk, a closed pipe): never a traceback; a failure is one line on
+stderr and the fault's own exit status; the offline commands ignore the AWS settings and do their work. The commands
+come from the parser, so a new one is in the matrix; most run here as a fresh process would (`run_here`)."""
 
 from __future__ import annotations
 

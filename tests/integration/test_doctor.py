@@ -1,12 +1,8 @@
 """`training-guard doctor` against the synthesized stack deployed on moto, whole and broken on purpose.
 
 Each broken deployment must fail exactly the check it breaks, with the fix that repairs it; where the fix is
-a command the guard can run here, the test runs it and the doctor passes again.
-
-Standing the stack up takes longer than examining it, so the tests share one healthy deployment (`stack`: a view
-of it, whose changes in AWS are put back after the test); a test that changes what cannot be put back (metric
-data, moto's own record of a subscription), or needs another configuration, stands up its own before the shared
-one exists: those come first in the file, which is the order pytest runs them in.
+a command the guard can run here, the test runs it and the doctor passes again. Most tests share one deployment,
+put back after each (`healthy`, `stack`); those that need their own come first in the file (`own`).
 """
 
 from __future__ import annotations
@@ -50,8 +46,8 @@ _SHARED: list[Deployment] = []  # the shared deployment while it stands (one mot
 
 @contextmanager
 def own(config: GuardConfig = CONFIG, *, set_up: bool = False) -> Iterator[Deployment]:
-    """A deployment of the test's own, made and torn down before the shared one stands; `set_up`: with its webhook
-    URLs set, as the shared one."""
+    """A deployment of the test's own, made and torn down before the shared one stands (pytest runs a file's tests in
+    order); `set_up`: with its webhook URLs set, as the shared one."""
     assert not _SHARED, "a test with its own deployment runs before the shared one is made: move it up the file"
     with deployed(config) as deployment:
         if set_up:
@@ -133,8 +129,9 @@ def queued(stack: Deployment) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def healthy() -> Iterator[tuple[Deployment, State]]:
-    """The shared deployment: the synthesized stack with its webhook URLs set, and its state; at the end, checked
-    to be as it was made (a change no test put back would have failed the tests after it, but might not)."""
+    """The shared deployment (standing the stack up costs twice examining it): the synthesized stack with its
+    webhook URLs set, and its state; at the end, checked to be as it was made (a change no test put back would fail
+    the tests after it, but might not)."""
     with deployed(CONFIG) as deployment:
         put_urls(deployment)
         state = state_of(deployment)
