@@ -8,7 +8,7 @@ import hashlib
 import math
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import field
 from itertools import islice
 from operator import attrgetter
@@ -17,7 +17,7 @@ from typing import Any
 from training_guard import contract
 from training_guard.config.frozen import frozen
 from training_guard.config.model import LOG_RULE_NAMES, LogAction, LogRules
-from training_guard.domain.log_lines import DEFINED, RESCAN, LineReader, loss_metrics, loss_role
+from training_guard.domain.log_lines import DEFINED, RESCAN, LineReader, TextPoints, loss_metrics, loss_role
 
 STATE_VERSION = 1
 MAX_METRIC_NAMES = 64  # names remembered for recognising the loss; a line of a hundred keys is not a hundred series
@@ -125,6 +125,16 @@ def _tag_problem(value: str, why: str) -> str:
     )
 
 
+# A series' fields that a point changes: prev, count, last_log, noise, level, best, best_line, ot_best, ot_since,
+# train_at_min, streak (as `_Series.hot` lists them).
+_Hot = tuple[
+    float | None, int, float | None, float | None, float | None, float, int | None, float, int, float | None, int
+]
+_FRESH: _Hot = (None, 0, None, None, None, math.inf, None, math.inf, 0, None, 0)
+_NO_WINDOW: deque[float] = deque(maxlen=0)  # no loss series yet
+_At = tuple[str, LogEvent, int | None]  # a point's reader, event and line
+
+
 class _Series:
     """One loss series: count, best, level and noise, window, Overtraining's and Overfit's marks."""
 
@@ -163,6 +173,37 @@ class _Series:
         """Keeps the last `size` values in the window (the configured num_steps may have changed)."""
         if self.window.maxlen != size:
             self.window = deque(self.window, maxlen=size)
+
+    def hot(self) -> _Hot:
+        """The fields a point changes, for a run's locals."""
+        return (
+            self.prev,
+            self.count,
+            self.last_log,
+            self.noise,
+            self.level,
+            self.best,
+            self.best_line,
+            self.ot_best,
+            self.ot_since,
+            self.train_at_min,
+            self.streak,
+        )
+
+    def set_hot(self, hot: _Hot) -> None:
+        (
+            self.prev,
+            self.count,
+            self.last_log,
+            self.noise,
+            self.level,
+            self.best,
+            self.best_line,
+            self.ot_best,
+            self.ot_since,
+            self.train_at_min,
+            self.streak,
+        ) = hot
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -514,58 +555,204 @@ class _Run:
             roles = _ROLES[key] = loss_metrics(key[0], loss=key[1], validation=key[2])
         return roles
 
-    def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
-        """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
-        ahead, lines, point_ms = self._ahead(events)
-        rest = islice(events, ahead, None) if ahead else events
-        texts, patterns, names = self.reader.texts, self.plan.patterns, self.names
-        if texts is None:
-            self._done(events, *self._scanned(rest, lines, point_ms))
-            return
-        on_loss, on_validation, heard, quiet, loud = self._loss, self._validation, self._heard, self.quiet, self.loud
+    def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912, PLR0915 - one loop: a call costs per point
+        """Each event in timestamp order, the series in locals: the Python overhead per point is what the bench counts.
+
+        Every line read in order goes through this loop (a reader's own `scan` too), so each rule has one implementation
+        here; the late lines of `_late` feed only the NaN rule and the patterns."""
+        lines, fresh = self._late(events)
+        state, names, plan = self.state, self.names, self.plan
+        point_ms = state.point_ms
+        texts, scan, patterns = self.reader.texts or _rescan, self.reader.scan, plan.patterns
+        heard, quiet, loud = self._heard, self.quiet, self.loud
         loss_name, val_name = self.roles
-        for event in rest:
+        on = self.on
+        on_div, on_lnd, on_ot, on_of = on[DIVERGENCE], on[LND], on[OVERTRAINING], on[OVERFIT]
+        log_factor, warmup, steps, delta = self.log_factor, self.warmup, self.steps, self.delta
+        patience_train, patience_validation, keep = self.patience_train, self.patience_validation, 2 * self.steps
+        # The two series' fields live in locals for the batch (a local is read several times faster than a slot).
+        loss, val = state.loss, state.val
+        (l_prev, l_count, l_last, l_noise, l_level, l_best, l_best_line, l_ot_best, l_ot_since, l_at_min, l_streak) = (
+            _FRESH if loss is None else loss.hot()
+        )
+        window = _NO_WINDOW if loss is None else loss.window
+        (v_prev, v_count, v_last, v_noise, v_level, v_best, v_best_line, v_ot_best, v_ot_since, v_at_min, v_streak) = (
+            _FRESH if val is None else val.hot()
+        )
+        groups: Sequence[tuple[str, Sequence[tuple[str, str | float]]]]
+        for event in fresh:
             lines += 1
-            if patterns:
-                self._patterns(event.message, event, lines if event.line is None else event.line)
-            found = texts(event.message)
-            if found is None:
-                continue
+            message = event.message
             line = event.line
             if line is None:
                 line = lines
-            if found is RESCAN:
-                if self._points(event, line, False):
-                    point_ms = event.timestamp_ms
-                (loss_name, val_name), quiet, loud = self.roles, self.quiet, self.loud  # a new name may change them
+            if patterns:
+                self._patterns(message, event, line)
+            found = texts(message)
+            if found is None:
                 continue
-            source, pairs = found
+            if found is RESCAN:  # points of several readers, as floats: each (reader, [(metric, value)])
+                points, unparsed = scan(message)
+                if unparsed is not None:
+                    self._unparsed(unparsed, message)
+                groups = [(source, [(metric, value)]) for metric, value, source in points]
+            else:
+                groups = (found,)
             ts = event.timestamp_ms
-            skip = quiet if source != DEFINED else _NOTHING  # a definition's capture is always read (a number?)
-            for metric, number in pairs:
-                if metric in skip and metric in names:  # no rule reads it, and it needs no name: its number unread
+            for source, pairs in groups:
+                skip = quiet if source != DEFINED else _NOTHING  # a definition's capture is always read (a number?)
+                for metric, number in pairs:
+                    if metric in skip and metric in names:  # no rule reads it, and it needs no name: its number unread
+                        point_ms = ts
+                        continue
+                    try:
+                        value = float(number)
+                    except ValueError:
+                        if source != DEFINED:
+                            raise
+                        self._unparsed_text(metric, message, lines)
+                        continue
                     point_ms = ts
-                    continue
-                try:
-                    value = float(number)
-                except ValueError:
-                    if source != DEFINED:
-                        raise
-                    self._unparsed_text(metric, event.message, lines)
-                    continue
-                point_ms = ts
-                if metric not in names and len(names) < MAX_METRIC_NAMES:
-                    loss_name, val_name = self._new_name(metric)
-                    quiet, loud = self.quiet, self.loud
-                    skip = quiet if source != DEFINED else _NOTHING
-                if value - value:  # nan or an infinity (a finite x - x is 0.0)
-                    self._non_finite(metric, value, source, event, line)
-                elif metric == loss_name:
-                    on_loss(value, source, event, line)
-                elif metric == val_name:
-                    on_validation(value, source, event, line)
-                elif skip is quiet and metric not in loud:
-                    heard(metric, source)
+                    if metric not in names and len(names) < MAX_METRIC_NAMES:
+                        loss_name, val_name = self._new_name(metric)
+                        quiet, loud = self.quiet, self.loud
+                        skip = quiet if source != DEFINED else _NOTHING
+                        if state.loss is not loss:  # dropped: the loss is another metric now
+                            loss = None
+                        if state.val is not val:
+                            val = None
+                    if value - value:  # nan or an infinity (a finite x - x is 0.0)
+                        self._non_finite(metric, value, source, event, line)
+                    elif metric == loss_name:
+                        if loss is None:
+                            loss = state.loss = _Series(str(loss_name), keep)
+                            (
+                                l_prev,
+                                l_count,
+                                l_last,
+                                l_noise,
+                                l_level,
+                                l_best,
+                                l_best_line,
+                                l_ot_best,
+                                l_ot_since,
+                                l_at_min,
+                                l_streak,
+                            ) = _FRESH
+                            window = loss.window
+                        if value == l_prev:
+                            continue  # a progress bar repeating its last value
+                        l_prev = value
+                        l_count += 1
+                        window.append(value)
+                        if value > 0:
+                            log = _log(value)
+                            if l_last is not None:
+                                step = log - l_last if log > l_last else l_last - log
+                                l_noise = step if l_noise is None else l_noise + NOISE_ALPHA * (step - l_noise)
+                            l_last = log
+                            l_level = log if l_level is None else l_level + LEVEL_ALPHA * (log - l_level)
+                            if log >= l_best + log_factor and l_count > warmup and on_div:
+                                self._diverged(
+                                    loss.name, value, (l_best, l_level, l_noise, l_best_line), (source, event, line)
+                                )
+                                on_div = self.on[DIVERGENCE]
+                            if l_level < l_best and l_count >= 3:
+                                l_best, l_best_line = l_level, line
+                            smooth = _exp(l_level)  # Overtraining on the level: one low batch is no optimum to beat
+                        else:
+                            l_last = None  # a loss at or below 0 has no log: Divergence waits for positive points
+                            smooth = value
+                        if l_count <= warmup:
+                            l_ot_best = smooth  # the first points are not judged (as Divergence): the level is settling
+                        elif smooth < l_ot_best - delta:
+                            l_ot_best, l_ot_since = smooth, 0
+                        else:
+                            l_ot_since += 1
+                            if l_ot_since >= patience_train and val is None and on_ot:
+                                what = (loss.name, value, source)
+                                self._overtrained(
+                                    f"the level of {loss.name}", (l_ot_since, l_ot_best), what, event, line
+                                )
+                                on_ot = self.on[OVERTRAINING]
+                        if l_count % steps == 0 and l_count >= keep and on_lnd:
+                            self._loss_not_decreasing(loss.name, window, (value, source), event, line)
+                            on_lnd = self.on[LND]
+                    elif metric == val_name:
+                        if val is None:
+                            val = state.val = _Series(str(val_name), keep)
+                            (
+                                v_prev,
+                                v_count,
+                                v_last,
+                                v_noise,
+                                v_level,
+                                v_best,
+                                v_best_line,
+                                v_ot_best,
+                                v_ot_since,
+                                v_at_min,
+                                v_streak,
+                            ) = _FRESH
+                        if value == v_prev:
+                            continue
+                        if v_prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|)
+                            step = value - v_prev if value > v_prev else v_prev - value
+                            v_noise = step if v_noise is None else v_noise + NOISE_ALPHA * (step - v_noise)
+                        v_prev = value
+                        v_count += 1
+                        if value < v_best:  # the training level is taken only where a branch reads it
+                            v_best, v_best_line = value, line
+                            v_at_min, v_streak = self._train_level(), 0
+                        elif on_of:
+                            v_streak = self._overfit(
+                                (val.name, value, v_count),
+                                (v_best, v_best_line, v_noise, v_at_min, v_streak),
+                                (source, event, line),
+                            )
+                            on_of = self.on[OVERFIT]
+                        if value < v_ot_best - delta:
+                            v_ot_best, v_ot_since = value, 0
+                        else:
+                            v_ot_since += 1
+                        if v_ot_since >= patience_validation and on_ot:
+                            what = (val.name, value, source)
+                            self._overtrained(val.name, (v_ot_since, v_ot_best), what, event, line)
+                            on_ot = self.on[OVERTRAINING]
+                    elif skip is quiet and metric not in loud:
+                        heard(metric, source)
+        if loss is not None:
+            loss.set_hot(
+                (
+                    l_prev,
+                    l_count,
+                    l_last,
+                    l_noise,
+                    l_level,
+                    l_best,
+                    l_best_line,
+                    l_ot_best,
+                    l_ot_since,
+                    l_at_min,
+                    l_streak,
+                )
+            )
+        if val is not None:
+            val.set_hot(
+                (
+                    v_prev,
+                    v_count,
+                    v_last,
+                    v_noise,
+                    v_level,
+                    v_best,
+                    v_best_line,
+                    v_ot_best,
+                    v_ot_since,
+                    v_at_min,
+                    v_streak,
+                )
+            )
         self._done(events, lines, point_ms)
 
     def _done(self, events: Sequence[LogEvent], lines: int, point_ms: int | None) -> None:
@@ -576,20 +763,11 @@ class _Run:
         state.lines, state.point_ms = lines, point_ms
         self._remember_newest(events)
 
-    def _scanned(self, events: Iterable[LogEvent], lines: int, point_ms: int | None) -> tuple[int, int | None]:
-        """Newer events read through `scan`, one call a line: the lines folded in order, the newest point's time."""
-        for event in events:
-            lines += 1
-            if self._line(event, lines if event.line is None else event.line, False):
-                point_ms = event.timestamp_ms
-        return lines, point_ms
-
-    def _ahead(self, events: Sequence[LogEvent]) -> tuple[int, int, int | None]:
-        """The events no newer than the newest folded before, which come first (sorted): late, or perhaps folded.
-
-        Returns how many, the lines folded in order after them, and the newest point's time."""
+    def _late(self, events: Sequence[LogEvent]) -> tuple[int, Sequence[LogEvent]]:
+        """The events no newer than the newest folded before come first (sorted): a late one is read here, one at that
+        newest millisecond not folded yet is folded in order. Returns the lines folded so far and the events to fold."""
         state = self.state
-        lines, point_ms = state.lines, state.point_ms
+        lines = state.lines
         start = -1 if self.start_ts is None else self.start_ts
         ahead = 0
         for event in events:
@@ -597,43 +775,27 @@ class _Run:
                 break
             ahead += 1
         if not ahead:
-            return 0, lines, point_ms
+            return lines, events
         start_ids = frozenset(state.ids)
+        fresh: list[LogEvent] = []
         for event in islice(events, ahead):
-            late = event.timestamp_ms < start  # older than the newest folded before this batch
-            if not late:
-                if start_ids and _digest(event.id) in start_ids:
-                    continue
-                lines += 1
-            if self._line(event, lines if event.line is None else event.line, late) and not late:
-                point_ms = event.timestamp_ms
-        return ahead, lines, point_ms
+            if event.timestamp_ms < start:  # older than the newest folded before this batch
+                self._late_line(event, lines if event.line is None else event.line)
+            elif not start_ids or _digest(event.id) not in start_ids:
+                fresh.append(event)
+        return lines, [*fresh, *islice(events, ahead, None)]
 
-    def _line(self, event: LogEvent, line: int | None, late: bool) -> bool:
-        """One line read through `scan` (a late one, or a reader's subclass): whether it gave a point."""
-        if self.plan.patterns:
-            self._patterns(event.message, event, line)
-        return self._points(event, line, late)
-
-    def _points(self, event: LogEvent, line: int | None, late: bool) -> bool:
-        """The line's points by `scan`, each folded as `fold` folds them (where not late): whether there were any."""
+    def _late_line(self, event: LogEvent, line: int | None) -> None:
+        """A late line feeds only the rules that do not depend on order: the patterns and NaN (the design)."""
         message = event.message
+        if self.plan.patterns:
+            self._patterns(message, event, line)
         points, unparsed = self.reader.scan(message)
         if unparsed is not None:
             self._unparsed(unparsed, message)
-        names = self.names
         for metric, value, source in points:
-            if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
-                self._new_name(metric)
             if value - value:
                 self._non_finite(metric, value, source, event, line)
-            elif late:
-                continue  # judged by no order-dependent rule (the design)
-            elif metric == self.roles[0]:
-                self._loss(value, source, event, line)
-            elif metric == self.roles[1]:
-                self._validation(value, source, event, line)
-        return bool(points)
 
     def _patterns(self, message: str, event: LogEvent, line: int | None) -> None:
         for name, pattern in self.plan.patterns:
@@ -724,107 +886,51 @@ class _Run:
             loud.clear()
         (loud if self.nan_heard and self.plan.nan_eligible(metric, source) else quiet).add(metric)
 
-    def _loss(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
-        """A loss point folded in order: a few comparisons and two averages, on the hot path of every line."""
-        series = self.state.loss
-        if series is None:
-            series = self.state.loss = _Series(str(self.roles[0]), 2 * self.steps)
-        if value == series.prev:
-            return  # a progress bar repeating its last value
-        series.prev = value
-        count = series.count = series.count + 1
-        series.window.append(value)
-        if value > 0:
-            log = _log(value)
-            last, noise, level = series.last_log, series.noise, series.level
-            if last is not None:
-                step = log - last if log > last else last - log
-                noise = series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
-            series.last_log = log
-            level = series.level = log if level is None else level + LEVEL_ALPHA * (log - level)
-            best = series.best
-            if log >= best + self.log_factor and count > self.warmup and self.on[DIVERGENCE]:
-                self._diverged(series, value, (source, event, line))
-            if level < best and count >= 3:
-                series.best, series.best_line = level, line
-            smooth = _exp(level)  # Overtraining on the level: one low batch is no optimum to beat
-        else:
-            series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
-            smooth = value
-        if count <= self.warmup:
-            series.ot_best = smooth  # the first points are not judged (as Divergence): the level is settling
-        elif smooth < series.ot_best - self.delta:
-            series.ot_best, series.ot_since = smooth, 0
-        else:
-            series.ot_since += 1
-            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
-                self._overtrained(series, (series.name, value, source), event, line)
-        if count % self.steps == 0 and count >= 2 * self.steps and self.on[LND]:
-            self._loss_not_decreasing(series, value, source, event, line)
-
-    def _diverged(self, series: _Series, value: float, at: tuple[str, LogEvent, int | None]) -> None:
+    def _diverged(
+        self, name: str, value: float, series: tuple[float, float | None, float | None, int | None], at: _At
+    ) -> None:
         """The point is factor x the best level: a stop if the level climbed too, half-way and out of its noise."""
-        best, level = series.best, series.level or series.best
-        margin = max(self.log_factor / 2, NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP)
+        best, level, noise, best_line = series
+        level = level or best
+        margin = max(self.log_factor / 2, NOISE_MARGIN * (noise or 0.0) / MEAN_ABS_STEP)
         if level - best < margin:
             return
         source, event, line = at
-        where = f" (line {series.best_line})" if series.best_line is not None else ""
+        where = f" (line {best_line})" if best_line is not None else ""
         detail = (
-            f"{series.name} {value:.4g} is {value / math.exp(best):.1f}x its best level "
+            f"{name} {value:.4g} is {value / math.exp(best):.1f}x its best level "
             f"{math.exp(best):.4g}{where}, and its level has climbed {math.exp(level - best):.1f}x"
         )
-        self._fire(DIVERGENCE, (series.name, value, source), detail, event, line)
+        self._fire(DIVERGENCE, (name, value, source), detail, event, line)
 
     def _loss_not_decreasing(
-        self, series: _Series, value: float, source: str, event: LogEvent, line: int | None
+        self, name: str, window: deque[float], point: tuple[float, str], event: LogEvent, line: int | None
     ) -> None:
         rule, steps = self.rules.loss_not_decreasing, self.steps
-        window = list(series.window)
-        before = sum(window[:steps]) / steps
-        now = sum(window[steps:]) / steps
+        values = list(window)
+        before = sum(values[:steps]) / steps
+        now = sum(values[steps:]) / steps
         if before > 0 and now > before * (1 - rule.diff_percent / 100):
             change = (now / before - 1) * 100
             how = "rose" if change > rule.increase_threshold_percent else "changed"
             detail = (
-                f"the mean of {series.name} over the last {steps} points ({now:.4g}) {how} by {change:+.2f} % "
+                f"the mean of {name} over the last {steps} points ({now:.4g}) {how} by {change:+.2f} % "
                 f"against the {steps} before ({before:.4g}): less than the {rule.diff_percent:g} % decrease required"
             )
-            self._fire(LND, (series.name, value, source), detail, event, line)
+            value, source = point
+            self._fire(LND, (name, value, source), detail, event, line)
 
-    def _overtrained(self, series: _Series, what: tuple[str, float, str], event: LogEvent, line: int | None) -> None:
-        what_improves = f"the level of {series.name}" if series is self.state.loss else series.name
-        detail = (
-            f"{what_improves} has not improved by {self.delta:g} in {series.ot_since} points "
-            f"(best {series.ot_best:.4g})"
-        )
+    def _overtrained(
+        self,
+        what_improves: str,
+        since: tuple[int, float],
+        what: tuple[str, float, str],
+        event: LogEvent,
+        line: int | None,
+    ) -> None:
+        ot_since, ot_best = since
+        detail = f"{what_improves} has not improved by {self.delta:g} in {ot_since} points (best {ot_best:.4g})"
         self._fire(OVERTRAINING, what, detail, event, line)
-
-    def _validation(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
-        state = self.state
-        series = state.val
-        if series is None:
-            series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
-        prev = series.prev
-        if value == prev:
-            return
-        if prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|, as _loss takes it)
-            step = value - prev if value > prev else prev - value
-            noise = series.noise
-            series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
-        series.prev = value
-        series.count += 1
-        if value < series.best:  # the training level is taken only where a branch reads it
-            series.best, series.best_line = value, line
-            series.train_at_min, series.streak = self._train_level(), 0
-        elif self.on[OVERFIT]:
-            self._overfit(series, value, self._train_level(), (source, event, line))
-        if value < series.ot_best - self.delta:
-            series.ot_best, series.ot_since = value, 0
-        else:
-            series.ot_since += 1
-        if series.ot_since >= self.patience_validation and self.on[OVERTRAINING]:
-            self._overtrained(series, (series.name, value, source), event, line)
 
     def _train_level(self) -> float | None:
         """The training loss now: the mean of its last num_steps points (one point is too noisy to compare)."""
@@ -837,28 +943,37 @@ class _Run:
         return sum(islice(window, len(window) - steps, None)) / steps
 
     def _overfit(
-        self, series: _Series, value: float, train: float | None, at: tuple[str, LogEvent, int | None]
-    ) -> None:
+        self,
+        point: tuple[str, float, int],
+        series: tuple[float, int | None, float | None, float | None, int],
+        at: _At,
+    ) -> int:
+        """The validation series' new streak of points risen out of its noise since its minimum (firing at patience)."""
+        name, value, count = point
+        best, best_line, noise, train_at_min, streak = series
         rule = self.rules.overfit
-        if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
-            series.streak = 0
-            return
+        train = self._train_level()
+        if count <= rule.start_step or train is None or train <= 0 or train_at_min is None:
+            return 0
         # growth counts the validation loss rising, not the training loss falling (docs/design/log-rules.md)
-        rise = value - series.best
+        rise = value - best
         growth = rise / train
-        noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP
-        if train <= series.train_at_min and growth > rule.ratio_threshold and not noisy:
-            series.streak += 1
-        else:
-            series.streak = 0
-        if series.streak >= rule.patience:
+        noisy = rise < NOISE_MARGIN * (noise or 0.0) / MEAN_ABS_STEP
+        streak = streak + 1 if train <= train_at_min and growth > rule.ratio_threshold and not noisy else 0
+        if streak >= rule.patience:
             source, event, line = at
-            where = f" (line {series.best_line})" if series.best_line is not None else ""
+            where = f" (line {best_line})" if best_line is not None else ""
             detail = (
-                f"{series.name} {value:.4g} rose from its minimum {series.best:.4g}{where} while the training loss "
+                f"{name} {value:.4g} rose from its minimum {best:.4g}{where} while the training loss "
                 f"fell to {train:.4g}: up by {growth:.2f} of the training loss for {rule.patience} points"
             )
-            self._fire(OVERFIT, (series.name, value, source), detail, event, line)
+            self._fire(OVERFIT, (name, value, source), detail, event, line)
+        return streak
+
+
+def _rescan(message: str) -> TextPoints:
+    """`texts` for a reader whose own `scan` reads every line."""
+    return RESCAN
 
 
 def _shown(value: float) -> str:
