@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -410,6 +411,49 @@ def test_events_of_one_millisecond_split_across_batches_are_all_folded() -> None
     state, _ = evaluate(None, same_ms[:2], reader=READER, rules=DEFAULTS)
     state, _ = evaluate(state, same_ms[1:], reader=READER, rules=DEFAULTS)  # one repeated, two new
     assert state.lines == 4
+
+
+def test_a_fold_leaves_the_state_it_folds_into_as_it_was() -> None:
+    """`evaluate` forks the state, sharing its lists: neither the fold nor a mark on its result may change them."""
+    evs = events(curve_with_everything())
+    state: StreamState | None = None
+    for start in range(0, len(evs), 7):
+        before = None if state is None else json.dumps(state.to_json(), sort_keys=True)
+        folded, firings = evaluate(state, evs[start : start + 7], reader=READER, rules=DEFAULTS)
+        folded.mark(replace(firings[0], rule="StalledTrainingRule") if firings else stalled_firing())
+        if state is not None:
+            assert json.dumps(state.to_json(), sort_keys=True) == before
+        state = folded
+    assert state is not None
+    assert set(state.fired) >= {"NaN", "Divergence", "StalledTrainingRule"}  # the batches did change their forks
+
+
+def stalled_firing() -> Firing:
+    return Firing("StalledTrainingRule", None, None, 1, "stall@0", 0, "notify", "log_rules.stalled", "clock", "quiet")
+
+
+def _saved_digest(event_id: str) -> str:
+    """An id at the newest millisecond as states save it (and as they did before `last_event` alone could say it)."""
+    return hashlib.blake2b(event_id.encode(), digest_size=8).hexdigest()
+
+
+@pytest.mark.parametrize("saved_ids", ["as now", "digest of the last too"])
+def test_events_already_folded_at_the_newest_millisecond_are_known_in_either_saved_form(saved_ids: str) -> None:
+    first = [LogEvent(str(i), 1000 * i, keras(1.0 / i), line=i) for i in range(1, 4)]
+    same_ms = [LogEvent(str(i), 5000, keras(0.2 + i / 100), line=i) for i in (4, 5)]
+    state, _ = evaluate(None, first, reader=READER, rules=DEFAULTS)
+    doc = state.to_json()
+    if saved_ids != "as now":  # a deployed guard's state: the one id at the newest millisecond as a digest
+        assert (doc["ids"], doc["last_event"]) == ([], "3")
+        doc["ids"] = [_saved_digest("3")]
+    state = StreamState.from_json(doc)
+    again, _ = evaluate(state, first[-1:], reader=READER, rules=DEFAULTS)
+    assert again.lines == 3  # known: not folded twice
+    state, _ = evaluate(state, same_ms, reader=READER, rules=DEFAULTS)
+    assert (state.lines, state.last_event, state.ids) == (5, "5", [_saved_digest("4"), _saved_digest("5")])
+    for repeat in (same_ms[:1], same_ms, [*first[-1:], *same_ms]):
+        again, _ = evaluate(state, repeat, reader=READER, rules=DEFAULTS)
+        assert again.to_json() == state.to_json()
 
 
 # --- the job's tag ---------------------------------------------------------------------------------------------

@@ -169,11 +169,6 @@ class _Series:
         self.train_at_min: float | None = None  # Overfit (validation series): the training level at the minimum
         self.streak = 0
 
-    def keep(self, size: int) -> None:
-        """Keeps the last `size` values in the window (the configured num_steps may have changed)."""
-        if self.window.maxlen != size:
-            self.window = deque(self.window, maxlen=size)
-
     def hot(self) -> _Hot:
         """The fields a point changes, for a run's locals."""
         return (
@@ -230,6 +225,12 @@ class _Series:
         )
         return new
 
+    def forked(self, keep: int) -> _Series:
+        """A copy for a run, which sets the fields of `hot` from its locals: the name and the last `keep` values."""
+        new = _Series.__new__(_Series)
+        new.name, new.window = self.name, deque(self.window, maxlen=keep)
+        return new
+
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> _Series:
         series = cls(str(doc["name"]))
@@ -274,7 +275,7 @@ class StreamState:
 
     def __init__(self) -> None:
         self.ts: int | None = None  # the newest timestamp folded
-        self.ids: list[str] = []  # digests of the ids folded at `ts`
+        self.ids: list[str] = []  # digests of the ids folded at `ts` (none while `last_event` is alone there)
         self.batches: list[str] = []
         self.lines = 0  # lines folded in order: a firing's line in the Lambda
         self.first_ms: int | None = None
@@ -349,9 +350,30 @@ class StreamState:
         new.val = None if val is None else val.copy()
         return new
 
+    def fork(self) -> StreamState:
+        """A copy for `evaluate`: the lists and the dict are shared, never changed in place (a run replaces them)."""
+        new = StreamState.__new__(StreamState)
+        new.ts, new.ids, new.batches, new.lines = self.ts, self.ids, self.batches, self.lines
+        new.first_ms, new.point_ms, new.last_event = self.first_ms, self.point_ms, self.last_event
+        new.names, new.fired, new.unparsed, new.unparsed_sample = (
+            self.names,
+            self.fired,
+            self.unparsed,
+            self.unparsed_sample,
+        )
+        new.loss, new.val = self.loss, self.val  # a run folds into its own copies (`_Run.fold`)
+        return new
+
     def mark(self, firing: Firing) -> None:
         """Records a firing made outside `evaluate` (the stall check), so that the rule fires once per stream."""
-        self.fired.setdefault(firing.rule, firing.line)
+        if firing.rule not in self.fired:
+            self.fired = {**self.fired, firing.rule: firing.line}  # replaced: a fork may share it
+
+    def at_newest(self) -> list[str]:
+        """Digests of the ids folded at the newest millisecond: `ids`, or `last_event`'s when it was alone there."""
+        if self.ids or self.last_event is None:
+            return self.ids
+        return [_digest(self.last_event)]
 
 
 class _Plan:
@@ -476,8 +498,8 @@ def evaluate(
     rules: LogRules,
     tags: Mapping[str, str] | None = None,
 ) -> tuple[StreamState, list[Firing]]:
-    """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings."""
-    folded = StreamState() if state is None else state.copy()
+    """Folds a batch of one stream's events into (a fork of) the state; returns it and the new firings."""
+    folded = StreamState() if state is None else state.fork()
     if not rules.enabled or not events:
         return folded, []
     plan = _plan(rules, tags.get(contract.LOG_RULES_TAG) if tags else None)
@@ -490,8 +512,7 @@ def evaluate(
     run = _Run(folded, plan, reader)
     run.fold(sorted(events, key=_TIMESTAMP))
     if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
-        folded.batches.append(batch)
-        del folded.batches[:-MAX_BATCHES]
+        folded.batches = [*folded.batches[1 - MAX_BATCHES :], batch]
     return folded, run.firings
 
 
@@ -540,10 +561,6 @@ class _Run:
             plan.patience_validation,
         )
         self.unparsed_at, self.sample_now = -1, False
-        keep = 2 * self.steps
-        for series in (state.loss, state.val):
-            if series is not None and series.window.maxlen != keep:
-                series.keep(keep)
 
     def _roles(self) -> tuple[str | None, str | None]:
         plan = self.plan
@@ -571,14 +588,18 @@ class _Run:
         log_factor, warmup, steps, delta = self.log_factor, self.warmup, self.steps, self.delta
         patience_train, patience_validation, keep = self.patience_train, self.patience_validation, 2 * self.steps
         # The two series' fields live in locals for the batch (a local is read several times faster than a slot).
-        loss, val = state.loss, state.val
+        loss, val = state.loss, state.val  # the fork's, shared with the state folded into: forked here
         (l_prev, l_count, l_last, l_noise, l_level, l_best, l_best_line, l_ot_best, l_ot_since, l_at_min, l_streak) = (
             _FRESH if loss is None else loss.hot()
         )
-        window = _NO_WINDOW if loss is None else loss.window
         (v_prev, v_count, v_last, v_noise, v_level, v_best, v_best_line, v_ot_best, v_ot_since, v_at_min, v_streak) = (
             _FRESH if val is None else val.hot()
         )
+        if loss is not None:
+            loss = state.loss = loss.forked(keep)
+        if val is not None:
+            val = state.val = val.forked(keep)
+        window = _NO_WINDOW if loss is None else loss.window
         groups: Sequence[tuple[str, Sequence[tuple[str, str | float]]]]
         for event in fresh:
             lines += 1
@@ -776,7 +797,7 @@ class _Run:
             ahead += 1
         if not ahead:
             return lines, events
-        start_ids = frozenset(state.ids)
+        start_ids = frozenset(state.at_newest())
         fresh: list[LogEvent] = []
         for event in islice(events, ahead):
             if event.timestamp_ms < start:  # older than the newest folded before this batch
@@ -820,24 +841,32 @@ class _Run:
     def _remember_newest(self, events: Sequence[LogEvent]) -> None:
         """The ids folded at the newest millisecond: the only ones a later batch can repeat without being late."""
         state = self.state
+        ts = state.ts
+        if events[-1].timestamp_ms != ts:
+            return
+        if ts != self.start_ts and (len(events) == 1 or events[-2].timestamp_ms != ts):
+            state.last_event, state.ids = events[-1].id, []  # alone there (the common case): no digest to keep
+            return
         at_newest: list[str] = []
         for event in reversed(events):
-            if event.timestamp_ms != state.ts or len(at_newest) == MAX_IDS:
+            if event.timestamp_ms != ts or len(at_newest) == MAX_IDS:
                 break
             at_newest.append(event.id)
-        if not at_newest:
-            return
-        state.last_event = at_newest[0]
+        before = state.at_newest() if ts == self.start_ts else []  # the ids before this batch, at the same millisecond
         digests = [_digest(i) for i in reversed(at_newest)]
-        if state.ts == self.start_ts:
-            known = set(state.ids)  # the ids before this batch: `state.ids` is replaced below
-            digests = state.ids + [d for d in digests if d not in known]
-        state.ids = digests[-MAX_IDS:]
+        if before:
+            known = set(before)
+            digests = [d for d in digests if d not in known]
+            if not digests:
+                return  # all folded before: a repeat changes nothing
+            digests = before + digests
+        state.last_event = at_newest[0]
+        state.ids = digests[-MAX_IDS:] if len(digests) > 1 else []  # one: `last_event` says it
 
     def _new_name(self, metric: str) -> tuple[str | None, str | None]:
         """Remembers a metric's name; returns the roles, which a new name can change (a series is then started)."""
         self.names.add(metric)
-        self.state.names.append(metric)
+        self.state.names = [*self.state.names, metric]  # replaced: a fork shares it
         roles = self._roles()
         if roles != self.roles:
             self.roles = roles
@@ -855,7 +884,7 @@ class _Run:
     ) -> None:
         """Records the firing; `what` is (metric, value, reader)."""
         metric, value, reader = what
-        self.state.fired[rule] = line
+        self.state.fired = {**self.state.fired, rule: line}  # replaced: a fork shares it
         self.on = {**self.on, rule: False}  # the plan's, shared until now
         self.firings.append(
             Firing(
