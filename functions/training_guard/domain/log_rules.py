@@ -405,6 +405,7 @@ class _Plan:
         # What every batch's run reads, worked out once a plan rather than once a delivery.
         self.rules_on = {rule: self.on(rule) for rule in LOG_RULE_NAMES}
         self._on_after: dict[tuple[str, ...], dict[str, bool]] = {}
+        self._contexts: dict[tuple[tuple[str, ...], tuple[str, ...]], _Context] = {}
         self._nan_ok: dict[tuple[str, str], bool] = {}
         # (roles, NaN on) -> built-in readers' metrics no rule reads then (not a role, no NaN to catch), and the others
         self._quiet: dict[tuple[tuple[str | None, str | None], bool], tuple[set[str], set[str]]] = {}
@@ -424,6 +425,19 @@ class _Plan:
 
     def on(self, rule: str) -> bool:
         return self.actions[rule] is not LogAction.IGNORE
+
+    def context(self, state: StreamState) -> _Context:
+        """A run's start for a stream's names and firings: names, roles, rules on, NaN on, unread and read metrics."""
+        key = (tuple(state.names), tuple(state.fired))
+        found = self._contexts.get(key)
+        if found is None:
+            names = key[0]
+            roles = _roles(names, self.loss_metric, self.validation_metric)
+            on = self.on_after(state.fired)
+            if len(self._contexts) >= MAX_CACHED:
+                self._contexts.clear()
+            found = self._contexts[key] = (frozenset(names), roles, on, on[NAN], *self.quiet(roles, on[NAN]))
+        return found
 
     def on_after(self, fired: Mapping[str, int | None]) -> dict[str, bool]:
         """Which built-in rules may still fire once `fired` have: shared, a run copies it before a change."""
@@ -465,7 +479,19 @@ class _Plan:
 MAX_CACHED = 256
 MAX_FILED = 4096  # metric names a plan files as read or unread by its rules (a log's are few, a hostile log's not)
 _PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
+# A run's start (`_Plan.context`): names, roles, rules on, NaN on, metrics no rule reads and the others.
+_Context = tuple[frozenset[str], tuple[str | None, str | None], dict[str, bool], bool, set[str], set[str]]
 _ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
+
+
+def _roles(names: tuple[str, ...], loss: str | None, validation: str | None) -> tuple[str | None, str | None]:
+    key = (names, loss, validation)
+    roles = _ROLES.get(key)
+    if roles is None:
+        if len(_ROLES) >= MAX_CACHED:
+            _ROLES.clear()
+        roles = _ROLES[key] = loss_metrics(names, loss=loss, validation=validation)
+    return roles
 
 
 def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
@@ -519,16 +545,12 @@ def evaluate(
 class _Run:
     """One batch being folded. Each rule is a few comparisons per point: this is the hot path of a chatty job."""
 
-    __slots__ = (  # attributes read per point: slots are read faster than an instance dict
-        "delta",
+    __slots__ = (  # set once a batch: a few, read into locals by `fold`
         "firings",
-        "log_factor",
         "loud",
         "names",
         "nan_heard",
         "on",
-        "patience_train",
-        "patience_validation",
         "plan",
         "quiet",
         "reader",
@@ -537,40 +559,19 @@ class _Run:
         "sample_now",
         "start_ts",
         "state",
-        "steps",
         "unparsed_at",
-        "warmup",
     )
 
     def __init__(self, state: StreamState, plan: _Plan, reader: LineReader) -> None:
         self.state = state
         self.plan = plan
         self.reader = reader
+        self.rules = plan.rules
         self.firings: list[Firing] = []
         self.start_ts = state.ts
-        self.names = set(state.names)
-        self.roles = self._roles()
-        self.rules = plan.rules
-        self.on = plan.on_after(state.fired)  # shared: `_fire` copies it
-        self.nan_heard = self.on[NAN]  # what quiet and loud were filed under
-        self.quiet, self.loud = plan.quiet(self.roles, self.nan_heard)
-        self.log_factor, self.warmup, self.steps = plan.log_factor, plan.warmup, plan.steps
-        self.delta, self.patience_train, self.patience_validation = (
-            plan.delta,
-            plan.patience_train,
-            plan.patience_validation,
-        )
+        # names (shared: `_new_name` replaces it), roles, rules still on (shared: `_fire` copies it), what NaN hears
+        self.names, self.roles, self.on, self.nan_heard, self.quiet, self.loud = plan.context(state)
         self.unparsed_at, self.sample_now = -1, False
-
-    def _roles(self) -> tuple[str | None, str | None]:
-        plan = self.plan
-        key = (tuple(self.state.names), plan.loss_metric, plan.validation_metric)
-        roles = _ROLES.get(key)
-        if roles is None:
-            if len(_ROLES) >= MAX_CACHED:
-                _ROLES.clear()
-            roles = _ROLES[key] = loss_metrics(key[0], loss=key[1], validation=key[2])
-        return roles
 
     def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912, PLR0915 - one loop: a call costs per point
         """Each event in timestamp order, the series in locals: the Python overhead per point is what the bench counts.
@@ -585,8 +586,8 @@ class _Run:
         loss_name, val_name = self.roles
         on = self.on
         on_div, on_lnd, on_ot, on_of = on[DIVERGENCE], on[LND], on[OVERTRAINING], on[OVERFIT]
-        log_factor, warmup, steps, delta = self.log_factor, self.warmup, self.steps, self.delta
-        patience_train, patience_validation, keep = self.patience_train, self.patience_validation, 2 * self.steps
+        log_factor, warmup, steps, delta = plan.log_factor, plan.warmup, plan.steps, plan.delta
+        patience_train, patience_validation, keep = plan.patience_train, plan.patience_validation, 2 * plan.steps
         # The two series' fields live in locals for the batch (a local is read several times faster than a slot).
         loss, val = state.loss, state.val  # the fork's, shared with the state folded into: forked here
         (l_prev, l_count, l_last, l_noise, l_level, l_best, l_best_line, l_ot_best, l_ot_since, l_at_min, l_streak) = (
@@ -636,7 +637,7 @@ class _Run:
                     point_ms = ts
                     if metric not in names and len(names) < MAX_METRIC_NAMES:
                         loss_name, val_name = self._new_name(metric)
-                        quiet, loud = self.quiet, self.loud
+                        names, quiet, loud = self.names, self.quiet, self.loud
                         skip = quiet if source != DEFINED else _NOTHING
                         if state.loss is not loss:  # dropped: the loss is another metric now
                             loss = None
@@ -865,9 +866,10 @@ class _Run:
 
     def _new_name(self, metric: str) -> tuple[str | None, str | None]:
         """Remembers a metric's name; returns the roles, which a new name can change (a series is then started)."""
-        self.names.add(metric)
-        self.state.names = [*self.state.names, metric]  # replaced: a fork shares it
-        roles = self._roles()
+        self.names = self.names | {metric}  # replaced: a context shares it
+        names = self.state.names = [*self.state.names, metric]  # replaced: a fork shares it
+        plan = self.plan
+        roles = _roles(tuple(names), plan.loss_metric, plan.validation_metric)
         if roles != self.roles:
             self.roles = roles
             self.nan_heard = self.on[NAN]  # a metric no rule read may be a loss now: filed again
@@ -921,7 +923,7 @@ class _Run:
         """The point is factor x the best level: a stop if the level climbed too, half-way and out of its noise."""
         best, level, noise, best_line = series
         level = level or best
-        margin = max(self.log_factor / 2, NOISE_MARGIN * (noise or 0.0) / MEAN_ABS_STEP)
+        margin = max(self.plan.log_factor / 2, NOISE_MARGIN * (noise or 0.0) / MEAN_ABS_STEP)
         if level - best < margin:
             return
         source, event, line = at
@@ -935,7 +937,7 @@ class _Run:
     def _loss_not_decreasing(
         self, name: str, window: deque[float], point: tuple[float, str], event: LogEvent, line: int | None
     ) -> None:
-        rule, steps = self.rules.loss_not_decreasing, self.steps
+        rule, steps = self.rules.loss_not_decreasing, self.plan.steps
         values = list(window)
         before = sum(values[:steps]) / steps
         now = sum(values[steps:]) / steps
@@ -958,7 +960,7 @@ class _Run:
         line: int | None,
     ) -> None:
         ot_since, ot_best = since
-        detail = f"{what_improves} has not improved by {self.delta:g} in {ot_since} points (best {ot_best:.4g})"
+        detail = f"{what_improves} has not improved by {self.plan.delta:g} in {ot_since} points (best {ot_best:.4g})"
         self._fire(OVERTRAINING, what, detail, event, line)
 
     def _train_level(self) -> float | None:
@@ -966,7 +968,7 @@ class _Run:
         loss = self.state.loss
         if loss is None or not loss.window:
             return None
-        window, steps = loss.window, self.steps
+        window, steps = loss.window, self.plan.steps
         if len(window) <= steps:
             return sum(window) / len(window)
         return sum(islice(window, len(window) - steps, None)) / steps
