@@ -225,10 +225,14 @@ class _Series:
         )
         return new
 
-    def forked(self, keep: int) -> _Series:
-        """A copy for a run, which sets the fields of `hot` from its locals: the name and the last `keep` values."""
+    def forked(self, keep: int | None) -> _Series:
+        """A copy for a run, which sets the fields of `hot` from its locals: the name and the last `keep` values (None:
+        the window shared, for a validation series, which keeps none)."""
         new = _Series.__new__(_Series)
-        new.name, new.window = self.name, deque(self.window, maxlen=keep)
+        window = self.window
+        if keep is not None:
+            window = window.copy() if window.maxlen == keep else deque(window, maxlen=keep)
+        new.name, new.window = self.name, window
         return new
 
     @classmethod
@@ -599,7 +603,7 @@ class _Run:
         if loss is not None:
             loss = state.loss = loss.forked(keep)
         if val is not None:
-            val = state.val = val.forked(keep)
+            val = state.val = val.forked(None)
         window = _NO_WINDOW if loss is None else loss.window
         groups: Sequence[tuple[str, Sequence[tuple[str, str | float]]]]
         for event in fresh:
