@@ -609,14 +609,14 @@ class _Run:
         for event in fresh:
             lines += 1
             message = event.message
-            line = event.line
-            if line is None:
-                line = lines
             if patterns:
-                self._patterns(message, event, line)
+                self._patterns(message, event, lines if event.line is None else event.line)
             found = texts(message)
             if found is None:
                 continue
+            line = event.line
+            if line is None:
+                line = lines
             if found is RESCAN:  # points of several readers, as floats: each (reader, [(metric, value)])
                 points, unparsed = scan(message)
                 if unparsed is not None:
