@@ -125,13 +125,12 @@ def _tag_problem(value: str, why: str) -> str:
     )
 
 
-# A series' fields that a point changes: prev, count, last_log, noise, level, best, best_line, ot_best, ot_since,
-# train_at_min, streak (as `_Series.hot` lists them).
+# What a point changes in a series, in `_Series.hot`'s order.
 _Hot = tuple[
     float | None, int, float | None, float | None, float | None, float, int | None, float, int, float | None, int
 ]
 _FRESH: _Hot = (None, 0, None, None, None, math.inf, None, math.inf, 0, None, 0)
-_NO_WINDOW: deque[float] = deque(maxlen=0)  # no loss series yet
+_NO_WINDOW: deque[float] = deque(maxlen=0)
 _At = tuple[str, LogEvent, int | None]  # a point's reader, event and line
 
 
@@ -226,8 +225,7 @@ class _Series:
         return new
 
     def forked(self, keep: int | None) -> _Series:
-        """A copy for a run, which sets the fields of `hot` from its locals: the name and the last `keep` values (None:
-        the window shared, for a validation series, which keeps none)."""
+        """A run's copy, `hot` left to the run; the window shared if `keep` is None (validation: it keeps none)."""
         new = _Series.__new__(_Series)
         window = self.window
         if keep is not None:
@@ -483,7 +481,6 @@ class _Plan:
 MAX_CACHED = 256
 MAX_FILED = 4096  # metric names a plan files as read or unread by its rules (a log's are few, a hostile log's not)
 _PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
-# A run's start (`_Plan.context`): names, roles, rules on, NaN on, metrics no rule reads and the others.
 _Context = tuple[frozenset[str], tuple[str | None, str | None], dict[str, bool], bool, set[str], set[str]]
 _ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
 
@@ -573,7 +570,6 @@ class _Run:
         self.rules = plan.rules
         self.firings: list[Firing] = []
         self.start_ts = state.ts
-        # names (shared: `_new_name` replaces it), roles, rules still on (shared: `_fire` copies it), what NaN hears
         self.names, self.roles, self.on, self.nan_heard, self.quiet, self.loud = plan.context(state)
         self.unparsed_at, self.sample_now = -1, False
 
@@ -592,8 +588,7 @@ class _Run:
         on_div, on_lnd, on_ot, on_of = on[DIVERGENCE], on[LND], on[OVERTRAINING], on[OVERFIT]
         log_factor, warmup, steps, delta = plan.log_factor, plan.warmup, plan.steps, plan.delta
         patience_train, patience_validation, keep = plan.patience_train, plan.patience_validation, 2 * plan.steps
-        # The two series' fields live in locals for the batch (a local is read several times faster than a slot).
-        loss, val = state.loss, state.val  # the fork's, shared with the state folded into: forked here
+        loss, val = state.loss, state.val  # their fields in locals for the batch: read several times faster than slots
         (l_prev, l_count, l_last, l_noise, l_level, l_best, l_best_line, l_ot_best, l_ot_since, l_at_min, l_streak) = (
             _FRESH if loss is None else loss.hot()
         )
@@ -790,8 +785,7 @@ class _Run:
         self._remember_newest(events)
 
     def _late(self, events: Sequence[LogEvent]) -> tuple[int, Sequence[LogEvent]]:
-        """The events no newer than the newest folded before come first (sorted): a late one is read here, one at that
-        newest millisecond not folded yet is folded in order. Returns the lines folded so far and the events to fold."""
+        """Reads the late events, which come first (sorted); returns the lines folded so far and the events to fold."""
         state = self.state
         lines = state.lines
         start = -1 if self.start_ts is None else self.start_ts
