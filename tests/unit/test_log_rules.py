@@ -403,7 +403,7 @@ def test_state_is_bounded_whatever_the_log_length() -> None:
     assert state.lines == 100_000
     assert state is not None
     json.dumps(state.to_json(), allow_nan=False)  # plain JSON: no NaN or infinity is kept
-    assert sizes[1] < 2 * sizes[0] < 4_000  # 10k lines or 100k: the same KB (the last batches' digests grow to 16)
+    assert sizes[1] < 2 * sizes[0] < 4_000  # 10k lines or 100k: the same KB
 
 
 def test_events_of_one_millisecond_split_across_batches_are_all_folded() -> None:
@@ -454,6 +454,30 @@ def test_events_already_folded_at_the_newest_millisecond_are_known_in_either_sav
     for repeat in (same_ms[:1], same_ms, [*first[-1:], *same_ms]):
         again, _ = evaluate(state, repeat, reader=READER, rules=DEFAULTS)
         assert again.to_json() == state.to_json()
+
+
+def test_a_batch_keeps_a_digest_only_where_its_events_would_not_tell_a_redelivery() -> None:
+    reader = LineReader((("loss", r" loss: (\S+)"), ("step", r"- (\S+)/step")))  # `3s/step`: not a number
+    plain = [LogEvent(str(i), 1000 * i, keras(1.0 / i), line=i) for i in range(1, 8)]
+    state, _ = evaluate(None, plain, reader=reader, rules=DEFAULTS)
+    assert (state.batches, state.unparsed) == ([], 0)  # a repeat is told by its events: late, or at the newest ms
+    odd = [LogEvent(str(i), 1000 * i, f"469/469 - 3s/step - loss: {1.0 / i:.4f}", line=i) for i in range(8, 11)]
+    state, _ = evaluate(state, odd, reader=reader, rules=DEFAULTS)
+    assert (len(state.batches), state.unparsed) == (1, 3)
+    newer = [LogEvent("11", 11_000, keras(0.09), line=11)]
+    state, _ = evaluate(state, newer, reader=reader, rules=DEFAULTS)
+    for repeat in (odd, plain, newer):  # late now, but for `newer`: NaN and patterns only, each counted once
+        again, firings = evaluate(state, repeat, reader=reader, rules=DEFAULTS)
+        assert firings == []
+        assert again.to_json() == state.to_json()
+
+
+def test_a_batch_of_more_ids_at_one_millisecond_than_a_state_keeps_is_known_by_its_digest() -> None:
+    crowd = [LogEvent(str(i), 7, keras(0.5 + i / 1000), line=i) for i in range(1, 300)]
+    state, _ = evaluate(None, crowd, reader=READER, rules=DEFAULTS)
+    assert (state.lines, len(state.ids), len(state.batches)) == (299, 256, 1)
+    again, _ = evaluate(state, crowd, reader=READER, rules=DEFAULTS)
+    assert again.to_json() == state.to_json()
 
 
 # --- the job's tag ---------------------------------------------------------------------------------------------

@@ -532,14 +532,18 @@ def evaluate(
     plan = _plan(rules, tags.get(contract.LOG_RULES_TAG) if tags else None)
     if plan is None:
         return folded, []
-    batch = _digest("\n".join(map(_ID, events)))
-    if batch in folded.batches:
+    ordered = sorted(events, key=_TIMESTAMP)
+    # A batch folded before has no event newer than the state's: only then can its digest be among the kept ones.
+    old = folded.ts is not None and ordered[-1].timestamp_ms <= folded.ts
+    batch = _digest("\n".join(map(_ID, events))) if old and folded.batches else None
+    if batch is not None and batch in folded.batches:
         return folded, []
-    lines_before = folded.lines
+    lines, unparsed = folded.lines, folded.unparsed
     run = _Run(folded, plan, reader)
-    run.fold(sorted(events, key=_TIMESTAMP))
-    if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
-        folded.batches = [*folded.batches[1 - MAX_BATCHES :], batch]
+    run.fold(ordered)
+    # Kept for what its events alone would not tell, were it delivered again (late or repeated events only: none).
+    if folded.lines != lines and (folded.unparsed != unparsed or run.crowded):
+        folded.batches = [*folded.batches[1 - MAX_BATCHES :], batch or _digest("\n".join(map(_ID, events)))]
     return folded, run.firings
 
 
@@ -547,6 +551,7 @@ class _Run:
     """One batch being folded. Each rule is a few comparisons per point: this is the hot path of a chatty job."""
 
     __slots__ = (  # set once a batch: a few, read into locals by `fold`
+        "crowded",
         "firings",
         "loud",
         "names",
@@ -571,7 +576,7 @@ class _Run:
         self.firings: list[Firing] = []
         self.start_ts = state.ts
         self.names, self.roles, self.on, self.nan_heard, self.quiet, self.loud = plan.context(state)
-        self.unparsed_at, self.sample_now = -1, False
+        self.unparsed_at, self.sample_now, self.crowded = -1, False, False
 
     def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912, PLR0915 - one loop: a call costs per point
         """Each event in timestamp order, the series in locals: the Python overhead per point is what the bench counts.
@@ -848,7 +853,10 @@ class _Run:
             return
         at_newest: list[str] = []
         for event in reversed(events):
-            if event.timestamp_ms != ts or len(at_newest) == MAX_IDS:
+            if event.timestamp_ms != ts:
+                break
+            if len(at_newest) == MAX_IDS:
+                self.crowded = True  # ids the state cannot keep: a repeat of this batch is told by its digest
                 break
             at_newest.append(event.id)
         before = state.at_newest() if ts == self.start_ts else []  # the ids before this batch, at the same millisecond
@@ -859,6 +867,7 @@ class _Run:
             if not digests:
                 return  # all folded before: a repeat changes nothing
             digests = before + digests
+            self.crowded = self.crowded or len(digests) > MAX_IDS
         state.last_event = at_newest[0]
         state.ids = digests[-MAX_IDS:] if len(digests) > 1 else []  # one: `last_event` says it
 
