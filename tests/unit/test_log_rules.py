@@ -432,9 +432,9 @@ def stalled_firing() -> Firing:
     return Firing("StalledTrainingRule", None, None, 1, "stall@0", 0, "notify", "log_rules.stalled", "clock", "quiet")
 
 
-def _saved_digest(event_id: str) -> str:
-    """An id at the newest millisecond as states save it (and as they did before `last_event` alone could say it)."""
-    return hashlib.blake2b(event_id.encode(), digest_size=8).hexdigest()
+def _saved_digest(text: str) -> str:
+    """An id, or a batch's ids a line each, as states save them (and as deployed guards saved them)."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 @pytest.mark.parametrize("saved_ids", ["as now", "digest of the last too"])
@@ -463,7 +463,8 @@ def test_a_batch_keeps_a_digest_only_where_its_events_would_not_tell_a_redeliver
     assert (state.batches, state.unparsed) == ([], 0)  # a repeat is told by its events: late, or at the newest ms
     odd = [LogEvent(str(i), 1000 * i, f"469/469 - 3s/step - loss: {1.0 / i:.4f}", line=i) for i in range(8, 11)]
     state, _ = evaluate(state, odd, reader=reader, rules=DEFAULTS)
-    assert (len(state.batches), state.unparsed) == (1, 3)
+    # the digest deployed guards saved for every batch: their states' digests still match their batches
+    assert (state.batches, state.unparsed) == ([_saved_digest("\n".join(e.id for e in odd))], 3)
     newer = [LogEvent("11", 11_000, keras(0.09), line=11)]
     state, _ = evaluate(state, newer, reader=reader, rules=DEFAULTS)
     for repeat in (odd, plain, newer):  # late now, but for `newer`: NaN and patterns only, each counted once
