@@ -22,7 +22,8 @@
 - **Who called**: `assumed_role_of(access_key)` is the role ARN an access key was handed out for by AssumeRole (None:
   not an assumed role's key, such as the hub's own credentials here).
 
-Both are answers given through botocore's events in front of moto (answers.py); moto's code is not touched. Outside
+PutEvents and AssumeRole are answered through botocore's events in front of moto (answers.py); moto's code is not
+touched. Outside
 `installed()` moto is as it was: other users of it in the same process (the integration tests assume roles
 nobody created) see moto's own behaviour.
 """

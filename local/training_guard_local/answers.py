@@ -53,6 +53,8 @@ Answer = Callable[[Call, Any], Reply | None]  # (call, operation model) -> the a
 
 @dataclass(frozen=True)
 class Operation:
+    """How the emulation answers one operation."""
+
     answer: Answer
     prepare: Callable[[dict[str, Any]], None] | None = None  # may rewrite the parameters before they are serialized
 
