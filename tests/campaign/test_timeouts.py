@@ -1,8 +1,11 @@
 """Campaign: time. Lambda's timeouts and retries, and SageMaker's concurrent duplicates, on a virtual clock.
 
-The real job-events and sweeper handlers run on the emulation under a model of Lambda's asynchronous
+The real job-events, log-events and sweeper handlers run under a model of Lambda's asynchronous
 invocation (`lambda_model.py`: a 30 s timeout that kills an attempt where it stands, running none of its
 `except`/`finally` code; retries 1 and 2 minutes later; the maximum event age; then dead-lettered).
+The every-call matrices run over the unit tier's fakes (`fake_world.py`: each port call is the one AWS call
+its adapter makes); the emulation (moto) runs every scenario and a sample of the kills and duplicates, each
+ending there as on the fakes, the seeded fleets, and the cases that turn on AWS's own behaviour.
 
 - Every kill point: each AWS call of a reaction hangs until the timeout, never reaching AWS or after AWS
   acted on it, for each kind of event (a stop, one found by DescribeTrainingJob, a notify-only finding,
