@@ -11,6 +11,7 @@ import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, cast
 
 from botocore.exceptions import ClientError
@@ -46,11 +47,11 @@ class HookedLedger:
         self.fake = fake
 
     def claim(self, key: str, *, now: datetime, lease_seconds: int) -> Claim:
-        act = lambda: self.fake.claim(key, now=now, lease_seconds=lease_seconds)  # noqa: E731
+        act = partial(self.fake.claim, key, now=now, lease_seconds=lease_seconds)
         return self._model.call("PutItem claim", act, accepted=lambda r: r is Claim.GRANTED, subject=key)
 
     def complete(self, key: str, *, now: datetime, ttl_seconds: int, outcome: str) -> None:
-        act = lambda: self.fake.complete(key, now=now, ttl_seconds=ttl_seconds, outcome=outcome)  # noqa: E731
+        act = partial(self.fake.complete, key, now=now, ttl_seconds=ttl_seconds, outcome=outcome)
         self._model.call("UpdateItem complete", act, subject=key)
 
     def release(self, key: str) -> None:
@@ -58,8 +59,9 @@ class HookedLedger:
         self._model.call("DeleteItem release", lambda: self.fake.release(key), accepted=lambda _: busy, subject=key)
 
     def claim_stop(self, record: StopRecord, *, ttl_seconds: int) -> StopClaim:
-        act = lambda: self.fake.claim_stop(record, ttl_seconds=ttl_seconds)  # noqa: E731
-        return self._model.call("UpdateItem stop record", act)
+        return self._model.call(
+            "UpdateItem stop record", partial(self.fake.claim_stop, record, ttl_seconds=ttl_seconds)
+        )
 
     def claim_first_stop(
         self, record: StopRecord, *, now: datetime, lease_seconds: int, ttl_seconds: int, check_mutes: bool
@@ -150,8 +152,7 @@ class HookedPublisher:
         self.fake = FakePublisher()
 
     def publish(self, notification: Notification) -> None:
-        act = lambda: self.fake.publish(notification)  # noqa: E731
-        self._model.call("Publish", act, subject=notification.transition)
+        self._model.call("Publish", partial(self.fake.publish, notification), subject=notification.transition)
 
 
 class HookedAlarms:
@@ -224,8 +225,9 @@ class HookedLogStates:
         return self._model.call("GetItem log job", lambda: self.fake.streams(job, account=account))
 
     def first_report(self, job: str, problem: str, *, now: datetime, account: str | None = None) -> bool:
-        act = lambda: self.fake.first_report(job, problem, now=now, account=account)  # noqa: E731
-        return self._model.call("UpdateItem log job", act)
+        return self._model.call(
+            "UpdateItem log job", partial(self.fake.first_report, job, problem, now=now, account=account)
+        )
 
 
 class PriceCache:
