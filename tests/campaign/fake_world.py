@@ -283,7 +283,8 @@ class FakeWorld:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """This world as the container's composition root, for as long as the caller holds it."""
+        """This world as the container's composition root, for as long as the caller holds it (then the one before)."""
+        previous = wiring.root()
         root = wiring.Root(clients=_no_aws, sleep=self.responder.sleep)
         root.__dict__.update(
             responder=self.responder, price_list=self.prices, log_watch=self.log_watch, parker=None, members=None
@@ -292,7 +293,7 @@ class FakeWorld:
         try:
             yield
         finally:
-            wiring.reset()
+            wiring.install(previous)
 
     # --- what the campaign asks of AWS ---------------------------------------------------------------
     def put_job(self, detail: Mapping[str, Any]) -> None:
