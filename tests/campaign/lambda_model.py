@@ -17,7 +17,8 @@ How, on the emulation (moto) with the real handlers:
   after AWS acted on it (its response lost); make the call slow (the clock jumps; a call that outlasts
   the timeout is killed there); or start a duplicate delivery of the same event (SageMaker's duplicates,
   concurrent with the attempt) that runs to its end before call N goes on. A plan's `hazard` instead
-  gives every call a chance to be the one where the attempt dies (the seeded fleet).
+  gives every call a chance to be the one where the attempt dies (the seeded fleet). On the unit tier
+  (`fake_world.py`) `LambdaModel.call` runs the same steps around each port call that stands for an AWS call.
 - a kill raises `Killed`, a BaseException as the runtime's stop is not an error the code handles, and
   makes every later AWS call of that attempt raise it again without reaching AWS: the responder's
   `except BaseException: release(...)` then has no effect, as after a real timeout. A killed call
