@@ -5,6 +5,7 @@ and the stop made in the member through its role (docs/design/log-subscription.m
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import zipfile
@@ -175,7 +176,7 @@ class Organization:
     def handler(self, path: str) -> Any:
         module, function = path.rsplit(".", 1)
         with handler_output_to_stderr():
-            return getattr(__import__(module, fromlist=[function]), function)
+            return getattr(importlib.import_module(module), function)
 
     def write(self, account: str, job: str, log: str) -> None:
         """The job runs in `account` and writes its log, one PutLogEvents call, to its stream of the training group."""
@@ -265,10 +266,17 @@ def test_a_members_nan_is_stopped_once_in_the_member_through_its_role_and_every_
     assert sagemaker_ext.job_status(MEMBER_A, REGION, NAN_JOB) == "Stopping"
     assert sagemaker_ext.job_status(MEMBER_B, REGION, HEALTHY_JOB) == "InProgress"
     assert org.aws.events_dead_letters() == []
+    stops = [
+        (n["account"], n["job"]["name"], n["rule"]["name"])
+        for n in org.aws.notifications()
+        if n["outcome"] == "stopped"
+    ]
+    assert stops == [(MEMBER_A, NAN_JOB, "Divergence")]  # the loss at 7.7x its best, before its NaN
 
     # Firehose's retry of the same batch: folded again, nothing stopped twice
     assert org.process(batch) == answer
     assert sagemaker_ext.stop_calls() == [stop]
+    assert org.aws.notifications() == []  # nor said twice
     assert org.routed.drain() == []
 
 
