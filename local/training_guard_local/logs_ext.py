@@ -491,9 +491,9 @@ class Destinations:
     """
 
     session: Any = None
-    _pending: list[_Put] = field(default_factory=list)
-    _record_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-    _events: Any = None
+    _pending: list[_Put] = field(default_factory=list, init=False, repr=False)
+    _record_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False, repr=False)
+    _events: Any = field(default=None, init=False, repr=False)
 
     def __enter__(self) -> Destinations:
         import boto3
