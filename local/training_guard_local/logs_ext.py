@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import gzip
 import itertools
 import json
-import os
 import re
 import time
 import uuid
@@ -23,6 +23,7 @@ from typing import Any
 
 from training_guard import contract
 from training_guard.config import json_words
+from training_guard_local import answers
 
 # The delivery CloudWatch Logs sends to a Lambda function: {"awslogs": {"data": base64(gzip(JSON))}}, the JSON holding
 # these keys (https://docs.aws.amazon.com/lambda/latest/dg/services-cloudwatchlogs.html).
@@ -337,14 +338,12 @@ def read_log(path: Path) -> str:
 # (https://docs.aws.amazon.com/firehose/latest/dev/data-transformation.html). moto 5.2.5 takes a destination's ARN
 # for a log group's (PutSubscriptionFilter looks for a group of the destination's name; PutLogEvents then fails the
 # same way) and runs no processor: `Destinations` answers those two calls and builds the event; the rest is moto's.
-MOTO_ACCOUNT_ENV = "MOTO_ACCOUNT_ID"  # moto serves a request in this account when set, else in its credentials'
 _DESTINATION_ARN = re.compile(
     r"^arn:[a-z-]+:logs:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):destination:(?P<name>[^:]+)$"
 )
 _STREAM_ARN = re.compile(
     r"^arn:[a-z-]+:firehose:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):deliverystream/(?P<name>.+)$"
 )
-_LOGS_EVENTS = "before-call.cloudwatch-logs."  # botocore's event for a CloudWatch Logs call, before it is sent
 
 
 def is_destination(arn: str) -> bool:
@@ -393,6 +392,7 @@ def chain_of(destination_arn: str) -> Chain:
     (DescribeDestinations), that stream's enabled Lambda processor (DescribeDeliveryStream), the function's handler
     (GetFunctionConfiguration)."""
     from moto.awslambda.utils import get_backend
+    from moto.core.exceptions import JsonRESTError
     from moto.firehose.models import firehose_backends
 
     destination = describe_destination(destination_arn)
@@ -407,7 +407,7 @@ def chain_of(destination_arn: str) -> Chain:
         described = firehose_backends[account][region].describe_delivery_stream(stream["name"])
         function_arn = processor_of(described["DeliveryStreamDescription"])
         handler = get_backend(account, region).get_function(function_arn).handler
-    except _moto_error() as missing:
+    except JsonRESTError as missing:
         raise LookupError(f"destination {destination_arn}: {missing.message}") from None
     return Chain(destination_arn, target, function_arn, str(handler))
 
@@ -478,9 +478,9 @@ class _Put:
 @dataclass
 class Destinations:
     """Filters to a cross-account destination and their deliveries, for the clients of `session` (boto3's default
-    session when None) made while this is entered: PutSubscriptionFilter to a destination and PutLogEvents into a group
-    holding such a filter are answered at botocore's `before-call` (moto serves every other call, and these otherwise);
-    `drain()` hands on what was put since, as Firehose hands records to its stream's processor.
+    session when None; see `answers.install`) while this is entered: PutSubscriptionFilter to a destination and
+    PutLogEvents into a group holding such a filter are answered in front of moto (answers.py; moto serves every other
+    call, and these otherwise); `drain()` hands on what was put since, as Firehose hands records to its processor.
 
     A filter to a destination is put when the destination exists and its access policy admits the caller's account
     (`admits`; a condition such as aws:PrincipalOrgID is not evaluated: moto holds no organization), then with moto's
@@ -493,31 +493,21 @@ class Destinations:
     session: Any = None
     _pending: list[_Put] = field(default_factory=list, init=False, repr=False)
     _record_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False, repr=False)
-    _events: Any = field(default=None, init=False, repr=False)
+    _answering: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, init=False, repr=False)
 
     def __enter__(self) -> Destinations:
-        import boto3
-
-        session = self.session or boto3.DEFAULT_SESSION
-        if session is None:
-            raise RuntimeError("Destinations: no boto3 session to hook (enter it inside an emulation)")
-        self._events = session.events
-        for operation, handler in self._hooks():
-            self._events.register_first(_LOGS_EVENTS + operation, handler, unique_id=self._hook_id(operation))
+        answers.install(self.session)
+        self._answering.enter_context(
+            answers.answering(
+                {("logs", "PutSubscriptionFilter"): self._put_filter, ("logs", "PutLogEvents"): self._put_events}
+            )
+        )
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        for operation, _ in self._hooks():
-            self._events.unregister(_LOGS_EVENTS + operation, unique_id=self._hook_id(operation))
-        self._events = None
-
-    def _hooks(self) -> list[tuple[str, Callable[..., Any]]]:
-        return [("PutSubscriptionFilter", self._put_filter), ("PutLogEvents", self._put_events)]
-
-    def _hook_id(self, operation: str) -> str:
-        return f"training-guard-destinations-{id(self)}-{operation}"
+        self._answering.close()
 
     def drain(self) -> list[FirehoseBatch]:
         """Each destination's records put since the last drain, as one invocation of its stream's processor."""
@@ -531,54 +521,56 @@ class Destinations:
             batches.append(FirehoseBatch(chain, firehose_event(chain.stream_arn, records), [p.document for p in puts]))
         return batches
 
-    def _put_filter(self, params: Mapping[str, Any], request_signer: Any, **_: Any) -> tuple[Any, Any] | None:
+    def _put_filter(self, call: answers.Call, model: Any) -> answers.Reply | None:
+        from moto.core.exceptions import JsonRESTError
         from moto.logs.models import logs_backends
 
-        body = _body(params)
-        arn = str(body.get("destinationArn", ""))
+        arn = str(call.params.get("destinationArn", ""))
         if not is_destination(arn):
             return None
-        account, region = _served(request_signer)
         destination = describe_destination(arn)
         if destination is None:
-            return _error(params, "ResourceNotFoundException", f"The specified destination does not exist: {arn}")
-        if account != arn.split(":")[4] and not admits(destination.get("accessPolicy"), account):
-            return _error(
-                params,
-                "AccessDeniedException",
-                f"account {account} is not authorized to perform logs:PutSubscriptionFilter on resource: {arn}",
+            return answers.refusal(
+                model, "ResourceNotFoundException", f"The specified destination does not exist: {arn}"
             )
-        group = logs_backends[account][region].groups.get(str(body.get("logGroupName")))
+        if call.account != arn.split(":")[4] and not admits(destination.get("accessPolicy"), call.account):
+            message = f"{call.account} is not authorized to perform: logs:PutSubscriptionFilter on resource: {arn}"
+            return answers.refusal(model, "AccessDeniedException", message)
+        group = logs_backends[call.account][call.region].groups.get(str(call.params.get("logGroupName")))
         if group is None:
-            return _error(params, "ResourceNotFoundException", "The specified log group does not exist.")
+            return answers.refusal(model, "ResourceNotFoundException", "The specified log group does not exist.")
         try:
             group.put_subscription_filter(
-                str(body.get("filterName")), str(body.get("filterPattern", "")), arn, str(body.get("roleArn", ""))
+                str(call.params.get("filterName")),
+                str(call.params.get("filterPattern", "")),
+                arn,
+                str(call.params.get("roleArn", "")),
             )
-        except _moto_error() as refused:
-            return _error(params, refused.error_type, refused.message)
-        return _answer(params, {})
+        except JsonRESTError as refused:
+            return answers.refusal(model, refused.error_type, refused.message)
+        return answers.reply(model)
 
-    def _put_events(self, params: Mapping[str, Any], request_signer: Any, **_: Any) -> tuple[Any, Any] | None:
+    def _put_events(self, call: answers.Call, model: Any) -> answers.Reply | None:
+        from moto.core.exceptions import JsonRESTError
         from moto.logs.models import logs_backends
 
-        body = _body(params)
-        account, region = _served(request_signer)
-        backend = logs_backends[account][region]
-        group = backend.groups.get(str(body.get("logGroupName")))
-        held = (
-            {n: f for n, f in group.subscription_filters.items() if is_destination(f.destination_arn)} if group else {}
-        )
-        if group is None or not held:
+        backend = logs_backends[call.account][call.region]
+        group = backend.groups.get(str(call.params.get("logGroupName")))
+        if group is None:
             return None
-        name = str(body.get("logStreamName"))
+        held = {n: f for n, f in group.subscription_filters.items() if is_destination(f.destination_arn)}
+        if not held:
+            return None
+        name = str(call.params.get("logStreamName"))
         before = len(group.streams[name].events) if name in group.streams else 0
+        # moto's data, not its code: the group's own filter dict, restored after the call
         kept = group.subscription_filters
         group.subscription_filters = {n: f for n, f in kept.items() if n not in held}
         try:
-            token, rejected = backend.put_log_events(group.name, name, list(body.get("logEvents") or []))
-        except _moto_error() as refused:
-            return _error(params, refused.error_type, refused.message)
+            events = [dict(e) for e in call.params.get("logEvents") or []]
+            token, rejected = backend.put_log_events(group.name, name, events)
+        except JsonRESTError as refused:
+            return answers.refusal(model, refused.error_type, refused.message)
         finally:
             group.subscription_filters = kept
         # AWS's event IDs are 56 digits (moto counts from 0), as the emulation's put_log_events reads them back
@@ -591,50 +583,14 @@ class Destinations:
             matches = matcher(found.filter_pattern)
             matched = [event for event in stored if matches(str(event["message"]))]
             if matched:
-                doc = document(matched, log_stream=name, owner=account, filter_name=found.name, log_group=group.name)
+                doc = document(
+                    matched, log_stream=name, owner=call.account, filter_name=found.name, log_group=group.name
+                )
                 self._pending.append(_Put(found.destination_arn, doc, arrived_ms))
-        return _answer(params, {"nextSequenceToken": token} | ({"rejectedLogEventsInfo": rejected} if rejected else {}))
+        return answers.reply(
+            model, {"nextSequenceToken": token} | ({"rejectedLogEventsInfo": rejected} if rejected else {})
+        )
 
 
 def _data(doc: Mapping[str, Any]) -> str:
     return str(encode(doc)["awslogs"]["data"])
-
-
-def _body(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON request botocore serialized (CloudWatch Logs speaks JSON)."""
-    raw = params.get("body") or b"{}"
-    loaded = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
-    return loaded if isinstance(loaded, dict) else {}
-
-
-def _served(request_signer: Any) -> tuple[str, str]:
-    """The account and region moto serves the request in: MOTO_ACCOUNT_ID when set, else its credentials' account."""
-    from moto.iam.models import get_account_id_from
-
-    region = str(request_signer.region_name)
-    account = os.environ.get(MOTO_ACCOUNT_ENV)
-    if account:
-        return account, region
-    credentials = request_signer.get_auth_instance(request_signer.signing_name, region).credentials
-    return str(get_account_id_from(credentials.access_key)), region
-
-
-def _moto_error() -> type[Any]:
-    from moto.core.exceptions import JsonRESTError
-
-    return JsonRESTError
-
-
-def _answer(params: Mapping[str, Any], output: Mapping[str, Any], status: int = 200) -> tuple[Any, Any]:
-    """What botocore's `before-call` takes instead of sending: the HTTP response and the parsed answer."""
-    from botocore.awsrequest import AWSResponse
-    from moto.core.botocore_stubber import MockRawResponse
-
-    http = AWSResponse(str(params.get("url", "")), status, {}, MockRawResponse(json.dumps(output)))
-    metadata = {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0}
-    return http, {**output, "ResponseMetadata": metadata}
-
-
-def _error(params: Mapping[str, Any], code: str, message: str) -> tuple[Any, Any]:
-    http, parsed = _answer(params, {"__type": code, "message": message}, status=400)
-    return http, {"Error": {"Code": code, "Message": message}, "ResponseMetadata": parsed["ResponseMetadata"]}

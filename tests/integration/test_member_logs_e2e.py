@@ -214,7 +214,7 @@ def org(
 ) -> Iterator[Organization]:
     config, hub, member = templates
     with Emulation(config, by_credentials=True) as aws:
-        routed = aws.enter_context(logs_ext.Destinations())  # before any logs client is made
+        routed = aws.enter_context(logs_ext.Destinations())  # the destination chain, in front of moto
         arns = deploy_hub(aws, hub)
         for account in (MEMBER_A, MEMBER_B):
             deploy_member(aws, member, account)
