@@ -57,7 +57,7 @@ from tests.campaign.lambda_model import (
     VirtualClock,
 )
 from tests.campaign.streams import JobPlan, plan_fleet
-from tests.helpers import NOW, load_event, rule_status
+from tests.helpers import NOW, load_event, readme_campaign_row, rule_status
 from tests.log_deliveries import MNIST_DEFINITIONS, document, events, plan_log_fleet, subscription
 from training_guard import contract
 from training_guard.adapters import clock as guard_clock
@@ -572,6 +572,11 @@ def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
     assert seen.takeovers > 0
     assert seen.exposed
     figures.update(cases=sum(seen.kills.values()), **figures_of(run))
+    shown = readme_campaign_row("time")
+    assert (
+        f"{figures['cases']} cases, {figures['kills']} kills, {figures['takeovers']} takeovers, 0 lost, "
+        f"{figures['dead_lettered']} dead-lettered" in shown
+    ), shown
 
 
 CONCURRENT = ("stop", "rule-error", "stopped-by-guard")
@@ -614,6 +619,11 @@ def test_a_duplicate_inside_any_call_waits_retries_and_the_lease_hands_over(
     assert seen.busy_waits > 0
     assert seen.takeovers > 0
     figures.update(cases=cases, **figures_of(run))
+    shown = readme_campaign_row("time")
+    assert (
+        f"duplicates started inside every call: {cases} cases, {seen.busy_waits} busy waits, {seen.busy} busy "
+        "deliveries retried, 0 lost" in shown
+    ), shown
 
 
 def _call_number(run: Run, name: str) -> int:
@@ -884,6 +894,13 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
         folded_into_the_guards_stop=len(folded),
         guard_stops_announced_notified=len(misannounced),
     )
+    shown = readme_campaign_row("time")
+    assert (
+        f"a seeded fleet of {figures['jobs']} jobs over {figures['virtual_minutes']} virtual minutes: "
+        f"{figures['kills']} kills, {figures['retries']} retries, {len(seen.stops)} stops (each once), "
+        f"{figures['dead_lettered']} deliveries dead-lettered and no transition left unannounced" in shown
+    ), shown
+    assert not missing
 
 
 # --- the log path: a subscription delivery of a training log ---------------------------------------------------
