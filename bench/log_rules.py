@@ -99,7 +99,8 @@ def fold(batches: Sequence[Sequence[LogEvent]] | Iterator[list[LogEvent]], case:
     fired: list[str] = []
     for batch in batches:
         state, firings = evaluate(state, batch, reader=reader, rules=rules)
-        fired += [f"{f.rule} at line {f.line}" for f in firings]
+        if firings:  # a comprehension is a call (Python 3.11): not the evaluator's to pay on every batch
+            fired += [f"{f.rule} at line {f.line}" for f in firings]
     return state or StreamState(), fired
 
 

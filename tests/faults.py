@@ -1,8 +1,9 @@
 """AWS refusing a call, in front of moto, through botocore's public events only (nothing of moto's is switched).
 
-A `before-send` handler that raises stops the request before it is sent: moto's stub, later in the same event, never
-runs, so nothing happens in the emulated account, and the SDK does not retry an error it did not receive. What the
-guard sees is what the SDK raises once its own retries are spent: a modeled `ClientError` with the code given.
+A `before-call` handler that raises stops the call before anything answers it: neither the emulation's answers
+(training_guard_local/answers.py, registered after it) nor moto's stub runs, so nothing happens in the emulated account,
+and the SDK does not retry an error it did not receive. What the guard sees is what the SDK raises once its own
+retries are spent: a modeled `ClientError` with the code given.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import io
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse, create_request_object
 
 # (HTTP status, error code, message) as AWS's JSON and query protocols name them
 Fault = tuple[int, str, str]
@@ -33,15 +34,15 @@ def refusal(client: Any, operation: str, fault: Fault) -> Exception:
 
 def refuse(client: Any, operation: str | None, decide: Callable[[Any], Fault | None]) -> None:
     """From now on each `operation` request of `client` (None: every operation) is refused with the fault
-    `decide(request)` names (None: sent as usual); registered first, so it runs before moto's stub."""
+    `decide(request)` names (None: sent as usual); registered first, so it runs before anything answers the call."""
 
-    def before_send(request: Any, event_name: str, **_: Any) -> None:
-        fault = decide(request)
+    def before_call(params: dict[str, Any], event_name: str, **_: Any) -> None:
+        fault = decide(create_request_object(params))  # the request as it will be sent, unsigned
         if fault is not None:
             raise refusal(client, event_name.rsplit(".", 1)[-1], fault)
 
     service = client.meta.service_model.service_id.hyphenize()
-    client.meta.events.register_first(f"before-send.{service}" + (f".{operation}" if operation else ""), before_send)
+    client.meta.events.register_first(f"before-call.{service}" + (f".{operation}" if operation else ""), before_call)
 
 
 class _Body(io.BytesIO):

@@ -6,12 +6,13 @@
   field do not match any events sent from other accounts", PutPermission's Principal,
   https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/eventbridge/aws.sdk.kotlin.services.eventbridge.model/-put-permission-request/principal.html;
   sending between accounts:
-  https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html). Here a rule whose target is
-  another account's bus hands that bus's rules the event unchanged. moto evaluates no bus policy: the hub bus's
-  policy is not checked here.
+  https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html). Here the emulation answers
+  PutEvents itself: each rule of the bus (moto's rules, read, and their patterns) whose pattern matches sends the event
+  to its targets, and a rule whose target is another account's bus hands that bus's rules the event unchanged. moto
+  evaluates no bus policy: the hub bus's policy is not checked here.
 - **A target gets the event's account.** Without an input transformer a rule's target receives the matched event
-  whole; moto's default input leaves out `account`, which is how the hub tells a member's event from its own. Here it
-  is kept.
+  whole; moto's default input leaves out `account`, which is how the hub tells a member's event from its own. Here an
+  SQS queue (the only target the demo's rules have; any other is refused) gets the whole event.
 - **AssumeRole needs the role.** moto hands out credentials for any role ARN ("the role does not need to exist", its
   STS backend says); in AWS a role that is not there has no trust policy to admit the caller. Here AssumeRole of a
   role missing from its account is refused with `AccessDenied`, AWS's code for a refused AssumeRole ("An error occurred
@@ -21,7 +22,9 @@
 - **Who called**: `assumed_role_of(access_key)` is the role ARN an access key was handed out for by AssumeRole (None:
   not an assumed role's key, such as the hub's own credentials here).
 
-Outside `installed()` moto is as it was: other users of it in the same process (the integration tests assume roles
+PutEvents and AssumeRole are answered through botocore's events in front of moto (answers.py); moto's code is not
+touched. Outside
+`installed()` moto is as it was: other users of it in the same process (the integration tests assume roles
 nobody created) see moto's own behaviour.
 """
 
@@ -29,87 +32,119 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import re
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
-from unittest import mock
 
-from moto.events import models as events_models
-from moto.events.utils import EventTemplateParser
+from moto.events.models import events_backends
 from moto.iam.exceptions import NotFoundException
 from moto.iam.models import iam_backends
-from moto.sts.exceptions import STSClientError
-from moto.sts.models import STSBackend, sts_backends
+from moto.sqs.models import sqs_backends
+from moto.sts.models import sts_backends
 from moto.utilities.arns import parse_arn
 
+from training_guard_local import answers
+
 PARTITION = "aws"
+DEFAULT_BUS = "default"
 # arn:<partition>:iam::<account>:role/<path/><name>
 _ROLE_ARN = re.compile(r"^arn:[a-z-]+:iam::(?P<account>[0-9]{12}):role/(?:.*/)?(?P<name>[^/]+)$")
 
-_moto_send_to_targets = events_models.Rule.send_to_targets
-# moto's default target input, with the event's account (the rest as moto has it)
-_WHOLE_EVENT = EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE.replace(
-    '"version": "0",', '"version": "0", "account": "<account>",'
-)
-_moto_assume_role = STSBackend.assume_role
 
-
-class AccessDenied(STSClientError):
-    def __init__(self, role_arn: str) -> None:
-        super().__init__("AccessDenied", f"Not authorized to perform: sts:AssumeRole on resource: {role_arn}")
-
-
-def _is_bus(arn: str) -> bool:
-    parsed = parse_arn(arn)
-    return bool(parsed.service == "events" and parsed.resource_type == "event-bus")
-
-
-def _send_to_targets(self: Any, original_event: Any, transform_input: bool = True) -> None:
-    """moto's delivery for every target but another bus; the event itself, unchanged, to another bus's rules."""
-    buses = [t for t in self.targets if _is_bus(t["Arn"])]
-    if not buses:
-        _moto_send_to_targets(self, original_event, transform_input)
-        return
-    if not self.event_pattern.matches_event(original_event):
-        return
-    others = [t for t in self.targets if not _is_bus(t["Arn"])]
-    if others:
-        kept, self.targets = self.targets, others
-        try:
-            _moto_send_to_targets(self, original_event, transform_input)
-        finally:
-            self.targets = kept
-    for target in buses:
-        arn = parse_arn(target["Arn"])
-        backend = events_models.events_backends[arn.account][arn.region]
-        bus = backend.describe_event_bus(arn.resource_id)
-        for rule in list(bus.rules.values()):
-            # Each rule its own copy: moto's SQS delivery rewrites the event's time in place.
-            rule.send_to_targets(copy.deepcopy(original_event))
-
-
-def _assume_role(self: STSBackend, *args: Any, **kwargs: Any) -> Any:
-    role_arn = str(kwargs.get("role_arn") or "")
+def _assume_role(call: answers.Call, model: Any) -> answers.Reply | None:
+    """moto's AssumeRole for a role that exists in its account; AWS's refusal otherwise."""
+    role_arn = str(call.params.get("RoleArn") or "")
     match = _ROLE_ARN.match(role_arn)
-    if match is None:
-        raise AccessDenied(role_arn)
-    try:
-        iam_backends[match["account"]][PARTITION].get_role(match["name"])
-    except NotFoundException:
-        raise AccessDenied(role_arn) from None
-    return _moto_assume_role(self, *args, **kwargs)
+    if match is not None:
+        try:
+            iam_backends[match["account"]][PARTITION].get_role(match["name"])
+        except NotFoundException:
+            pass
+        else:
+            return None
+    message = f"Not authorized to perform: sts:AssumeRole on resource: {role_arn}"
+    return answers.refusal(model, "AccessDenied", message, status=403)
+
+
+def _put_events(call: answers.Call, model: Any) -> answers.Reply:
+    """PutEvents as EventBridge answers it: each entry an event of the caller's account, sent to its bus's rules."""
+    entries: list[dict[str, str]] = []
+    for entry in call.params.get("Entries") or []:
+        missing = next((key for key in ("Source", "DetailType", "Detail") if not entry.get(key)), None)
+        if missing is not None:
+            reason = f"Parameter {missing} is not valid. Reason: {missing} is a required argument."
+            entries.append({"ErrorCode": "InvalidArgument", "ErrorMessage": reason})
+            continue
+        try:
+            detail = json.loads(str(entry["Detail"]))
+        except ValueError:
+            entries.append({"ErrorCode": "MalformedDetail", "ErrorMessage": "Detail is malformed."})
+            continue
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": entry["DetailType"],
+            "source": entry["Source"],
+            "account": call.account,
+            "time": _event_time(entry.get("Time")),
+            "region": call.region,
+            "resources": list(entry.get("Resources") or []),
+            "detail": detail,
+        }
+        account, region, bus = _bus(entry.get("EventBusName"), call.account, call.region)
+        if bus not in events_backends[account][region].event_buses:
+            return answers.refusal(model, "ResourceNotFoundException", f"Event bus {bus} does not exist.")
+        _deliver(account, region, bus, event)
+        entries.append({"EventId": str(event["id"])})
+    failed = sum("ErrorCode" in entry for entry in entries)
+    return answers.reply(model, {"FailedEntryCount": failed, "Entries": entries})
+
+
+def _event_time(value: Any) -> str:
+    """An event's `time` as EventBridge writes it (UTC, to the second); now when the entry gives none."""
+    at = value if isinstance(value, datetime) else datetime.now(UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _bus(name_or_arn: Any, account: str, region: str) -> tuple[str, str, str]:
+    """(account, region, name) of the bus an entry names (a name: the caller's; none: its default bus)."""
+    if isinstance(name_or_arn, str) and name_or_arn.startswith("arn:"):
+        arn = parse_arn(name_or_arn)
+        return arn.account, arn.region, arn.resource_id
+    return account, region, str(name_or_arn or DEFAULT_BUS)
+
+
+def _deliver(account: str, region: str, bus: str, event: Any) -> None:
+    """The event to every target of each enabled rule of the bus whose pattern matches it."""
+    found = events_backends[account][region].event_buses.get(bus)
+    if found is None:  # a target bus that is not there: EventBridge's delivery fails, the sender is not told
+        return
+    for rule in list(found.rules.values()):
+        if rule.state != "ENABLED" or not rule.event_pattern.matches_event(event):
+            continue
+        for target in rule.targets:
+            arn = parse_arn(target["Arn"])
+            if any(key in target for key in ("Input", "InputPath", "InputTransformer")):
+                raise NotImplementedError(f"the hub emulation sends targets the whole event only: {target['Id']}")
+            if arn.service == "events" and arn.resource_type == "event-bus":
+                _deliver(arn.account, arn.region, arn.resource_id, copy.deepcopy(event))
+            elif arn.service == "sqs":
+                group = (target.get("SqsParameters") or {}).get("MessageGroupId")
+                queues = sqs_backends[arn.account][arn.region]
+                queues.send_message(queue_name=arn.resource_id, message_body=json.dumps(event), group_id=group)
+            else:
+                raise NotImplementedError(f"the hub emulation delivers to SQS queues and buses only: {target['Arn']}")
 
 
 @contextlib.contextmanager
-def installed() -> Iterator[None]:
-    """Forwarding that keeps the event, and AssumeRole that needs the role, for the duration of the block."""
-    if _WHOLE_EVENT == EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE:
-        raise RuntimeError("moto's default target input changed: accounts_ext no longer knows how to keep `account`")
-    with (
-        mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _WHOLE_EVENT),
-        mock.patch.object(events_models.Rule, "send_to_targets", _send_to_targets),
-        mock.patch.object(STSBackend, "assume_role", _assume_role),
-    ):
+def installed(session: Any = None) -> Iterator[None]:
+    """Forwarding that keeps the event, and AssumeRole that needs the role, for the duration of the block (clients
+    made from `session`, default boto3's default session: see `answers.install`)."""
+    answers.install(session)
+    with answers.answering({("events", "PutEvents"): _put_events, ("sts", "AssumeRole"): _assume_role}):
         yield
 
 

@@ -6,7 +6,8 @@ by hand (`set_contributors`) and listed by the API with AWS's shapes: `AlarmCont
 `ContributorId`, `ContributorAttributes`, `StateReason`, `StateTransitionedTimestamp`; an alarm the
 emulation knows nothing of raises `ResourceNotFoundException`, the code the botocore model names.
 
-`install()` is idempotent and must run before the first CloudWatch call of a mocked session.
+The answer is given through botocore's events in front of moto (answers.py), which is not touched. `install()` is
+idempotent; a client answers so if made from a session `answers.install` was given (the emulation's).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from moto.cloudwatch import responses as cw_responses
-from moto.cloudwatch.exceptions import ResourceNotFoundException
-from moto.core.responses import ActionResult
+from moto.cloudwatch.models import cloudwatch_backends
+
+from training_guard_local import answers
 
 # (account, region) -> alarm name -> contributors in ALARM
 _CONTRIBUTORS: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
@@ -44,15 +45,15 @@ def reset() -> None:
     _CONTRIBUTORS.clear()
 
 
-def _describe_alarm_contributors(self: Any) -> ActionResult:
-    name = self._get_param("AlarmName")
-    backend: Any = self.cloudwatch_backend
-    known = _CONTRIBUTORS.get((backend.account_id, backend.region_name), {})
-    if name not in known and name not in backend.alarms:
-        raise ResourceNotFoundException()
-    return ActionResult({"AlarmContributors": known.get(name, [])})
+def _describe_alarm_contributors(call: answers.Call, model: Any) -> answers.Reply:
+    name = call.params.get("AlarmName")
+    known = _CONTRIBUTORS.get((call.account, call.region), {})
+    if name not in known and name not in cloudwatch_backends[call.account][call.region].alarms:
+        return answers.refusal(model, "ResourceNotFoundException", "Unknown")  # moto's words: AWS's are not published
+    return answers.reply(model, {"AlarmContributors": known.get(str(name), [])})
 
 
-def install() -> None:
-    """Teach moto's CloudWatch `DescribeAlarmContributors` (idempotent)."""
-    cw_responses.CloudWatchResponse.describe_alarm_contributors = _describe_alarm_contributors  # type: ignore[attr-defined]
+def install(session: Any = None) -> None:
+    """Answer `DescribeAlarmContributors` in front of moto (idempotent; `answers.install`)."""
+    answers.install(session)
+    answers.answer("cloudwatch", "DescribeAlarmContributors", _describe_alarm_contributors)

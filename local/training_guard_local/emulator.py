@@ -1,7 +1,8 @@
 """An emulated AWS account in-process (moto) in which the real handlers run.
 
 Used by `training-guard simulate`, the integration tests and the demo. Nothing here reaches a
-network: moto intercepts every boto3 call of the process while the emulation is active.
+network: moto, and the extensions' answers in front of it (answers.py), intercept every boto3 call of the process while
+the emulation is active.
 
 One emulation can stand for several accounts and regions (`use(account, region)`): the guard is
 deployed per account and region, and its handlers ignore events from any other account, so a
@@ -56,7 +57,7 @@ from moto import mock_aws
 from training_guard import contract
 from training_guard.adapters import clock
 from training_guard.config.model import GuardConfig
-from training_guard_local import accounts_ext, cloudwatch_ext, logs_ext, sagemaker_ext
+from training_guard_local import accounts_ext, answers, cloudwatch_ext, logs_ext, sagemaker_ext
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -218,10 +219,13 @@ def kept_boto3_session() -> Any:
     """One boto3 session for the process (boto3's default session inside every emulation): made after moto was
     imported (at the top of this module), so moto's stubber is among its handlers, and kept, so its loader keeps the
     service models it has read. moto's own reset (a new session for each mock) read them again for every client:
-    ~0.3 s an emulation."""
+    ~0.3 s an emulation. Its clients answer what the extensions answer in front of moto (answers.py), whichever was
+    made first."""
     import boto3
 
-    return boto3.session.Session()
+    session = boto3.session.Session()
+    answers.install(session)
+    return session
 
 
 @contextlib.contextmanager
@@ -354,16 +358,16 @@ class Emulation:
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         self._mocked.enter_context(mock_aws_kept_session())
-        sagemaker_ext.install()
+        sagemaker_ext.install(kept_boto3_session())
         sagemaker_ext.forget_stop_calls()
-        cloudwatch_ext.install()
+        cloudwatch_ext.install(kept_boto3_session())
         cloudwatch_ext.reset()
         first, self._site = self._site, Site("", "")
         self.use(first.account, first.region)
         if self.by_credentials:
             # Every request in the account of its credentials: the hub's (moto's default account), or a member's.
             os.environ.pop(MOTO_ACCOUNT_ENV, None)
-            self._extensions.enter_context(accounts_ext.installed())
+            self._extensions.enter_context(accounts_ext.installed(kept_boto3_session()))
         return self
 
     @contextlib.contextmanager

@@ -1,26 +1,29 @@
-"""CloudWatch Logs' subscription delivery to Lambda, for the emulation: what moto's logs lack for the log-rules wing.
+"""CloudWatch Logs' subscription delivery, for the emulation: what moto's logs lack for the log-rules wing.
 
-moto delivers a subscription to Lambda only by running the function in Docker, and its filter-pattern matcher reads
-single terms (`?nan ?loss` matches every line, `%regex%` too): the delivery and the pattern are done here instead.
+moto delivers to Lambda only through Docker, reads single terms of a filter pattern, and takes a cross-account
+destination's ARN for a log group's: the delivery, the pattern and the destination chain (`Destinations`) are here.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import gzip
+import itertools
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import Any
 
 from training_guard import contract
 from training_guard.config import json_words
-
-if TYPE_CHECKING:
-    pass
+from training_guard_local import answers
 
 # The delivery CloudWatch Logs sends to a Lambda function: {"awslogs": {"data": base64(gzip(JSON))}}, the JSON holding
 # these keys (https://docs.aws.amazon.com/lambda/latest/dg/services-cloudwatchlogs.html).
@@ -327,3 +330,267 @@ def read_log(path: Path) -> str:
     from training_guard_local.inputs import read_text
 
     return read_text(path, "log")
+
+
+# --- across accounts: a destination, its Firehose stream, the stream's processor -----------------------------------
+# A member's filter sends to the hub's CloudWatch Logs destination, which puts each delivery into its target, a
+# Firehose stream; the stream's Lambda processor gets the records as Firehose's transformation event
+# (https://docs.aws.amazon.com/firehose/latest/dev/data-transformation.html). moto 5.2.5 takes a destination's ARN
+# for a log group's (PutSubscriptionFilter looks for a group of the destination's name; PutLogEvents then fails the
+# same way) and runs no processor: `Destinations` answers those two calls and builds the event; the rest is moto's.
+_DESTINATION_ARN = re.compile(
+    r"^arn:[a-z-]+:logs:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):destination:(?P<name>[^:]+)$"
+)
+_STREAM_ARN = re.compile(
+    r"^arn:[a-z-]+:firehose:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):deliverystream/(?P<name>.+)$"
+)
+
+
+def is_destination(arn: str) -> bool:
+    """A CloudWatch Logs destination's ARN (`arn:<partition>:logs:<region>:<account>:destination:<name>`)."""
+    return _DESTINATION_ARN.match(arn) is not None
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Where a filter sending to a destination delivers: the destination's stream and that stream's processor."""
+
+    destination_arn: str
+    stream_arn: str
+    function_arn: str
+    handler: str  # the processor function's handler, "module.function"
+
+
+@dataclass(frozen=True)
+class FirehoseBatch:
+    """One invocation of a stream's processor: Firehose's transformation event and the documents its records carry."""
+
+    chain: Chain
+    event: dict[str, Any]
+    documents: list[dict[str, Any]]
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [str(record["recordId"]) for record in self.event["records"]]
+
+
+def describe_destination(arn: str) -> dict[str, Any] | None:
+    """The destination as moto holds it in its own account, the document DescribeDestinations lists (targetArn,
+    accessPolicy); None if absent. Read from moto's model: a request would need its account in the environment,
+    which the functions' threads share."""
+    from moto.logs.models import logs_backends
+
+    found = _DESTINATION_ARN.match(arn)
+    if found is None:
+        return None
+    destination = logs_backends[found["account"]][found["region"]].destinations.get(arn)
+    return None if destination is None else dict(destination.to_dict())
+
+
+def chain_of(destination_arn: str) -> Chain:
+    """A destination followed as CloudWatch Logs and Firehose follow it, from what moto holds: its targetArn
+    (DescribeDestinations), that stream's enabled Lambda processor (DescribeDeliveryStream), the function's handler
+    (GetFunctionConfiguration)."""
+    from moto.awslambda.utils import get_backend
+    from moto.core.exceptions import JsonRESTError
+    from moto.firehose.models import firehose_backends
+
+    destination = describe_destination(destination_arn)
+    if destination is None:
+        raise LookupError(f"{destination_arn}: no such destination")
+    target = str(destination.get("targetArn", ""))
+    stream = _STREAM_ARN.match(target)
+    if stream is None:
+        raise LookupError(f"destination {destination_arn}: its target {target!r} is not a Firehose stream")
+    account, region = stream["account"], stream["region"]
+    try:
+        described = firehose_backends[account][region].describe_delivery_stream(stream["name"])
+        function_arn = processor_of(described["DeliveryStreamDescription"])
+        handler = get_backend(account, region).get_function(function_arn).handler
+    except JsonRESTError as missing:
+        raise LookupError(f"destination {destination_arn}: {missing.message}") from None
+    return Chain(destination_arn, target, function_arn, str(handler))
+
+
+def processor_of(stream: Mapping[str, Any]) -> str:
+    """The Lambda ARN of a described stream's enabled processor; LookupError when it has none."""
+    for destination in stream.get("Destinations") or []:
+        processing = (destination.get("ExtendedS3DestinationDescription") or {}).get("ProcessingConfiguration") or {}
+        if not processing.get("Enabled"):
+            continue
+        for processor in processing.get("Processors") or []:
+            for parameter in processor.get("Parameters") or [] if processor.get("Type") == "Lambda" else []:
+                if parameter.get("ParameterName") == "LambdaArn":
+                    return str(parameter["ParameterValue"])
+    raise LookupError(f"Firehose stream {stream.get('DeliveryStreamARN')}: no enabled Lambda processor")
+
+
+def firehose_event(stream_arn: str, records: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
+    """Firehose's transformation event: `records` are (recordId, data, arrival in epoch ms), `data` the record as it
+    was put, in base64 (from CloudWatch Logs: its gzip-compressed document)."""
+    return {
+        "invocationId": str(uuid.uuid4()),
+        "deliveryStreamArn": stream_arn,
+        "region": stream_arn.split(":")[3],
+        "records": [
+            {"recordId": record_id, "approximateArrivalTimestamp": arrived_ms, "data": data}
+            for record_id, data, arrived_ms in records
+        ],
+    }
+
+
+def admits(policy: Any, account: str) -> bool:
+    """Whether a destination's access policy (its JSON text) lets `account` put a filter on it: an Allow of
+    logs:PutSubscriptionFilter to the account, its root or `*` (conditions are not evaluated)."""
+    try:
+        document = json.loads(policy) if isinstance(policy, str) else {}
+    except ValueError:
+        return False
+    statements = document.get("Statement") if isinstance(document, dict) else None
+    for statement in statements if isinstance(statements, list) else [statements]:
+        if not isinstance(statement, dict) or statement.get("Effect") != "Allow":
+            continue
+        if not {"logs:PutSubscriptionFilter", "logs:*", "*"} & set(_listed(statement.get("Action"))):
+            continue
+        principal = statement.get("Principal")
+        names = _listed(principal.get("AWS") if isinstance(principal, dict) else principal)
+        if {"*", account} & set(names) or any(name.endswith(f":iam::{account}:root") for name in names):
+            return True
+    return False
+
+
+def _listed(value: Any) -> list[str]:
+    """A policy element that is one string or a list of them, as a list."""
+    if isinstance(value, str):
+        return [value]
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+@dataclass
+class _Put:
+    """One delivery CloudWatch Logs put into a destination's stream."""
+
+    destination_arn: str
+    document: dict[str, Any]
+    arrived_ms: int
+
+
+@dataclass
+class Destinations:
+    """Filters to a cross-account destination and their deliveries, for the clients of `session` (boto3's default
+    session when None; see `answers.install`) while this is entered: PutSubscriptionFilter to a destination and
+    PutLogEvents into a group holding such a filter are answered in front of moto (answers.py; moto serves every other
+    call, and these otherwise); `drain()` hands on what was put since, as Firehose hands records to its processor.
+
+    A filter to a destination is put when the destination exists and its access policy admits the caller's account
+    (`admits`; a condition such as aws:PrincipalOrgID is not evaluated: moto holds no organization), then with moto's
+    own checks (the group exists, two filters at most). PutLogEvents stores the events with moto (the group's filters
+    to destinations set aside for that call: moto would look each up as a log group), and each such filter's matching
+    events become one record of its destination's stream, one CloudWatch Logs delivery (`document`, owner the group's
+    account). Firehose's buffering is not emulated: a drain gives every record since the last, one batch a destination.
+    """
+
+    session: Any = None
+    _pending: list[_Put] = field(default_factory=list, init=False, repr=False)
+    _record_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False, repr=False)
+    _answering: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, init=False, repr=False)
+
+    def __enter__(self) -> Destinations:
+        answers.install(self.session)
+        self._answering.enter_context(
+            answers.answering(
+                {("logs", "PutSubscriptionFilter"): self._put_filter, ("logs", "PutLogEvents"): self._put_events}
+            )
+        )
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._answering.close()
+
+    def drain(self) -> list[FirehoseBatch]:
+        """Each destination's records put since the last drain, as one invocation of its stream's processor."""
+        pending, self._pending = self._pending, []
+        batches = []
+        for arn in dict.fromkeys(put.destination_arn for put in pending):
+            chain = chain_of(arn)
+            puts = [put for put in pending if put.destination_arn == arn]
+            # Firehose's record IDs are opaque text; these count up, 56 digits like CloudWatch Logs' event IDs
+            records = [(f"{next(self._record_ids):056d}", _data(put.document), put.arrived_ms) for put in puts]
+            batches.append(FirehoseBatch(chain, firehose_event(chain.stream_arn, records), [p.document for p in puts]))
+        return batches
+
+    def _put_filter(self, call: answers.Call, model: Any) -> answers.Reply | None:
+        from moto.core.exceptions import JsonRESTError
+        from moto.logs.models import logs_backends
+
+        arn = str(call.params.get("destinationArn", ""))
+        if not is_destination(arn):
+            return None
+        destination = describe_destination(arn)
+        if destination is None:
+            return answers.refusal(
+                model, "ResourceNotFoundException", f"The specified destination does not exist: {arn}"
+            )
+        if call.account != arn.split(":")[4] and not admits(destination.get("accessPolicy"), call.account):
+            message = f"{call.account} is not authorized to perform: logs:PutSubscriptionFilter on resource: {arn}"
+            return answers.refusal(model, "AccessDeniedException", message)
+        group = logs_backends[call.account][call.region].groups.get(str(call.params.get("logGroupName")))
+        if group is None:
+            return answers.refusal(model, "ResourceNotFoundException", "The specified log group does not exist.")
+        try:
+            group.put_subscription_filter(
+                str(call.params.get("filterName")),
+                str(call.params.get("filterPattern", "")),
+                arn,
+                str(call.params.get("roleArn", "")),
+            )
+        except JsonRESTError as refused:
+            return answers.refusal(model, refused.error_type, refused.message)
+        return answers.reply(model)
+
+    def _put_events(self, call: answers.Call, model: Any) -> answers.Reply | None:
+        from moto.core.exceptions import JsonRESTError
+        from moto.logs.models import logs_backends
+
+        backend = logs_backends[call.account][call.region]
+        group = backend.groups.get(str(call.params.get("logGroupName")))
+        if group is None:
+            return None
+        held = {n: f for n, f in group.subscription_filters.items() if is_destination(f.destination_arn)}
+        if not held:
+            return None
+        name = str(call.params.get("logStreamName"))
+        before = len(group.streams[name].events) if name in group.streams else 0
+        # moto's data, not its code: the group's own filter dict, restored after the call
+        kept = group.subscription_filters
+        group.subscription_filters = {n: f for n, f in kept.items() if n not in held}
+        try:
+            events = [dict(e) for e in call.params.get("logEvents") or []]
+            token, rejected = backend.put_log_events(group.name, name, events)
+        except JsonRESTError as refused:
+            return answers.refusal(model, refused.error_type, refused.message)
+        finally:
+            group.subscription_filters = kept
+        # AWS's event IDs are 56 digits (moto counts from 0), as the emulation's put_log_events reads them back
+        stored = [
+            {"id": str(e.event_id).zfill(56), "timestamp": e.timestamp, "message": e.message}
+            for e in group.streams[name].events[before:]
+        ]
+        arrived_ms = int(time.time() * 1000)
+        for found in held.values():
+            matches = matcher(found.filter_pattern)
+            matched = [event for event in stored if matches(str(event["message"]))]
+            if matched:
+                doc = document(
+                    matched, log_stream=name, owner=call.account, filter_name=found.name, log_group=group.name
+                )
+                self._pending.append(_Put(found.destination_arn, doc, arrived_ms))
+        return answers.reply(
+            model, {"nextSequenceToken": token} | ({"rejectedLogEventsInfo": rejected} if rejected else {})
+        )
+
+
+def _data(doc: Mapping[str, Any]) -> str:
+    return str(encode(doc)["awslogs"]["data"])

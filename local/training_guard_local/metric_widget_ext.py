@@ -1,10 +1,10 @@
 """What moto's CloudWatch lacks for Slack app mode's picture: `GetMetricWidgetImage`, as a stand-in.
 
 moto 5.2 does not implement GetMetricWidgetImage (its CloudWatch responses have no such method). For the emulation
-only, `install()` teaches moto to answer it with the API's shape: `MetricWidgetImage`, the PNG's bytes
-(https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html). The guard's real
-adapter (adapters/cloudwatch.py MetricCharts) calls it through boto3, so its request (the MetricWidget JSON,
-OutputFormat png) and the response's parsing run as in AWS.
+only, `install()` answers it in front of moto, through botocore's events (answers.py), with the API's shape:
+`MetricWidgetImage`, the PNG's bytes (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricWidgetImage.html).
+The guard's real adapter (adapters/cloudwatch.py MetricCharts) calls it through boto3, so its request (the MetricWidget
+JSON, OutputFormat png) is built and validated as for AWS, and the answer is checked against the API's output shape.
 
 The picture is a stand-in, not CloudWatch's drawing, but shows what CloudWatch's does: each `metrics` line of the
 widget as a polyline of the datapoints moto holds (per `period`, by `stat`), each `annotations.horizontal` line as a
@@ -31,11 +31,11 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from moto.cloudwatch import responses as cw_responses
-from moto.core.responses import ActionResult
+from moto.cloudwatch.models import cloudwatch_backends
 
 from training_guard.adapters import clock
 from training_guard.render.charts import HEIGHT, WIDTH
+from training_guard_local import answers
 from training_guard_local.pixel_font import ADVANCE, glyph, text_width
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -60,15 +60,17 @@ def reset() -> None:
     drawn.clear()
 
 
-def install() -> None:
-    """Teach moto's CloudWatch GetMetricWidgetImage (idempotent)."""
-    cw_responses.CloudWatchResponse.get_metric_widget_image = _get_metric_widget_image  # type: ignore[attr-defined]
+def install(session: Any = None) -> None:
+    """Answer GetMetricWidgetImage in front of moto (idempotent; `answers.install`)."""
+    answers.install(session)
+    answers.answer("cloudwatch", "GetMetricWidgetImage", _get_metric_widget_image)
 
 
-def _get_metric_widget_image(self: Any) -> ActionResult:
-    widget = json.loads(self._get_param("MetricWidget"))
+def _get_metric_widget_image(call: answers.Call, model: Any) -> answers.Reply:
+    widget = json.loads(str(call.params["MetricWidget"]))
     drawn.append(widget)
-    return ActionResult({"MetricWidgetImage": render(widget, self.cloudwatch_backend.metric_data)})
+    data = cloudwatch_backends[call.account][call.region].metric_data
+    return answers.reply(model, {"MetricWidgetImage": render(widget, data)})
 
 
 _DURATION = re.compile(r"^-?P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+)S)?)?$")

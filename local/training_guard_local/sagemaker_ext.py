@@ -1,7 +1,8 @@
 """What moto's SageMaker backend lacks for the guard: job states and `StopTrainingJob`.
 
 moto 5.2 creates every training job `Completed` at once, keeps no rule statuses and raises
-NotImplementedError on `stop_training_job`. This module adds, for the emulation only:
+NotImplementedError on `stop_training_job`. This module adds, for the emulation only, as answers given through
+botocore's events in front of moto (answers.py; moto's code is not touched, its jobs' data is):
 
 - `put_job(...)`: create or update a job in the state a recorded event reports;
 - `StopTrainingJob` with SageMaker's semantics: only legal while `InProgress` (else
@@ -22,7 +23,7 @@ Every `StopTrainingJob` is recorded with the account it was served in and the ac
 Times the emulation sets (a stop's `LastModifiedTime`) come from `training_guard.adapters.clock`, the clock
 a replay sets to the event's time.
 
-`install()` is idempotent and must run before the first SageMaker call of a mocked session.
+`install()` is idempotent; a client answers so if made from a session `answers.install` was given (the emulation's).
 """
 
 from __future__ import annotations
@@ -31,13 +32,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from moto.core.responses import EmptyResult
 from moto.sagemaker import models as sm_models
-from moto.sagemaker import responses as sm_responses
-from moto.sagemaker.exceptions import ValidationError
 
 from training_guard.adapters import clock
 from training_guard.domain.events import parse_time
+from training_guard_local import answers
 
 _DETAIL_FIELDS = {
     # event detail key -> FakeTrainingJob attribute (describe_training_job camel-cases them back)
@@ -68,7 +67,10 @@ NOT_FOUND = "Requested resource not found."
 ENDED = ("Completed", "Failed", "Stopped")  # SageMaker's final states: no event moves a job out of them
 _LIFECYCLE = ("TrainingJobStatus", "SecondaryStatus", "FailureReason", "TrainingEndTime")
 
-_ARN_ALIASES = "_training_guard_arn_aliases"  # backend attribute: an event's job ARN -> the job's name
+SERVICE = "sagemaker"
+VALIDATION = "ValidationException"
+# An event's job ARN -> the job's (account, region, name); an emulation's start forgets them with its jobs.
+_ARN_ALIASES: dict[str, tuple[str, str, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -88,49 +90,43 @@ def _backend(account: str, region: str) -> Any:
     return sm_models.sagemaker_backends[account][region]
 
 
-_moto_resource_from_arn = sm_models.SageMakerModelBackend._get_resource_from_arn
+def _resolve_alias(params: dict[str, Any]) -> None:
+    """`AddTags`/`ListTags` of the ARN an event reported: of the job's own ARN, which moto knows."""
+    aliased = _ARN_ALIASES.get(str(params.get("ResourceArn")))
+    if aliased is not None:
+        account, region, name = aliased
+        job = _backend(account, region).training_jobs.get(name)
+        if job is not None:
+            params["ResourceArn"] = job.arn
 
 
-def _resource_from_arn(self: Any, arn: str) -> Any:
-    """moto's lookup (by the name the ARN ends in); else the job whose event reported this ARN; else "not
-    found" in SageMaker's words (where moto's lookup returns None it then failed with AttributeError)."""
-    resource = _moto_resource_from_arn(self, arn)
-    if resource is None:
-        name = getattr(self, _ARN_ALIASES, {}).get(arn)
-        resource = self.training_jobs.get(name) if name is not None else None
-    if resource is None:
-        raise ValidationError(message=NOT_FOUND)
-    return resource
+def _tags(call: answers.Call, model: Any) -> answers.Reply | None:
+    """moto answers for a job it finds by the ARN; a training job it would not find is SageMaker's "not found"."""
+    kind, _, name = str(call.params.get("ResourceArn")).rpartition(":")[2].partition("/")
+    if kind == "training-job" and name not in _backend(call.account, call.region).training_jobs:
+        return answers.refusal(model, VALIDATION, NOT_FOUND)
+    return None
 
 
-_moto_describe_training_job = sm_models.SageMakerModelBackend.describe_training_job
+def _describe_training_job(call: answers.Call, model: Any) -> answers.Reply | None:
+    if call.params.get("TrainingJobName") not in _backend(call.account, call.region).training_jobs:
+        return answers.refusal(model, VALIDATION, NOT_FOUND)
+    return None
 
 
-def _describe_training_job(self: Any, training_job_name: str) -> Any:
-    if training_job_name not in self.training_jobs:
-        raise ValidationError(message=NOT_FOUND)
-    return _moto_describe_training_job(self, training_job_name)
-
-
-def _stop_training_job_backend(self: Any, training_job_name: str) -> None:
-    job = self.training_jobs.get(training_job_name)
+def _stop_training_job(call: answers.Call, model: Any) -> answers.Reply:
+    name = str(call.params.get("TrainingJobName"))
+    job = _backend(call.account, call.region).training_jobs.get(name)
     if job is None:
-        raise ValidationError(message=NOT_FOUND)
+        return answers.refusal(model, VALIDATION, NOT_FOUND)
     if job.training_job_status != "InProgress":
-        raise ValidationError(
-            message=f"The request was rejected because the training job is in status {job.training_job_status}."
-        )
+        message = f"The request was rejected because the training job is in status {job.training_job_status}."
+        return answers.refusal(model, VALIDATION, message)
     job.training_job_status = "Stopping"
     job.secondary_status = "Stopping"
     job.last_modified_time = clock.utcnow()
-
-
-def _stop_training_job_response(self: Any) -> Any:
-    name = self._get_param("TrainingJobName")
-    backend = self.sagemaker_backend
-    self.sagemaker_backend.stop_training_job(name)
-    _STOP_CALLS.append(StopCall(backend.account_id, backend.region_name, str(name), self.get_access_key()))
-    return EmptyResult()
+    _STOP_CALLS.append(StopCall(call.account, call.region, name, call.access_key))
+    return answers.reply(model)
 
 
 def stop_calls(account: str | None = None, region: str | None = None, job: str | None = None) -> list[StopCall]:
@@ -146,15 +142,18 @@ def stop_calls(account: str | None = None, region: str | None = None, job: str |
 
 
 def forget_stop_calls() -> None:
+    """Forget the stops and the ARNs events reported (a new emulation: moto's jobs are gone)."""
     _STOP_CALLS.clear()
+    _ARN_ALIASES.clear()
 
 
-def install() -> None:
-    """Teach moto's SageMaker `StopTrainingJob` and SageMaker's "not found" (idempotent)."""
-    sm_models.SageMakerModelBackend.stop_training_job = _stop_training_job_backend  # type: ignore[attr-defined]
-    sm_models.SageMakerModelBackend.describe_training_job = _describe_training_job  # type: ignore[method-assign]
-    sm_responses.SageMakerResponse.stop_training_job = _stop_training_job_response  # type: ignore[attr-defined]
-    sm_models.SageMakerModelBackend._get_resource_from_arn = _resource_from_arn  # type: ignore[method-assign]
+def install(session: Any = None) -> None:
+    """Answer `StopTrainingJob`, and SageMaker's "not found", in front of moto (idempotent; `answers.install`)."""
+    answers.install(session)
+    answers.answer(SERVICE, "StopTrainingJob", _stop_training_job)
+    answers.answer(SERVICE, "DescribeTrainingJob", _describe_training_job)
+    answers.answer(SERVICE, "AddTags", _tags, prepare=_resolve_alias)
+    answers.answer(SERVICE, "ListTags", _tags, prepare=_resolve_alias)
 
 
 def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
@@ -196,8 +195,7 @@ def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
         job.training_end_time = None
     arn = detail.get("TrainingJobArn")
     if isinstance(arn, str) and arn:
-        aliases: dict[str, str] = backend.__dict__.setdefault(_ARN_ALIASES, {})
-        aliases[arn] = name
+        _ARN_ALIASES[arn] = (account, region, name)
     # moto creates a job Completed: a new job takes the event's state
     kept = existed and _keeps_its_state(str(job.training_job_status), detail.get("TrainingJobStatus"))
     for key, attr in _DETAIL_FIELDS.items():

@@ -17,7 +17,8 @@ How, on the emulation (moto) with the real handlers:
   after AWS acted on it (its response lost); make the call slow (the clock jumps; a call that outlasts
   the timeout is killed there); or start a duplicate delivery of the same event (SageMaker's duplicates,
   concurrent with the attempt) that runs to its end before call N goes on. A plan's `hazard` instead
-  gives every call a chance to be the one where the attempt dies (the seeded fleet).
+  gives every call a chance to be the one where the attempt dies (the seeded fleet). On the unit tier
+  (`fake_world.py`) `LambdaModel.call` runs the same steps around each port call that stands for an AWS call.
 - a kill raises `Killed`, a BaseException as the runtime's stop is not an error the code handles, and
   makes every later AWS call of that attempt raise it again without reaching AWS: the responder's
   `except BaseException: release(...)` then has no effect, as after a real timeout. A killed call
@@ -39,7 +40,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -63,6 +64,7 @@ RETRY_DELAYS_SECONDS = (60.0, 120.0)
 MAX_EVENT_AGE_SECONDS = 2 * 3600.0
 SERVICES = ("sagemaker", "dynamodb", "sns", "cloudwatch", "sqs")  # every client the guard's functions use
 _PK = contract.TABLE_PARTITION_KEY
+_T = TypeVar("_T")
 
 
 class Killed(BaseException):
@@ -360,17 +362,43 @@ class LambdaModel:
             self._kill(attempt, "busy wait")
 
     # --- hooks -------------------------------------------------------------------------------------
+    def call(
+        self, label: str, act: Callable[[], _T], *, accepted: Callable[[_T], bool] = lambda _: True, subject: str = ""
+    ) -> _T:
+        """One AWS call the unit tier's fakes stand for (`act`), under the plan: the same hooks as a botocore call.
+
+        `accepted`: whether AWS would have accepted it (a conditional write's condition held); `subject`: the job a
+        StopTrainingJob stops, the transition a Publish announces, the ledger key a ledger call writes."""
+        attempt = self.current
+        if attempt is None:
+            return act()
+        kill_after = self._before(attempt, label)
+        try:
+            result = act()
+        except Exception:  # refused (a condition failed): it changed nothing at AWS
+            if kill_after:
+                self._kill(attempt, label)
+            raise
+        if accepted(result):
+            self._accepted(attempt, label, subject)
+        if kill_after:
+            self._kill(attempt, label)
+        return result
+
     def _before_call(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         attempt = self.current
         if attempt is None:
             return  # not inside an attempt (set-up through the guard's clients)
-        if attempt.dead:
-            raise Killed(f"after the kill: {model.name}")  # a dead attempt's call never reaches AWS
         label = step_label(model.name, params)
+        context.update(tg_attempt=attempt, tg_label=label, tg_params=params, tg_kill_after=self._before(attempt, label))
+
+    def _before(self, attempt: Attempt, label: str) -> bool:
+        """Number the call, run the plan's duplicate, delay or kill; True: kill the attempt once AWS acted."""
+        if attempt.dead:
+            raise Killed(f"after the kill: {label}")  # a dead attempt's call never reaches AWS
         attempt.calls.append(label)
         step = len(attempt.calls)
         self.observed.calls += 1
-        context.update(tg_attempt=attempt, tg_label=label, tg_params=params)
         if attempt.plan.duplicate_at == step:
             self._duplicate(attempt)
         kill = attempt.plan.kill if attempt.plan.kill and attempt.plan.kill.step == step else None
@@ -382,39 +410,46 @@ class LambdaModel:
         if self.clock.now >= attempt.deadline:  # this call (or the duplicate's wait) outlasted the timeout
             kill = Kill(step, effect=attempt.plan.delay_effect if delay else False, slow=True)
         if kill is None:
-            return
+            return False
         if kill.slow:
             self.clock.now = max(self.clock.now, attempt.deadline)
         if not kill.effect:
             self._kill(attempt, label)
-        context["tg_kill_after"] = True
+        return True
 
     def _after_call(self, http_response: Any, model: Any, context: dict[str, Any], **_: Any) -> None:
         attempt: Attempt | None = context.get("tg_attempt")
         if attempt is None:
             return
-        accepted = http_response.status_code < 300
         params: dict[str, Any] = context["tg_params"]
         label: str = context["tg_label"]
-        if accepted and model.name == "StopTrainingJob":
-            job = str(params["TrainingJobName"])
-            self.observed.stops[job] += 1
-            if self.on_stop is not None:
-                self.on_stop(job)
-        elif accepted and model.name == "Publish":
-            transition = published_transition(params)
-            self.observed.publishes[transition] += 1
-            attempt.published.add(transition)
-        elif accepted and label == "UpdateItem complete":
-            attempt.completed.add(_ledger_key(params))
-            self.observed.ledger[_ledger_key(params)] = "done"
-        elif accepted and label == "DeleteItem release":
-            self.observed.ledger.pop(_ledger_key(params), None)
-        elif accepted and label == "PutItem claim":
-            key = _ledger_key(params)
-            attempt.delivery.claimed.add(key)
-            if self.observed.ledger.get(key) == "in_progress":  # granted over an expired lease
-                self.observed.takeovers += 1
-            self.observed.ledger[key] = "in_progress"
+        if http_response.status_code < 300:
+            if model.name == "StopTrainingJob":
+                subject = str(params["TrainingJobName"])
+            elif model.name == "Publish":
+                subject = published_transition(params)
+            else:
+                subject = _ledger_key(params)
+            self._accepted(attempt, label, subject)
         if context.get("tg_kill_after"):
             self._kill(attempt, label)
+
+    def _accepted(self, attempt: Attempt, label: str, subject: str) -> None:
+        """What AWS accepted: stops, notifications and the ledger's claims as they happened."""
+        if label == "StopTrainingJob":
+            self.observed.stops[subject] += 1
+            if self.on_stop is not None:
+                self.on_stop(subject)
+        elif label == "Publish":
+            self.observed.publishes[subject] += 1
+            attempt.published.add(subject)
+        elif label == "UpdateItem complete":
+            attempt.completed.add(subject)
+            self.observed.ledger[subject] = "done"
+        elif label == "DeleteItem release":
+            self.observed.ledger.pop(subject, None)
+        elif label == "PutItem claim":
+            attempt.delivery.claimed.add(subject)
+            if self.observed.ledger.get(subject) == "in_progress":  # granted over an expired lease
+                self.observed.takeovers += 1
+            self.observed.ledger[subject] = "in_progress"

@@ -1,8 +1,11 @@
 """Campaign: time. Lambda's timeouts and retries, and SageMaker's concurrent duplicates, on a virtual clock.
 
-The real job-events and sweeper handlers run on the emulation under a model of Lambda's asynchronous
+The real job-events, log-events and sweeper handlers run under a model of Lambda's asynchronous
 invocation (`lambda_model.py`: a 30 s timeout that kills an attempt where it stands, running none of its
 `except`/`finally` code; retries 1 and 2 minutes later; the maximum event age; then dead-lettered).
+The every-call matrices run over the unit tier's fakes (`fake_world.py`: each port call is the one AWS call
+its adapter makes); the emulation (moto) runs every scenario and a sample of the kills and duplicates, each
+ending there as on the fakes, the seeded fleets, and the cases that turn on AWS's own behaviour.
 
 - Every kill point: each AWS call of a reaction hangs until the timeout, never reaching AWS or after AWS
   acted on it, for each kind of event (a stop, one found by DescribeTrainingJob, a notify-only finding,
@@ -34,13 +37,14 @@ import functools
 import itertools
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
+from tests.campaign.fake_world import FakeWorld
 from tests.campaign.lambda_model import (
     FIRST_STOP_WRITE,
     NO_FAULT,
@@ -53,9 +57,10 @@ from tests.campaign.lambda_model import (
     VirtualClock,
 )
 from tests.campaign.streams import JobPlan, plan_fleet
-from tests.helpers import NOW, load_event, rule_status
+from tests.helpers import NOW, load_event, readme_campaign_row, rule_status
 from tests.log_deliveries import MNIST_DEFINITIONS, document, events, plan_log_fleet, subscription
 from training_guard import contract
+from training_guard.adapters import clock as guard_clock
 from training_guard.adapters.log_state import state_key
 from training_guard.config.model import Action, GuardConfig, RulePolicy
 from training_guard.domain.policy import transition_key
@@ -114,14 +119,77 @@ def transitions_of(event: dict[str, Any]) -> set[str]:
     return keys
 
 
+class World(Protocol):
+    """What the campaign asks of AWS: the emulation's answers (moto), or the unit tier's fakes' (`fake_world.py`)."""
+
+    def put_job(self, detail: Mapping[str, Any]) -> None: ...
+
+    def notifications(self) -> list[dict[str, Any]]: ...
+
+    def job_status(self, name: str) -> str | None: ...
+
+    def finish_stopping(self, name: str) -> bool: ...
+
+    def job_tags(self, name: str) -> dict[str, str]: ...
+
+    def alarm_names(self) -> list[str]: ...
+
+    def ledger_item(self, key: str) -> tuple[str, str | None] | None:
+        """(state, outcome) of a ledger key, None when there is no item."""
+        ...
+
+    def log_state_version(self, stream: str) -> int:
+        """The version of the stream's saved state (0: never saved)."""
+        ...
+
+
+class EmulatedWorld:
+    def __init__(self, aws: Emulation) -> None:
+        self.aws = aws
+
+    def put_job(self, detail: Mapping[str, Any]) -> None:
+        self.aws.put_job(detail)
+
+    def notifications(self) -> list[dict[str, Any]]:
+        return self.aws.notifications()
+
+    def job_status(self, name: str) -> str | None:
+        return self.aws.job_status(name)
+
+    def finish_stopping(self, name: str) -> bool:
+        return self.aws.finish_stopping(name)
+
+    def job_tags(self, name: str) -> dict[str, str]:
+        return self.aws.job_tags(name)
+
+    def alarm_names(self) -> list[str]:
+        return self.aws.alarm_names()
+
+    def ledger_item(self, key: str) -> tuple[str, str | None] | None:
+        table = self.aws.client("dynamodb")
+        item = table.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}}).get("Item")
+        return None if item is None else (item["state"]["S"], item.get("outcome", {}).get("S"))
+
+    def log_state_version(self, stream: str) -> int:
+        key = {contract.TABLE_PARTITION_KEY: {"S": state_key(stream)}}
+        got = self.aws.client("dynamodb").get_item(TableName=TABLE, Key=key)
+        return int(got.get("Item", {}).get("version", {}).get("N", 0))
+
+
 @dataclass
 class Run:
-    aws: Emulation
+    world: World
     clock: VirtualClock
     model: LambdaModel
     job_events: Function
     sweeper: Function
     log_events: Function
+
+    @property
+    def aws(self) -> Emulation:
+        """The emulation, for the cases that run on moto only."""
+        assert isinstance(self.world, EmulatedWorld), "a case of the emulation's tier"
+        return self.world.aws
 
     def deliver(self, event: dict[str, Any], *, function: Function | None = None) -> Delivery:
         delivery = self.model.invoke(function or self.job_events, event, at=self.clock.now)
@@ -141,7 +209,28 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
             from training_guard.handlers import job_events, log_events, sweeper
         model.install(monkeypatch)
         yield Run(
-            aws,
+            EmulatedWorld(aws),
+            clock,
+            model,
+            Function("job-events", job_events.handler),
+            Function("sweeper", sweeper.handler, timeout=SWEEPER_TIMEOUT_SECONDS),
+            Function("log-events", log_events.handler),
+        )
+
+
+@contextlib.contextmanager
+def faked(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    """The same handlers and model over the unit tier's fakes (`fake_world.py`): no AWS call, no moto."""
+    clock = VirtualClock(NOW)
+    model = LambdaModel(clock, seed=SEED)
+    world = FakeWorld(model, CONFIG)
+    with handler_output_to_stderr():
+        from training_guard.handlers import job_events, log_events, sweeper
+    # inside a case on the emulation too (its root and clock back at the end: the two tiers compared)
+    with monkeypatch.context() as patched, world.installed():
+        patched.setattr(guard_clock, "utcnow", clock.utcnow)
+        yield Run(
+            world,
             clock,
             model,
             Function("job-events", job_events.handler),
@@ -153,6 +242,12 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
 @pytest.fixture
 def run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
     with emulated(monkeypatch) as run:
+        yield run
+
+
+@pytest.fixture
+def unit_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    with faked(monkeypatch) as run:
         yield run
 
 
@@ -170,57 +265,57 @@ class Scenario:
 
 def _stop(run: Run, job: str) -> dict[str, Any]:
     event = job_event(job, "InProgress", [issues_found()])
-    run.aws.put_job(event["detail"])
+    run.world.put_job(event["detail"])
     return event
 
 
 def _stop_described(run: Run, job: str) -> dict[str, Any]:
-    run.aws.put_job(job_event(job, "InProgress", [issues_found()])["detail"])
+    run.world.put_job(job_event(job, "InProgress", [issues_found()])["detail"])
     return job_event(job, "InProgress", None)  # no rule lists: the guard asks DescribeTrainingJob
 
 
 def _notify_only(run: Run, job: str) -> dict[str, Any]:
     event = job_event(job, "InProgress", [issues_found("LossNotDecreasing")])
-    run.aws.put_job(event["detail"])
+    run.world.put_job(event["detail"])
     return event
 
 
 def _rule_error(run: Run, job: str) -> dict[str, Any]:
     event = job_event(job, "InProgress", [rule_status("ExplodingTensor", "Error", "No debugging data was saved")])
-    run.aws.put_job(event["detail"])
+    run.world.put_job(event["detail"])
     return event
 
 
 def _two_rules(run: Run, job: str) -> dict[str, Any]:
     rules = [issues_found(), rule_status("ExplodingTensor", "Error", "No debugging data was saved")]
     event = job_event(job, "InProgress", rules)
-    run.aws.put_job(event["detail"])
+    run.world.put_job(event["detail"])
     return event
 
 
 def _late_finding(run: Run, job: str) -> dict[str, Any]:
     """The finding's event arrives after the job completed (SageMaker refuses the stop)."""
     event = job_event(job, "InProgress", [issues_found()])
-    run.aws.put_job(event["detail"])
-    run.aws.put_job(job_event(job, "Completed", [issues_found()])["detail"])
+    run.world.put_job(event["detail"])
+    run.world.put_job(job_event(job, "Completed", [issues_found()])["detail"])
     return event
 
 
 def _stopped_by_guard(run: Run, job: str) -> dict[str, Any]:
     run.deliver(_stop(run, job))
-    assert run.aws.finish_stopping(job)
+    assert run.world.finish_stopping(job)
     return job_event(job, "Stopped", [issues_found()])
 
 
 def _failed(run: Run, job: str) -> dict[str, Any]:
     event = job_event(job, "Failed", [], FailureReason="AlgorithmError: CUDA out of memory")
-    run.aws.put_job(event["detail"])
+    run.world.put_job(event["detail"])
     return event
 
 
 def _job_alarm(run: Run, job: str) -> dict[str, Any]:
     event = job_event(job, "InProgress", [rule_status("VanishingGradient", "InProgress")], tags=ALARM_TAGS)
-    run.aws.put_job(event["detail"])
+    run.world.put_job(event["detail"])
     return event
 
 
@@ -280,7 +375,7 @@ def run_case(run: Run, scenario: Scenario, plan: AttemptPlan, *, function: Funct
     """`scenario`'s event delivered once, its first attempt under `plan`, then Lambda's retries."""
     job = f"{scenario.name}-{next(_ids)}"
     event = scenario.prepare(run, job)
-    run.aws.notifications()  # what the preparation announced is not this case's
+    run.world.notifications()  # what the preparation announced is not this case's
     stops_before = run.model.observed.stops[job]
     first = len(run.model.deliveries)
     run.model.planner = lambda delivery, number: plan if (delivery.number, number) == (first, 0) else NO_FAULT
@@ -293,25 +388,24 @@ def run_case(run: Run, scenario: Scenario, plan: AttemptPlan, *, function: Funct
 
 
 def observe(run: Run, job: str, deliveries: list[Delivery], stops_before: int = 0) -> Case:
-    notes = run.aws.notifications()
+    notes = run.world.notifications()
     assert {n["job"]["name"] for n in notes} <= {job}
-    table = run.aws.client("dynamodb")
     keys = {key for d in deliveries for key in d.claimed}
-    ledger = {}
+    ledger: dict[str, str | None] = {}
     folded = set()
     for key in keys:
-        item = table.get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}}).get("Item")
-        ledger[key] = item["state"]["S"] if item else None
-        if item and item.get("outcome", {}).get("S") == "folded":
+        item = run.world.ledger_item(key)
+        ledger[key] = item[0] if item else None
+        if item and item[1] == "folded":
             folded.add(key)
     return Case(
         job=job,
         deliveries=deliveries,
         notes=notes,
         stops=run.model.observed.stops[job] - stops_before,
-        status=run.aws.job_status(job),
-        attributed=contract.TAG_STOPPED_BY in run.aws.job_tags(job),
-        alarms=sum(a.startswith(f"{contract.JOB_ALARM_PREFIX}{job}-") for a in run.aws.alarm_names()),
+        status=run.world.job_status(job),
+        attributed=contract.TAG_STOPPED_BY in run.world.job_tags(job),
+        alarms=sum(a.startswith(f"{contract.JOB_ALARM_PREFIX}{job}-") for a in run.world.alarm_names()),
         ledger=ledger,
         exposed=Counter({t: n for t, n in run.model.observed.exposed.items() if t.startswith(f"t#{job}#")}),
         folded=folded,
@@ -450,8 +544,10 @@ def figures_of(run: Run) -> dict[str, Any]:
 
 
 def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
-    run: Run, figures: dict[str, Any]
+    unit_run: Run, figures: dict[str, Any]
 ) -> None:
+    """On the unit tier's fakes (the emulation runs a sample of these kills, and every scenario, to the same end)."""
+    run = unit_run
     failures = {k: v for scenario in SCENARIOS for k, v in kill_cases(run, scenario).items()}
     assert not failures, failures
     seen = run.model.observed
@@ -476,15 +572,23 @@ def test_a_kill_at_any_call_of_any_reaction_loses_nothing_and_doubles_nothing(
     assert seen.takeovers > 0
     assert seen.exposed
     figures.update(cases=sum(seen.kills.values()), **figures_of(run))
+    shown = readme_campaign_row("time")
+    assert (
+        f"{figures['cases']} cases, {figures['kills']} kills, {figures['takeovers']} takeovers, 0 lost, "
+        f"{figures['dead_lettered']} dead-lettered" in shown
+    ), shown
 
 
 CONCURRENT = ("stop", "rule-error", "stopped-by-guard")
 
 
-def test_a_duplicate_inside_any_call_waits_retries_and_the_lease_hands_over(run: Run, figures: dict[str, Any]) -> None:
+def test_a_duplicate_inside_any_call_waits_retries_and_the_lease_hands_over(
+    unit_run: Run, figures: dict[str, Any]
+) -> None:
     """SageMaker's second delivery starts while the first attempt is inside call N: it finds the claim
     busy, waits, gives up and is retried; the first attempt finishes, or is killed at a later call and
-    its lease runs out before the retries come."""
+    its lease runs out before the retries come. On the unit tier's fakes (the emulation runs a sample)."""
+    run = unit_run
     failures: dict[str, list[str]] = {}
     cases = 0
     for scenario in (SCENARIO[name] for name in CONCURRENT):
@@ -515,6 +619,11 @@ def test_a_duplicate_inside_any_call_waits_retries_and_the_lease_hands_over(run:
     assert seen.busy_waits > 0
     assert seen.takeovers > 0
     figures.update(cases=cases, **figures_of(run))
+    shown = readme_campaign_row("time")
+    assert (
+        f"duplicates started inside every call: {cases} cases, {seen.busy_waits} busy waits, {seen.busy} busy "
+        "deliveries retried, 0 lost" in shown
+    ), shown
 
 
 def _call_number(run: Run, name: str) -> int:
@@ -785,6 +894,13 @@ def test_a_seeded_fleet_under_kills_slow_calls_duplicates_retries_and_sweeps(run
         folded_into_the_guards_stop=len(folded),
         guard_stops_announced_notified=len(misannounced),
     )
+    shown = readme_campaign_row("time")
+    assert (
+        f"a seeded fleet of {figures['jobs']} jobs over {figures['virtual_minutes']} virtual minutes: "
+        f"{figures['kills']} kills, {figures['retries']} retries, {len(seen.stops)} stops (each once), "
+        f"{figures['dead_lettered']} deliveries dead-lettered and no transition left unannounced" in shown
+    ), shown
+    assert not missing
 
 
 # --- the log path: a subscription delivery of a training log ---------------------------------------------------
@@ -796,7 +912,7 @@ LOG_T0 = NOW - timedelta(hours=1)
 
 
 def _log_job(run: Run, job: str) -> None:
-    run.aws.put_job(
+    run.world.put_job(
         {
             "TrainingJobName": job,
             "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}",
@@ -839,14 +955,14 @@ LOG_SCENARIOS = (
 
 def log_state_version(run: Run, job: str) -> int:
     """The version of the job's stream's saved state (0: never saved)."""
-    key = state_key(f"{job}/algo-1-1764468600")
-    got = run.aws.client("dynamodb").get_item(TableName=TABLE, Key={contract.TABLE_PARTITION_KEY: {"S": key}})
-    return int(got.get("Item", {}).get("version", {}).get("N", 0))
+    return run.world.log_state_version(f"{job}/algo-1-1764468600")
 
 
 def test_log_path_a_kill_at_any_call_loses_nothing_doubles_no_stop_and_saves_the_state(
-    run: Run, figures: dict[str, Any]
+    unit_run: Run, figures: dict[str, Any]
 ) -> None:
+    """On the unit tier's fakes (the emulation runs a sample of these kills to the same end)."""
+    run = unit_run
     failures: dict[str, list[str]] = {}
     cases = 0
     for scenario in LOG_SCENARIOS:
@@ -912,10 +1028,12 @@ def test_log_path_a_slow_call_leaves_the_batch_to_the_retry_before_the_lambda_ti
 
 
 def test_log_path_a_concurrent_copy_of_the_delivery_inside_any_call_stops_once(
-    run: Run, figures: dict[str, Any]
+    unit_run: Run, figures: dict[str, Any]
 ) -> None:
     """CloudWatch Logs delivers the batch again while the first attempt is inside call N (both fold the same
-    state; one save wins, the other folds again on it); the first attempt finishes, or is killed later."""
+    state; one save wins, the other folds again on it); the first attempt finishes, or is killed later. On the
+    unit tier's fakes (the emulation runs a sample)."""
+    run = unit_run
     failures: dict[str, list[str]] = {}
     cases = 0
     scenario = LOG_SCENARIOS[0]
@@ -1010,3 +1128,112 @@ def test_log_path_a_seeded_fleet_under_kills_slow_calls_copies_and_retries(run: 
 
 def _job_of(delivery: Delivery) -> str:
     return str(decode(delivery.event).job)
+
+
+# --- the two tiers: the emulation ends as the fakes do -----------------------------------------------------------
+# The every-call matrices above run on the unit tier's fakes (fake_world.py: each port call is the one AWS call its
+# adapter makes). The emulation runs every scenario without faults and a sample of the kills and the duplicates, each
+# checked against the promise; then the fakes run the same cases, and each must end the same: the same calls in every
+# attempt, the same notifications, stops, tags, alarms, ledger and saved log state.
+def trace(run: Run, case: Case) -> dict[str, Any]:
+    """What a case did at AWS, told without its job's name (so two runs of it compare)."""
+
+    def norm(text: str) -> str:
+        return text.replace(case.job, "{job}")
+
+    return {
+        "attempts": [[(a.number, a.calls, norm(a.outcome)) for a in d.attempts] for d in case.deliveries],
+        "notes": sorted((norm(n["transition"]), n["kind"], n["outcome"], by_guard(n)) for n in case.notes),
+        "aws": (case.stops, case.status, case.attributed, case.alarms, case.dead_lettered),
+        "ledger": sorted((norm(k), state, k in case.folded) for k, state in case.ledger.items()),
+        "announced_again": sorted(norm(t) for t in case.exposed.elements()),
+        "log_state_version": log_state_version(run, case.job),
+    }
+
+
+Sample = Callable[[Scenario, list[str]], list[AttemptPlan]]
+
+
+def traces(run: Run, scenarios: tuple[Scenario, ...], sample: Sample) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """Each scenario without faults, then under each plan `sample` draws from its calls: the traces, by case, and
+    how each case broke the promise."""
+    out: dict[str, Any] = {}
+    failures: dict[str, list[str]] = {}
+    for scenario in scenarios:
+        reference = reference_of(run, scenario)
+        calls = reference.deliveries[0].attempts[0].calls
+        out[f"{scenario.name} without faults"] = trace(run, reference)
+        for plan in sample(scenario, calls):
+            case = run_case(run, scenario, plan)
+            where = f"{scenario.name}: {plan}"
+            out[where] = trace(run, case)
+            found = violations(case, reference)
+            if scenario.log_path and log_state_version(run, case.job) < 1 and not case.dead_lettered:
+                found.append("the stream's state was never saved")
+            if found:
+                failures[where] = found
+    return out, failures
+
+
+def on_both_tiers(
+    run: Run, monkeypatch: pytest.MonkeyPatch, scenarios: tuple[Scenario, ...], sample: Callable[[], Sample]
+) -> int:
+    """The cases on the emulation, then on the fakes: none breaks the promise, each ends the same on both."""
+    emulated_traces, failures = traces(run, scenarios, sample())
+    assert not failures, failures
+    with faked(monkeypatch) as unit_run:
+        unit_traces, _ = traces(unit_run, scenarios, sample())
+    differ = {k: (v, unit_traces.get(k)) for k, v in emulated_traces.items() if unit_traces.get(k) != v}
+    assert not differ, differ
+    assert emulated_traces.keys() == unit_traces.keys()
+    return len(emulated_traces)
+
+
+def each_kind_of_kill() -> Sample:
+    """Each kind of call killed once before and once after AWS acted (a read once), where a scenario first makes it."""
+    seen: set[tuple[str, bool]] = set()
+
+    def sample(scenario: Scenario, calls: list[str]) -> list[AttemptPlan]:
+        plans = []
+        for step, label in enumerate(calls, start=1):
+            for effect in effects(label):
+                if (label, effect) not in seen:
+                    seen.add((label, effect))
+                    plans.append(AttemptPlan(kill=Kill(step, effect=effect)))
+        return plans
+
+    return sample
+
+
+def test_every_scenario_and_each_kind_of_kill_end_on_the_emulation_as_on_the_fakes(
+    run: Run, monkeypatch: pytest.MonkeyPatch, figures: dict[str, Any]
+) -> None:
+    cases = on_both_tiers(run, monkeypatch, SCENARIOS + LOG_SCENARIOS, each_kind_of_kill)
+    figures.update(cases=cases, **figures_of(run))
+
+
+# Where a duplicate meets a conditional write held by the first attempt: its claims (a lease), the log state's save.
+HELD = {
+    "stop": ("PutItem stop record + lease", "PutItem claim"),
+    "log-stop": ("GetItem log state", "PutItem log state"),
+}
+
+
+def duplicates_in_the_stop() -> Sample:
+    """A duplicate inside each call of a stop; inside the calls that hold a write, the first attempt then finishing
+    or killed at its last call (its lease runs out); the log path's at its state's read and save."""
+
+    def sample(scenario: Scenario, calls: list[str]) -> list[AttemptPlan]:
+        last = Kill(len(calls), effect=False)
+        held = [calls.index(label) + 1 for label in HELD.get(scenario.name, ())]
+        plans = [AttemptPlan(duplicate_at=at) for at in range(1, len(calls) + 1)] if scenario.name == "stop" else []
+        return plans + [AttemptPlan(duplicate_at=at, kill=kill) for at in held for kill in (None, last)]
+
+    return sample
+
+
+def test_a_duplicate_inside_each_call_of_a_stop_ends_on_the_emulation_as_on_the_fakes(
+    run: Run, monkeypatch: pytest.MonkeyPatch, figures: dict[str, Any]
+) -> None:
+    cases = on_both_tiers(run, monkeypatch, (SCENARIO["stop"], LOG_SCENARIOS[0]), duplicates_in_the_stop)
+    figures.update(cases=cases, **figures_of(run))

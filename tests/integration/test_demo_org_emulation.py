@@ -137,14 +137,15 @@ def test_assume_role_needs_the_role_in_its_account_and_then_acts_in_that_account
     sagemaker_ext.put_job(
         MEMBER_A, REGION, load_event("vanishing_gradient_issues_found")["detail"] | {"TrainingJobName": JOB}
     )
-    session = boto3.session.Session(
-        aws_access_key_id=credentials["AccessKeyId"],
-        aws_secret_access_key=credentials["SecretAccessKey"],
-        aws_session_token=credentials["SessionToken"],
-        region_name=REGION,
-    )
-    assert session.client("sts").get_caller_identity()["Account"] == MEMBER_A
-    session.client("sagemaker").stop_training_job(TrainingJobName=JOB)
+    assumed = {
+        "aws_access_key_id": credentials["AccessKeyId"],
+        "aws_secret_access_key": credentials["SecretAccessKey"],
+        "aws_session_token": credentials["SessionToken"],
+        "region_name": REGION,
+    }
+    # The emulation's session (as the functions' member clients): its clients answer StopTrainingJob.
+    assert boto3.client("sts", **assumed).get_caller_identity()["Account"] == MEMBER_A
+    boto3.client("sagemaker", **assumed).stop_training_job(TrainingJobName=JOB)
     assert sagemaker_ext.job_status(MEMBER_A, REGION, JOB) == "Stopping"
     [call] = sagemaker_ext.stop_calls(MEMBER_A, REGION, JOB)
     assert accounts_ext.assumed_role_of(call.access_key) == ROLE_A

@@ -209,7 +209,7 @@ def _largest_state(name_chars: int) -> StreamState:
         overfit=LogOverfitRule(patience=MAX_LOG_WINDOW),
     )
     names = [f"{n:02d}" + "m" * (name_chars - 2) for n in range(40)]
-    reader = LineReader(tuple((name, rf"\b{name}=(\S+)") for name in names))
+    reader = LineReader(tuple((name, rf"{name}=(\S+)") for name in names))
     state = None
     for block in range(3):
         logged = [

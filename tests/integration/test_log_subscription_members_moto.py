@@ -1,9 +1,8 @@
 """The subscriber's member part on moto's accounts: the real adapters assume each member's log role (moto gives the
 assumed role's account) and act on that account's training log group only.
 
-moto 5.2.5 reads a CloudWatch Logs destination ARN given to PutSubscriptionFilter as a log group's, so a member's put
-to the hub's destination cannot run here (docs/design/log-subscription.md, "Members"); the filters below are seeded
-in moto's model, and the test covers what runs: AssumeRole per member, the listing, the removal, the group kept.
+Plain moto 5.2.5 reads a destination ARN given to PutSubscriptionFilter as a log group's, so the filters here are
+seeded in moto's model; the put itself, through the emulation's destinations, is in test_member_logs_e2e.py.
 """
 
 from __future__ import annotations

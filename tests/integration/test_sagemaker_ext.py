@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests import faults
 from tests.helpers import load_event
+from training_guard_local import sagemaker_ext
 from training_guard_local.emulator import Emulation
 
 
@@ -96,3 +98,26 @@ def test_a_late_in_progress_event_does_not_undo_a_stop(aws: Emulation) -> None:
     aws.client("sagemaker").stop_training_job(TrainingJobName=detail["TrainingJobName"])
     aws.put_job(detail)
     assert aws.job_status(detail["TrainingJobName"]) == "Stopping"
+
+
+def test_the_arn_an_event_reports_finds_its_job_for_tags(aws: Emulation) -> None:
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    reported = f"arn:aws:sagemaker:{aws.region}:{aws.account}:training-job/not-the-jobs-name"
+    aws.put_job({**detail, "TrainingJobArn": reported, "Tags": {"team": "vision"}})
+    sagemaker = aws.client("sagemaker")
+    sagemaker.add_tags(ResourceArn=reported, Tags=[{"Key": "guard", "Value": "stopped"}])
+    tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=reported)["Tags"]}
+    assert tags == {"team": "vision", "guard": "stopped"}
+    assert aws.job_tags(detail["TrainingJobName"]) == tags
+
+
+def test_a_stop_refused_in_front_of_the_emulation_changes_nothing(aws: Emulation) -> None:
+    """A fault (tests/faults.py) runs before the emulation's answer: the job runs on and no stop is recorded."""
+    detail = load_event("vanishing_gradient_issues_found")["detail"]
+    aws.put_job(detail)
+    sagemaker = aws.client("sagemaker")
+    faults.refuse(sagemaker, "StopTrainingJob", lambda _request: faults.THROTTLING)
+    with pytest.raises(ClientError, match="ThrottlingException"):
+        sagemaker.stop_training_job(TrainingJobName=detail["TrainingJobName"])
+    assert aws.job_status(detail["TrainingJobName"]) == "InProgress"
+    assert sagemaker_ext.stop_calls(job=detail["TrainingJobName"]) == []

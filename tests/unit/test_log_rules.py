@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -402,7 +403,7 @@ def test_state_is_bounded_whatever_the_log_length() -> None:
     assert state.lines == 100_000
     assert state is not None
     json.dumps(state.to_json(), allow_nan=False)  # plain JSON: no NaN or infinity is kept
-    assert sizes[1] < 2 * sizes[0] < 4_000  # 10k lines or 100k: the same KB (the last batches' digests grow to 16)
+    assert sizes[1] < 2 * sizes[0] < 4_000  # 10k lines or 100k: the same KB
 
 
 def test_events_of_one_millisecond_split_across_batches_are_all_folded() -> None:
@@ -410,6 +411,74 @@ def test_events_of_one_millisecond_split_across_batches_are_all_folded() -> None
     state, _ = evaluate(None, same_ms[:2], reader=READER, rules=DEFAULTS)
     state, _ = evaluate(state, same_ms[1:], reader=READER, rules=DEFAULTS)  # one repeated, two new
     assert state.lines == 4
+
+
+def test_a_fold_leaves_the_state_it_folds_into_as_it_was() -> None:
+    """`evaluate` forks the state, sharing its lists: neither the fold nor a mark on its result may change them."""
+    evs = events(curve_with_everything())
+    state: StreamState | None = None
+    for start in range(0, len(evs), 7):
+        before = None if state is None else json.dumps(state.to_json(), sort_keys=True)
+        folded, firings = evaluate(state, evs[start : start + 7], reader=READER, rules=DEFAULTS)
+        folded.mark(replace(firings[0], rule="StalledTrainingRule") if firings else stalled_firing())
+        if state is not None:
+            assert json.dumps(state.to_json(), sort_keys=True) == before
+        state = folded
+    assert state is not None
+    assert set(state.fired) >= {"NaN", "Divergence", "StalledTrainingRule"}  # the batches did change their forks
+
+
+def stalled_firing() -> Firing:
+    return Firing("StalledTrainingRule", None, None, 1, "stall@0", 0, "notify", "log_rules.stalled", "clock", "quiet")
+
+
+def _saved_digest(text: str) -> str:
+    """An id, or a batch's ids a line each, as states save them (and as deployed guards saved them)."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+@pytest.mark.parametrize("saved_ids", ["as now", "digest of the last too"])
+def test_events_already_folded_at_the_newest_millisecond_are_known_in_either_saved_form(saved_ids: str) -> None:
+    first = [LogEvent(str(i), 1000 * i, keras(1.0 / i), line=i) for i in range(1, 4)]
+    same_ms = [LogEvent(str(i), 5000, keras(0.2 + i / 100), line=i) for i in (4, 5)]
+    state, _ = evaluate(None, first, reader=READER, rules=DEFAULTS)
+    doc = state.to_json()
+    if saved_ids != "as now":  # a deployed guard's state: the one id at the newest millisecond as a digest
+        assert (doc["ids"], doc["last_event"]) == ([], "3")
+        doc["ids"] = [_saved_digest("3")]
+    state = StreamState.from_json(doc)
+    again, _ = evaluate(state, first[-1:], reader=READER, rules=DEFAULTS)
+    assert again.lines == 3  # known: not folded twice
+    state, _ = evaluate(state, same_ms, reader=READER, rules=DEFAULTS)
+    assert (state.lines, state.last_event, state.ids) == (5, "5", [_saved_digest("4"), _saved_digest("5")])
+    for repeat in (same_ms[:1], same_ms, [*first[-1:], *same_ms]):
+        again, _ = evaluate(state, repeat, reader=READER, rules=DEFAULTS)
+        assert again.to_json() == state.to_json()
+
+
+def test_a_batch_keeps_a_digest_only_where_its_events_would_not_tell_a_redelivery() -> None:
+    reader = LineReader((("loss", r" loss: (\S+)"), ("step", r"- (\S+)/step")))  # `3s/step`: not a number
+    plain = [LogEvent(str(i), 1000 * i, keras(1.0 / i), line=i) for i in range(1, 8)]
+    state, _ = evaluate(None, plain, reader=reader, rules=DEFAULTS)
+    assert (state.batches, state.unparsed) == ([], 0)  # a repeat is told by its events: late, or at the newest ms
+    odd = [LogEvent(str(i), 1000 * i, f"469/469 - 3s/step - loss: {1.0 / i:.4f}", line=i) for i in range(8, 11)]
+    state, _ = evaluate(state, odd, reader=reader, rules=DEFAULTS)
+    # the digest deployed guards saved for every batch: their states' digests still match their batches
+    assert (state.batches, state.unparsed) == ([_saved_digest("\n".join(e.id for e in odd))], 3)
+    newer = [LogEvent("11", 11_000, keras(0.09), line=11)]
+    state, _ = evaluate(state, newer, reader=reader, rules=DEFAULTS)
+    for repeat in (odd, plain, newer):  # late now, but for `newer`: NaN and patterns only, each counted once
+        again, firings = evaluate(state, repeat, reader=reader, rules=DEFAULTS)
+        assert firings == []
+        assert again.to_json() == state.to_json()
+
+
+def test_a_batch_of_more_ids_at_one_millisecond_than_a_state_keeps_is_known_by_its_digest() -> None:
+    crowd = [LogEvent(str(i), 7, keras(0.5 + i / 1000), line=i) for i in range(1, 300)]
+    state, _ = evaluate(None, crowd, reader=READER, rules=DEFAULTS)
+    assert (state.lines, len(state.ids), len(state.batches)) == (299, 256, 1)
+    again, _ = evaluate(state, crowd, reader=READER, rules=DEFAULTS)
+    assert again.to_json() == state.to_json()
 
 
 # --- the job's tag ---------------------------------------------------------------------------------------------

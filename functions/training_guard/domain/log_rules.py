@@ -8,7 +8,7 @@ import hashlib
 import math
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import field
 from itertools import islice
 from operator import attrgetter
@@ -17,7 +17,7 @@ from typing import Any
 from training_guard import contract
 from training_guard.config.frozen import frozen
 from training_guard.config.model import LOG_RULE_NAMES, LogAction, LogRules
-from training_guard.domain.log_lines import DEFINED, RESCAN, LineReader, loss_metrics, loss_role
+from training_guard.domain.log_lines import DEFINED, RESCAN, LineReader, TextPoints, loss_metrics, loss_role
 
 STATE_VERSION = 1
 MAX_METRIC_NAMES = 64  # names remembered for recognising the loss; a line of a hundred keys is not a hundred series
@@ -125,6 +125,15 @@ def _tag_problem(value: str, why: str) -> str:
     )
 
 
+# What a point changes in a series, in `_Series.hot`'s order.
+_Hot = tuple[
+    float | None, int, float | None, float | None, float | None, float, int | None, float, int, float | None, int
+]
+_FRESH: _Hot = (None, 0, None, None, None, math.inf, None, math.inf, 0, None, 0)
+_NO_WINDOW: deque[float] = deque(maxlen=0)
+_At = tuple[str, LogEvent, int | None]  # a point's reader, event and line
+
+
 class _Series:
     """One loss series: count, best, level and noise, window, Overtraining's and Overfit's marks."""
 
@@ -159,10 +168,36 @@ class _Series:
         self.train_at_min: float | None = None  # Overfit (validation series): the training level at the minimum
         self.streak = 0
 
-    def keep(self, size: int) -> None:
-        """Keeps the last `size` values in the window (the configured num_steps may have changed)."""
-        if self.window.maxlen != size:
-            self.window = deque(self.window, maxlen=size)
+    def hot(self) -> _Hot:
+        """The fields a point changes, for a run's locals."""
+        return (
+            self.prev,
+            self.count,
+            self.last_log,
+            self.noise,
+            self.level,
+            self.best,
+            self.best_line,
+            self.ot_best,
+            self.ot_since,
+            self.train_at_min,
+            self.streak,
+        )
+
+    def set_hot(self, hot: _Hot) -> None:
+        (
+            self.prev,
+            self.count,
+            self.last_log,
+            self.noise,
+            self.level,
+            self.best,
+            self.best_line,
+            self.ot_best,
+            self.ot_since,
+            self.train_at_min,
+            self.streak,
+        ) = hot
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -187,6 +222,15 @@ class _Series:
             self.train_at_min,
             self.streak,
         )
+        return new
+
+    def forked(self, keep: int | None) -> _Series:
+        """A run's copy, `hot` left to the run; the window shared if `keep` is None (validation: it keeps none)."""
+        new = _Series.__new__(_Series)
+        window = self.window
+        if keep is not None:
+            window = window.copy() if window.maxlen == keep else deque(window, maxlen=keep)
+        new.name, new.window = self.name, window
         return new
 
     @classmethod
@@ -233,7 +277,7 @@ class StreamState:
 
     def __init__(self) -> None:
         self.ts: int | None = None  # the newest timestamp folded
-        self.ids: list[str] = []  # digests of the ids folded at `ts`
+        self.ids: list[str] = []  # digests of the ids folded at `ts` (none while `last_event` is alone there)
         self.batches: list[str] = []
         self.lines = 0  # lines folded in order: a firing's line in the Lambda
         self.first_ms: int | None = None
@@ -308,9 +352,30 @@ class StreamState:
         new.val = None if val is None else val.copy()
         return new
 
+    def fork(self) -> StreamState:
+        """A copy for `evaluate`: the lists and the dict are shared, never changed in place (a run replaces them)."""
+        new = StreamState.__new__(StreamState)
+        new.ts, new.ids, new.batches, new.lines = self.ts, self.ids, self.batches, self.lines
+        new.first_ms, new.point_ms, new.last_event = self.first_ms, self.point_ms, self.last_event
+        new.names, new.fired, new.unparsed, new.unparsed_sample = (
+            self.names,
+            self.fired,
+            self.unparsed,
+            self.unparsed_sample,
+        )
+        new.loss, new.val = self.loss, self.val  # a run folds into its own copies (`_Run.fold`)
+        return new
+
     def mark(self, firing: Firing) -> None:
         """Records a firing made outside `evaluate` (the stall check), so that the rule fires once per stream."""
-        self.fired.setdefault(firing.rule, firing.line)
+        if firing.rule not in self.fired:
+            self.fired = {**self.fired, firing.rule: firing.line}  # replaced: a fork may share it
+
+    def at_newest(self) -> list[str]:
+        """Digests of the ids folded at the newest millisecond: `ids`, or `last_event`'s when it was alone there."""
+        if self.ids or self.last_event is None:
+            return self.ids
+        return [_digest(self.last_event)]
 
 
 class _Plan:
@@ -342,6 +407,7 @@ class _Plan:
         # What every batch's run reads, worked out once a plan rather than once a delivery.
         self.rules_on = {rule: self.on(rule) for rule in LOG_RULE_NAMES}
         self._on_after: dict[tuple[str, ...], dict[str, bool]] = {}
+        self._contexts: dict[tuple[tuple[str, ...], tuple[str, ...]], _Context] = {}
         self._nan_ok: dict[tuple[str, str], bool] = {}
         # (roles, NaN on) -> built-in readers' metrics no rule reads then (not a role, no NaN to catch), and the others
         self._quiet: dict[tuple[tuple[str | None, str | None], bool], tuple[set[str], set[str]]] = {}
@@ -361,6 +427,19 @@ class _Plan:
 
     def on(self, rule: str) -> bool:
         return self.actions[rule] is not LogAction.IGNORE
+
+    def context(self, state: StreamState) -> _Context:
+        """A run's start for a stream's names and firings: names, roles, rules on, NaN on, unread and read metrics."""
+        key = (tuple(state.names), tuple(state.fired))
+        found = self._contexts.get(key)
+        if found is None:
+            names = key[0]
+            roles = _roles(names, self.loss_metric, self.validation_metric)
+            on = self.on_after(state.fired)
+            if len(self._contexts) >= MAX_CACHED:
+                self._contexts.clear()
+            found = self._contexts[key] = (frozenset(names), roles, on, on[NAN], *self.quiet(roles, on[NAN]))
+        return found
 
     def on_after(self, fired: Mapping[str, int | None]) -> dict[str, bool]:
         """Which built-in rules may still fire once `fired` have: shared, a run copies it before a change."""
@@ -402,7 +481,18 @@ class _Plan:
 MAX_CACHED = 256
 MAX_FILED = 4096  # metric names a plan files as read or unread by its rules (a log's are few, a hostile log's not)
 _PLANS: dict[tuple[int, str | None], tuple[LogRules, _Plan | None]] = {}
+_Context = tuple[frozenset[str], tuple[str | None, str | None], dict[str, bool], bool, set[str], set[str]]
 _ROLES: dict[tuple[tuple[str, ...], str | None, str | None], tuple[str | None, str | None]] = {}
+
+
+def _roles(names: tuple[str, ...], loss: str | None, validation: str | None) -> tuple[str | None, str | None]:
+    key = (names, loss, validation)
+    roles = _ROLES.get(key)
+    if roles is None:
+        if len(_ROLES) >= MAX_CACHED:
+            _ROLES.clear()
+        roles = _ROLES[key] = loss_metrics(names, loss=loss, validation=validation)
+    return roles
 
 
 def _plan(rules: LogRules, tag: str | None) -> _Plan | None:
@@ -435,38 +525,38 @@ def evaluate(
     rules: LogRules,
     tags: Mapping[str, str] | None = None,
 ) -> tuple[StreamState, list[Firing]]:
-    """Folds a batch of one stream's events into (a copy of) the state; returns it and the new firings."""
-    folded = StreamState() if state is None else state.copy()
+    """Folds a batch of one stream's events into (a fork of) the state; returns it and the new firings."""
+    folded = StreamState() if state is None else state.fork()
     if not rules.enabled or not events:
         return folded, []
     plan = _plan(rules, tags.get(contract.LOG_RULES_TAG) if tags else None)
     if plan is None:
         return folded, []
-    batch = _digest("\n".join(map(_ID, events)))
-    if batch in folded.batches:
+    ordered = sorted(events, key=_TIMESTAMP)
+    # A batch folded before has no event newer than the state's: only then can its digest be among the kept ones.
+    old = folded.ts is not None and ordered[-1].timestamp_ms <= folded.ts
+    batch = _digest("\n".join(map(_ID, events))) if old and folded.batches else None
+    if batch is not None and batch in folded.batches:
         return folded, []
-    lines_before = folded.lines
+    lines, unparsed = folded.lines, folded.unparsed
     run = _Run(folded, plan, reader)
-    run.fold(sorted(events, key=_TIMESTAMP))
-    if folded.lines != lines_before:  # a batch of late or repeated events only is idempotent without its digest
-        folded.batches.append(batch)
-        del folded.batches[:-MAX_BATCHES]
+    run.fold(ordered)
+    # Kept for what its events alone would not tell, were it delivered again (late or repeated events only: none).
+    if folded.lines != lines and (folded.unparsed != unparsed or run.crowded):
+        folded.batches = [*folded.batches[1 - MAX_BATCHES :], batch or _digest("\n".join(map(_ID, events)))]
     return folded, run.firings
 
 
 class _Run:
     """One batch being folded. Each rule is a few comparisons per point: this is the hot path of a chatty job."""
 
-    __slots__ = (  # attributes read per point: slots are read faster than an instance dict
-        "delta",
+    __slots__ = (  # set once a batch: a few, read into locals by `fold`
+        "crowded",
         "firings",
-        "log_factor",
         "loud",
         "names",
         "nan_heard",
         "on",
-        "patience_train",
-        "patience_validation",
         "plan",
         "quiet",
         "reader",
@@ -475,97 +565,220 @@ class _Run:
         "sample_now",
         "start_ts",
         "state",
-        "steps",
         "unparsed_at",
-        "warmup",
     )
 
     def __init__(self, state: StreamState, plan: _Plan, reader: LineReader) -> None:
         self.state = state
         self.plan = plan
         self.reader = reader
+        self.rules = plan.rules
         self.firings: list[Firing] = []
         self.start_ts = state.ts
-        self.names = set(state.names)
-        self.roles = self._roles()
-        self.rules = plan.rules
-        self.on = plan.on_after(state.fired)  # shared: `_fire` copies it
-        self.nan_heard = self.on[NAN]  # what quiet and loud were filed under
-        self.quiet, self.loud = plan.quiet(self.roles, self.nan_heard)
-        self.log_factor, self.warmup, self.steps = plan.log_factor, plan.warmup, plan.steps
-        self.delta, self.patience_train, self.patience_validation = (
-            plan.delta,
-            plan.patience_train,
-            plan.patience_validation,
-        )
-        self.unparsed_at, self.sample_now = -1, False
-        keep = 2 * self.steps
-        for series in (state.loss, state.val):
-            if series is not None and series.window.maxlen != keep:
-                series.keep(keep)
+        self.names, self.roles, self.on, self.nan_heard, self.quiet, self.loud = plan.context(state)
+        self.unparsed_at, self.sample_now, self.crowded = -1, False, False
 
-    def _roles(self) -> tuple[str | None, str | None]:
-        plan = self.plan
-        key = (tuple(self.state.names), plan.loss_metric, plan.validation_metric)
-        roles = _ROLES.get(key)
-        if roles is None:
-            if len(_ROLES) >= MAX_CACHED:
-                _ROLES.clear()
-            roles = _ROLES[key] = loss_metrics(key[0], loss=key[1], validation=key[2])
-        return roles
+    def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912, PLR0915 - one loop: a call costs per point
+        """Each event in timestamp order, the series in locals: the Python overhead per point is what the bench counts.
 
-    def fold(self, events: Sequence[LogEvent]) -> None:  # noqa: PLR0912 - one loop: a call per branch costs per line
-        """Each event in timestamp order, with locals: the Python overhead per line is what the bench measures."""
-        ahead, lines, point_ms = self._ahead(events)
-        rest = islice(events, ahead, None) if ahead else events
-        texts, patterns, names = self.reader.texts, self.plan.patterns, self.names
-        if texts is None:
-            self._done(events, *self._scanned(rest, lines, point_ms))
-            return
-        on_loss, on_validation, heard, quiet, loud = self._loss, self._validation, self._heard, self.quiet, self.loud
+        Every line read in order goes through this loop (a reader's own `scan` too), so each rule has one implementation
+        here; the late lines of `_late` feed only the NaN rule and the patterns."""
+        lines, fresh = self._late(events)
+        state, names, plan = self.state, self.names, self.plan
+        point_ms = state.point_ms
+        texts, scan, patterns = self.reader.texts or _rescan, self.reader.scan, plan.patterns
+        heard, quiet, loud = self._heard, self.quiet, self.loud
         loss_name, val_name = self.roles
-        for event in rest:
+        on = self.on
+        on_div, on_lnd, on_ot, on_of = on[DIVERGENCE], on[LND], on[OVERTRAINING], on[OVERFIT]
+        log_factor, warmup, steps, delta = plan.log_factor, plan.warmup, plan.steps, plan.delta
+        patience_train, patience_validation, keep = plan.patience_train, plan.patience_validation, 2 * plan.steps
+        loss, val = state.loss, state.val  # their fields in locals for the batch: read several times faster than slots
+        (l_prev, l_count, l_last, l_noise, l_level, l_best, l_best_line, l_ot_best, l_ot_since, l_at_min, l_streak) = (
+            _FRESH if loss is None else loss.hot()
+        )
+        (v_prev, v_count, v_last, v_noise, v_level, v_best, v_best_line, v_ot_best, v_ot_since, v_at_min, v_streak) = (
+            _FRESH if val is None else val.hot()
+        )
+        if loss is not None:
+            loss = state.loss = loss.forked(keep)
+        if val is not None:
+            val = state.val = val.forked(None)
+        window = _NO_WINDOW if loss is None else loss.window
+        groups: Sequence[tuple[str, Sequence[tuple[str, str | float]]]]
+        for event in fresh:
             lines += 1
+            message = event.message
             if patterns:
-                self._patterns(event.message, event, lines if event.line is None else event.line)
-            found = texts(event.message)
+                self._patterns(message, event, lines if event.line is None else event.line)
+            found = texts(message)
             if found is None:
                 continue
             line = event.line
             if line is None:
                 line = lines
-            if found is RESCAN:
-                if self._points(event, line, False):
-                    point_ms = event.timestamp_ms
-                (loss_name, val_name), quiet, loud = self.roles, self.quiet, self.loud  # a new name may change them
-                continue
-            source, pairs = found
+            if found is RESCAN:  # points of several readers, as floats: each (reader, [(metric, value)])
+                points, unparsed = scan(message)
+                if unparsed is not None:
+                    self._unparsed(unparsed, message)
+                groups = [(source, [(metric, value)]) for metric, value, source in points]
+            else:
+                groups = (found,)
             ts = event.timestamp_ms
-            skip = quiet if source != DEFINED else _NOTHING  # a definition's capture is always read (a number?)
-            for metric, number in pairs:
-                if metric in skip and metric in names:  # no rule reads it, and it needs no name: its number unread
+            for source, pairs in groups:
+                skip = quiet if source != DEFINED else _NOTHING  # a definition's capture is always read (a number?)
+                for metric, number in pairs:
+                    if metric in skip and metric in names:  # no rule reads it, and it needs no name: its number unread
+                        point_ms = ts
+                        continue
+                    try:
+                        value = float(number)
+                    except ValueError:
+                        if source != DEFINED:
+                            raise
+                        self._unparsed_text(metric, message, lines)
+                        continue
                     point_ms = ts
-                    continue
-                try:
-                    value = float(number)
-                except ValueError:
-                    if source != DEFINED:
-                        raise
-                    self._unparsed_text(metric, event.message, lines)
-                    continue
-                point_ms = ts
-                if metric not in names and len(names) < MAX_METRIC_NAMES:
-                    loss_name, val_name = self._new_name(metric)
-                    quiet, loud = self.quiet, self.loud
-                    skip = quiet if source != DEFINED else _NOTHING
-                if value - value:  # nan or an infinity (a finite x - x is 0.0)
-                    self._non_finite(metric, value, source, event, line)
-                elif metric == loss_name:
-                    on_loss(value, source, event, line)
-                elif metric == val_name:
-                    on_validation(value, source, event, line)
-                elif skip is quiet and metric not in loud:
-                    heard(metric, source)
+                    if metric not in names and len(names) < MAX_METRIC_NAMES:
+                        loss_name, val_name = self._new_name(metric)
+                        names, quiet, loud = self.names, self.quiet, self.loud
+                        skip = quiet if source != DEFINED else _NOTHING
+                        if state.loss is not loss:  # dropped: the loss is another metric now
+                            loss = None
+                        if state.val is not val:
+                            val = None
+                    if value - value:  # nan or an infinity (a finite x - x is 0.0)
+                        self._non_finite(metric, value, source, event, line)
+                    elif metric == loss_name:
+                        if loss is None:
+                            loss = state.loss = _Series(str(loss_name), keep)
+                            (
+                                l_prev,
+                                l_count,
+                                l_last,
+                                l_noise,
+                                l_level,
+                                l_best,
+                                l_best_line,
+                                l_ot_best,
+                                l_ot_since,
+                                l_at_min,
+                                l_streak,
+                            ) = _FRESH
+                            window = loss.window
+                        if value == l_prev:
+                            continue  # a progress bar repeating its last value
+                        l_prev = value
+                        l_count += 1
+                        window.append(value)
+                        if value > 0:
+                            log = _log(value)
+                            if l_last is not None:
+                                step = log - l_last if log > l_last else l_last - log
+                                l_noise = step if l_noise is None else l_noise + NOISE_ALPHA * (step - l_noise)
+                            l_last = log
+                            l_level = log if l_level is None else l_level + LEVEL_ALPHA * (log - l_level)
+                            if log >= l_best + log_factor and l_count > warmup and on_div:
+                                self._diverged(
+                                    loss.name, value, (l_best, l_level, l_noise, l_best_line), (source, event, line)
+                                )
+                                on_div = self.on[DIVERGENCE]
+                            if l_level < l_best and l_count >= 3:
+                                l_best, l_best_line = l_level, line
+                            smooth = _exp(l_level)  # Overtraining on the level: one low batch is no optimum to beat
+                        else:
+                            l_last = None  # a loss at or below 0 has no log: Divergence waits for positive points
+                            smooth = value
+                        if l_count <= warmup:
+                            l_ot_best = smooth  # the first points are not judged (as Divergence): the level is settling
+                        elif smooth < l_ot_best - delta:
+                            l_ot_best, l_ot_since = smooth, 0
+                        else:
+                            l_ot_since += 1
+                            if l_ot_since >= patience_train and val is None and on_ot:
+                                what = (loss.name, value, source)
+                                self._overtrained(
+                                    f"the level of {loss.name}", (l_ot_since, l_ot_best), what, event, line
+                                )
+                                on_ot = self.on[OVERTRAINING]
+                        if l_count % steps == 0 and l_count >= keep and on_lnd:
+                            self._loss_not_decreasing(loss.name, window, (value, source), event, line)
+                            on_lnd = self.on[LND]
+                    elif metric == val_name:
+                        if val is None:
+                            val = state.val = _Series(str(val_name), keep)
+                            (
+                                v_prev,
+                                v_count,
+                                v_last,
+                                v_noise,
+                                v_level,
+                                v_best,
+                                v_best_line,
+                                v_ot_best,
+                                v_ot_since,
+                                v_at_min,
+                                v_streak,
+                            ) = _FRESH
+                        if value == v_prev:
+                            continue
+                        if v_prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|)
+                            step = value - v_prev if value > v_prev else v_prev - value
+                            v_noise = step if v_noise is None else v_noise + NOISE_ALPHA * (step - v_noise)
+                        v_prev = value
+                        v_count += 1
+                        if value < v_best:  # the training level is taken only where a branch reads it
+                            v_best, v_best_line = value, line
+                            v_at_min, v_streak = self._train_level(), 0
+                        elif on_of:
+                            v_streak = self._overfit(
+                                (val.name, value, v_count),
+                                (v_best, v_best_line, v_noise, v_at_min, v_streak),
+                                (source, event, line),
+                            )
+                            on_of = self.on[OVERFIT]
+                        if value < v_ot_best - delta:
+                            v_ot_best, v_ot_since = value, 0
+                        else:
+                            v_ot_since += 1
+                        if v_ot_since >= patience_validation and on_ot:
+                            what = (val.name, value, source)
+                            self._overtrained(val.name, (v_ot_since, v_ot_best), what, event, line)
+                            on_ot = self.on[OVERTRAINING]
+                    elif skip is quiet and metric not in loud:
+                        heard(metric, source)
+        if loss is not None:
+            loss.set_hot(
+                (
+                    l_prev,
+                    l_count,
+                    l_last,
+                    l_noise,
+                    l_level,
+                    l_best,
+                    l_best_line,
+                    l_ot_best,
+                    l_ot_since,
+                    l_at_min,
+                    l_streak,
+                )
+            )
+        if val is not None:
+            val.set_hot(
+                (
+                    v_prev,
+                    v_count,
+                    v_last,
+                    v_noise,
+                    v_level,
+                    v_best,
+                    v_best_line,
+                    v_ot_best,
+                    v_ot_since,
+                    v_at_min,
+                    v_streak,
+                )
+            )
         self._done(events, lines, point_ms)
 
     def _done(self, events: Sequence[LogEvent], lines: int, point_ms: int | None) -> None:
@@ -576,20 +789,10 @@ class _Run:
         state.lines, state.point_ms = lines, point_ms
         self._remember_newest(events)
 
-    def _scanned(self, events: Iterable[LogEvent], lines: int, point_ms: int | None) -> tuple[int, int | None]:
-        """Newer events read through `scan`, one call a line: the lines folded in order, the newest point's time."""
-        for event in events:
-            lines += 1
-            if self._line(event, lines if event.line is None else event.line, False):
-                point_ms = event.timestamp_ms
-        return lines, point_ms
-
-    def _ahead(self, events: Sequence[LogEvent]) -> tuple[int, int, int | None]:
-        """The events no newer than the newest folded before, which come first (sorted): late, or perhaps folded.
-
-        Returns how many, the lines folded in order after them, and the newest point's time."""
+    def _late(self, events: Sequence[LogEvent]) -> tuple[int, Sequence[LogEvent]]:
+        """Reads the late events, which come first (sorted); returns the lines folded so far and the events to fold."""
         state = self.state
-        lines, point_ms = state.lines, state.point_ms
+        lines = state.lines
         start = -1 if self.start_ts is None else self.start_ts
         ahead = 0
         for event in events:
@@ -597,43 +800,27 @@ class _Run:
                 break
             ahead += 1
         if not ahead:
-            return 0, lines, point_ms
-        start_ids = frozenset(state.ids)
+            return lines, events
+        start_ids = frozenset(state.at_newest())
+        fresh: list[LogEvent] = []
         for event in islice(events, ahead):
-            late = event.timestamp_ms < start  # older than the newest folded before this batch
-            if not late:
-                if start_ids and _digest(event.id) in start_ids:
-                    continue
-                lines += 1
-            if self._line(event, lines if event.line is None else event.line, late) and not late:
-                point_ms = event.timestamp_ms
-        return ahead, lines, point_ms
+            if event.timestamp_ms < start:  # older than the newest folded before this batch
+                self._late_line(event, lines if event.line is None else event.line)
+            elif not start_ids or _digest(event.id) not in start_ids:
+                fresh.append(event)
+        return lines, [*fresh, *islice(events, ahead, None)]
 
-    def _line(self, event: LogEvent, line: int | None, late: bool) -> bool:
-        """One line read through `scan` (a late one, or a reader's subclass): whether it gave a point."""
-        if self.plan.patterns:
-            self._patterns(event.message, event, line)
-        return self._points(event, line, late)
-
-    def _points(self, event: LogEvent, line: int | None, late: bool) -> bool:
-        """The line's points by `scan`, each folded as `fold` folds them (where not late): whether there were any."""
+    def _late_line(self, event: LogEvent, line: int | None) -> None:
+        """A late line feeds only the rules that do not depend on order: the patterns and NaN (the design)."""
         message = event.message
+        if self.plan.patterns:
+            self._patterns(message, event, line)
         points, unparsed = self.reader.scan(message)
         if unparsed is not None:
             self._unparsed(unparsed, message)
-        names = self.names
         for metric, value, source in points:
-            if metric not in names and not late and len(names) < MAX_METRIC_NAMES:
-                self._new_name(metric)
             if value - value:
                 self._non_finite(metric, value, source, event, line)
-            elif late:
-                continue  # judged by no order-dependent rule (the design)
-            elif metric == self.roles[0]:
-                self._loss(value, source, event, line)
-            elif metric == self.roles[1]:
-                self._validation(value, source, event, line)
-        return bool(points)
 
     def _patterns(self, message: str, event: LogEvent, line: int | None) -> None:
         for name, pattern in self.plan.patterns:
@@ -658,25 +845,38 @@ class _Run:
     def _remember_newest(self, events: Sequence[LogEvent]) -> None:
         """The ids folded at the newest millisecond: the only ones a later batch can repeat without being late."""
         state = self.state
+        ts = state.ts
+        if events[-1].timestamp_ms != ts:
+            return
+        if ts != self.start_ts and (len(events) == 1 or events[-2].timestamp_ms != ts):
+            state.last_event, state.ids = events[-1].id, []  # alone there (the common case): no digest to keep
+            return
         at_newest: list[str] = []
         for event in reversed(events):
-            if event.timestamp_ms != state.ts or len(at_newest) == MAX_IDS:
+            if event.timestamp_ms != ts:
+                break
+            if len(at_newest) == MAX_IDS:
+                self.crowded = True  # ids the state cannot keep: a repeat of this batch is told by its digest
                 break
             at_newest.append(event.id)
-        if not at_newest:
-            return
-        state.last_event = at_newest[0]
+        before = state.at_newest() if ts == self.start_ts else []  # the ids before this batch, at the same millisecond
         digests = [_digest(i) for i in reversed(at_newest)]
-        if state.ts == self.start_ts:
-            known = set(state.ids)  # the ids before this batch: `state.ids` is replaced below
-            digests = state.ids + [d for d in digests if d not in known]
-        state.ids = digests[-MAX_IDS:]
+        if before:
+            known = set(before)
+            digests = [d for d in digests if d not in known]
+            if not digests:
+                return  # all folded before: a repeat changes nothing
+            digests = before + digests
+            self.crowded = self.crowded or len(digests) > MAX_IDS
+        state.last_event = at_newest[0]
+        state.ids = digests[-MAX_IDS:] if len(digests) > 1 else []  # one: `last_event` says it
 
     def _new_name(self, metric: str) -> tuple[str | None, str | None]:
         """Remembers a metric's name; returns the roles, which a new name can change (a series is then started)."""
-        self.names.add(metric)
-        self.state.names.append(metric)
-        roles = self._roles()
+        self.names = self.names | {metric}  # replaced: a context shares it
+        names = self.state.names = [*self.state.names, metric]  # replaced: a fork shares it
+        plan = self.plan
+        roles = _roles(tuple(names), plan.loss_metric, plan.validation_metric)
         if roles != self.roles:
             self.roles = roles
             self.nan_heard = self.on[NAN]  # a metric no rule read may be a loss now: filed again
@@ -693,7 +893,7 @@ class _Run:
     ) -> None:
         """Records the firing; `what` is (metric, value, reader)."""
         metric, value, reader = what
-        self.state.fired[rule] = line
+        self.state.fired = {**self.state.fired, rule: line}  # replaced: a fork shares it
         self.on = {**self.on, rule: False}  # the plan's, shared until now
         self.firings.append(
             Firing(
@@ -724,141 +924,94 @@ class _Run:
             loud.clear()
         (loud if self.nan_heard and self.plan.nan_eligible(metric, source) else quiet).add(metric)
 
-    def _loss(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
-        """A loss point folded in order: a few comparisons and two averages, on the hot path of every line."""
-        series = self.state.loss
-        if series is None:
-            series = self.state.loss = _Series(str(self.roles[0]), 2 * self.steps)
-        if value == series.prev:
-            return  # a progress bar repeating its last value
-        series.prev = value
-        count = series.count = series.count + 1
-        series.window.append(value)
-        if value > 0:
-            log = _log(value)
-            last, noise, level = series.last_log, series.noise, series.level
-            if last is not None:
-                step = log - last if log > last else last - log
-                noise = series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
-            series.last_log = log
-            level = series.level = log if level is None else level + LEVEL_ALPHA * (log - level)
-            best = series.best
-            if log >= best + self.log_factor and count > self.warmup and self.on[DIVERGENCE]:
-                self._diverged(series, value, (source, event, line))
-            if level < best and count >= 3:
-                series.best, series.best_line = level, line
-            smooth = _exp(level)  # Overtraining on the level: one low batch is no optimum to beat
-        else:
-            series.last_log = None  # a loss at or below 0 has no log: Divergence waits for positive points
-            smooth = value
-        if count <= self.warmup:
-            series.ot_best = smooth  # the first points are not judged (as Divergence): the level is settling
-        elif smooth < series.ot_best - self.delta:
-            series.ot_best, series.ot_since = smooth, 0
-        else:
-            series.ot_since += 1
-            if series.ot_since >= self.patience_train and self.state.val is None and self.on[OVERTRAINING]:
-                self._overtrained(series, (series.name, value, source), event, line)
-        if count % self.steps == 0 and count >= 2 * self.steps and self.on[LND]:
-            self._loss_not_decreasing(series, value, source, event, line)
-
-    def _diverged(self, series: _Series, value: float, at: tuple[str, LogEvent, int | None]) -> None:
+    def _diverged(
+        self, name: str, value: float, series: tuple[float, float | None, float | None, int | None], at: _At
+    ) -> None:
         """The point is factor x the best level: a stop if the level climbed too, half-way and out of its noise."""
-        best, level = series.best, series.level or series.best
-        margin = max(self.log_factor / 2, NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP)
+        best, level, noise, best_line = series
+        level = level or best
+        margin = max(self.plan.log_factor / 2, NOISE_MARGIN * (noise or 0.0) / MEAN_ABS_STEP)
         if level - best < margin:
             return
         source, event, line = at
-        where = f" (line {series.best_line})" if series.best_line is not None else ""
+        where = f" (line {best_line})" if best_line is not None else ""
         detail = (
-            f"{series.name} {value:.4g} is {value / math.exp(best):.1f}x its best level "
+            f"{name} {value:.4g} is {value / math.exp(best):.1f}x its best level "
             f"{math.exp(best):.4g}{where}, and its level has climbed {math.exp(level - best):.1f}x"
         )
-        self._fire(DIVERGENCE, (series.name, value, source), detail, event, line)
+        self._fire(DIVERGENCE, (name, value, source), detail, event, line)
 
     def _loss_not_decreasing(
-        self, series: _Series, value: float, source: str, event: LogEvent, line: int | None
+        self, name: str, window: deque[float], point: tuple[float, str], event: LogEvent, line: int | None
     ) -> None:
-        rule, steps = self.rules.loss_not_decreasing, self.steps
-        window = list(series.window)
-        before = sum(window[:steps]) / steps
-        now = sum(window[steps:]) / steps
+        rule, steps = self.rules.loss_not_decreasing, self.plan.steps
+        values = list(window)
+        before = sum(values[:steps]) / steps
+        now = sum(values[steps:]) / steps
         if before > 0 and now > before * (1 - rule.diff_percent / 100):
             change = (now / before - 1) * 100
             how = "rose" if change > rule.increase_threshold_percent else "changed"
             detail = (
-                f"the mean of {series.name} over the last {steps} points ({now:.4g}) {how} by {change:+.2f} % "
+                f"the mean of {name} over the last {steps} points ({now:.4g}) {how} by {change:+.2f} % "
                 f"against the {steps} before ({before:.4g}): less than the {rule.diff_percent:g} % decrease required"
             )
-            self._fire(LND, (series.name, value, source), detail, event, line)
+            value, source = point
+            self._fire(LND, (name, value, source), detail, event, line)
 
-    def _overtrained(self, series: _Series, what: tuple[str, float, str], event: LogEvent, line: int | None) -> None:
-        what_improves = f"the level of {series.name}" if series is self.state.loss else series.name
-        detail = (
-            f"{what_improves} has not improved by {self.delta:g} in {series.ot_since} points "
-            f"(best {series.ot_best:.4g})"
-        )
+    def _overtrained(
+        self,
+        what_improves: str,
+        since: tuple[int, float],
+        what: tuple[str, float, str],
+        event: LogEvent,
+        line: int | None,
+    ) -> None:
+        ot_since, ot_best = since
+        detail = f"{what_improves} has not improved by {self.plan.delta:g} in {ot_since} points (best {ot_best:.4g})"
         self._fire(OVERTRAINING, what, detail, event, line)
-
-    def _validation(self, value: float, source: str, event: LogEvent, line: int | None) -> None:
-        state = self.state
-        series = state.val
-        if series is None:
-            series = state.val = _Series(str(self.roles[1]), 2 * self.steps)
-        prev = series.prev
-        if value == prev:
-            return
-        if prev is not None:  # the point-to-point noise, in the loss's units (|value - prev|, as _loss takes it)
-            step = value - prev if value > prev else prev - value
-            noise = series.noise
-            series.noise = step if noise is None else noise + NOISE_ALPHA * (step - noise)
-        series.prev = value
-        series.count += 1
-        if value < series.best:  # the training level is taken only where a branch reads it
-            series.best, series.best_line = value, line
-            series.train_at_min, series.streak = self._train_level(), 0
-        elif self.on[OVERFIT]:
-            self._overfit(series, value, self._train_level(), (source, event, line))
-        if value < series.ot_best - self.delta:
-            series.ot_best, series.ot_since = value, 0
-        else:
-            series.ot_since += 1
-        if series.ot_since >= self.patience_validation and self.on[OVERTRAINING]:
-            self._overtrained(series, (series.name, value, source), event, line)
 
     def _train_level(self) -> float | None:
         """The training loss now: the mean of its last num_steps points (one point is too noisy to compare)."""
         loss = self.state.loss
         if loss is None or not loss.window:
             return None
-        window, steps = loss.window, self.steps
+        window, steps = loss.window, self.plan.steps
         if len(window) <= steps:
             return sum(window) / len(window)
         return sum(islice(window, len(window) - steps, None)) / steps
 
     def _overfit(
-        self, series: _Series, value: float, train: float | None, at: tuple[str, LogEvent, int | None]
-    ) -> None:
+        self,
+        point: tuple[str, float, int],
+        series: tuple[float, int | None, float | None, float | None, int],
+        at: _At,
+    ) -> int:
+        """The validation series' new streak of points risen out of its noise since its minimum (firing at patience)."""
+        name, value, count = point
+        best, best_line, noise, train_at_min, streak = series
         rule = self.rules.overfit
-        if series.count <= rule.start_step or train is None or train <= 0 or series.train_at_min is None:
-            series.streak = 0
-            return
+        train = self._train_level()
+        if count <= rule.start_step or train is None or train <= 0 or train_at_min is None:
+            return 0
         # growth counts the validation loss rising, not the training loss falling (docs/design/log-rules.md)
-        rise = value - series.best
+        rise = value - best
         growth = rise / train
-        noisy = rise < NOISE_MARGIN * (series.noise or 0.0) / MEAN_ABS_STEP
-        if train <= series.train_at_min and growth > rule.ratio_threshold and not noisy:
-            series.streak += 1
-        else:
-            series.streak = 0
-        if series.streak >= rule.patience:
+        noisy = rise < NOISE_MARGIN * (noise or 0.0) / MEAN_ABS_STEP
+        streak = streak + 1 if train <= train_at_min and growth > rule.ratio_threshold and not noisy else 0
+        if streak >= rule.patience:
             source, event, line = at
-            where = f" (line {series.best_line})" if series.best_line is not None else ""
+            where = f" (line {best_line})" if best_line is not None else ""
             detail = (
-                f"{series.name} {value:.4g} rose from its minimum {series.best:.4g}{where} while the training loss "
+                f"{name} {value:.4g} rose from its minimum {best:.4g}{where} while the training loss "
                 f"fell to {train:.4g}: up by {growth:.2f} of the training loss for {rule.patience} points"
             )
-            self._fire(OVERFIT, (series.name, value, source), detail, event, line)
+            self._fire(OVERFIT, (name, value, source), detail, event, line)
+        return streak
+
+
+def _rescan(message: str) -> TextPoints:
+    """`texts` for a reader whose own `scan` reads every line."""
+    return RESCAN
 
 
 def _shown(value: float) -> str:
