@@ -6,7 +6,6 @@ come from the parser, so a new one is in the matrix; most run here as a fresh pr
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import logging
 import os
@@ -191,7 +190,7 @@ def run_here(
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
-    monkeypatch.setattr(emulator, "kept_boto3_session", functools.cache(emulator.kept_boto3_session.__wrapped__))
+    emulator.kept_boto3_session.cache_clear()  # the emulations' session made anew, as in a new process
     capfd.readouterr()
     with contextlib.ExitStack() as stack:
         stdout = stack.enter_context(broken_stdout(fault))
