@@ -8,6 +8,7 @@ layer's SSM parameter exists in none of the China or GovCloud regions (docs/limi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ DEPLOY_REGION_VARIABLE = "CDK_DEFAULT_REGION"
 _WHY = "the guard runs only in the aws partition (its Price List client signs in us-east-1, an aws region)"
 
 
+@functools.cache  # a new botocore session reads its endpoint data again: ~0.1 s a call
 def partition_of(region: str) -> str | None:
     """The partition botocore's endpoint data puts `region` in; None for a region it does not know."""
     from botocore.exceptions import UnknownRegionError
