@@ -84,8 +84,13 @@ def python_files() -> Iterator[Path]:
 
 
 def test_no_module_patches_moto_or_botocore() -> None:
+    sources = ((path, path.read_text(encoding="utf-8")) for path in python_files())
+    # a patch names what it patches: a file that never says moto or botocore holds none (and is not parsed)
     found = [
-        hit for path in python_files() for hit in patches(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+        hit
+        for path, source in sources
+        if "moto" in source or "botocore" in source
+        for hit in patches(source, str(path.relative_to(ROOT)))
     ]
     assert found == [], "\n".join(found)
 
