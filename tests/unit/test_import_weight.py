@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -15,16 +16,18 @@ FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 HEAVY = ("slack_sdk", "pydantic", "aws_lambda_powertools.utilities.parameters", "moto", "aws_cdk")
 
 
-def loaded_after_import(handler: str, also: tuple[str, ...] = ()) -> set[str]:
-    watched = [*HEAVY, *also]
-    code = (
-        f"import json, sys; import training_guard.handlers.{handler}; "
-        f"print(json.dumps([m for m in {watched!r} if m in sys.modules]))"
-    )
+@functools.cache
+def _modules_after_import(handler: str) -> frozenset[str]:
+    """Every module a fresh interpreter holds after importing the handler (one interpreter per handler)."""
+    code = f"import json, sys; import training_guard.handlers.{handler}; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], env={"PYTHONPATH": str(FUNCTIONS)}, capture_output=True, text=True, check=True
     )
-    return set(json.loads(out.stdout))
+    return frozenset(json.loads(out.stdout))
+
+
+def loaded_after_import(handler: str, also: tuple[str, ...] = ()) -> set[str]:
+    return {module for module in (*HEAVY, *also) if module in _modules_after_import(handler)}
 
 
 @pytest.mark.parametrize("handler", ["job_events", "alarm_events", "sweeper", "log_events"])
