@@ -95,7 +95,7 @@ class FakeLogStates:
             run()
         self.streams_of.setdefault(_scoped(job, account), set()).add(stream)
         key = _scoped(stream, account)
-        if self.items.get(key, (None, 0))[1] != version:
+        if key in self.items and self.items[key][1] != version:  # DynamoDB's `attribute_not_exists(pk) OR version = :v`
             return False
         self.puts += 1
         self.items[key] = (json.loads(json.dumps(state.to_json())), version + 1)

@@ -212,8 +212,7 @@ class HookedLogStates:
         return self._model.call("PutItem log state", lambda: self._put(stream, state, version, account))
 
     def _put(self, stream: str, state: StreamState, version: int, account: str | None) -> bool:
-        """DynamoDB's condition, `attribute_not_exists(pk) OR version = :expected` (FakeLogStates.put asks a missing
-        item for version 0 only: the same for the adapter's callers, not for one that miscounts)."""
+        """FakeLogStates.put's condition (DynamoDB's), without its listing of the stream: that is its own call here."""
         key = scoped(account, stream) if account else stream
         if key in self.fake.items and self.fake.items[key][1] != version:
             return False
