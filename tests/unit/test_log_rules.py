@@ -437,15 +437,16 @@ def _saved_digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-@pytest.mark.parametrize("saved_ids", ["as now", "digest of the last too"])
+@pytest.mark.parametrize("saved_ids", ["as now", "last_event alone"])
 def test_events_already_folded_at_the_newest_millisecond_are_known_in_either_saved_form(saved_ids: str) -> None:
     first = [LogEvent(str(i), 1000 * i, keras(1.0 / i), line=i) for i in range(1, 4)]
     same_ms = [LogEvent(str(i), 5000, keras(0.2 + i / 100), line=i) for i in (4, 5)]
     state, _ = evaluate(None, first, reader=READER, rules=DEFAULTS)
     doc = state.to_json()
-    if saved_ids != "as now":  # a deployed guard's state: the one id at the newest millisecond as a digest
-        assert (doc["ids"], doc["last_event"]) == ([], "3")
-        doc["ids"] = [_saved_digest("3")]
+    # the one id at the newest millisecond as a digest: what a guard deployed before this one reads back
+    assert (doc["ids"], doc["last_event"]) == ([_saved_digest("3")], "3")
+    if saved_ids != "as now":
+        doc["ids"] = []
     state = StreamState.from_json(doc)
     again, _ = evaluate(state, first[-1:], reader=READER, rules=DEFAULTS)
     assert again.lines == 3  # known: not folded twice
@@ -722,3 +723,15 @@ def test_a_firing_says_its_line_and_reader_when_it_has_them() -> None:
     assert fired.said == "loss is nan (line 15, read by keras)"
     assert replace(fired, line=None).said == "loss is nan (read by keras)"
     assert replace(fired, line=None, reader="").said == "loss is nan"
+
+
+def test_a_late_batch_with_a_capture_that_is_no_number_counts_it_once_however_often_delivered() -> None:
+    reader = LineReader((("loss", r" loss: (\S+)"), ("step", r"- (\S+)/step")))
+    state, _ = evaluate(None, [LogEvent("9", 9000, keras(0.5), line=9)], reader=reader, rules=DEFAULTS)
+    late = [LogEvent("2", 2000, "469/469 - 3s/step - loss: 0.7000", line=2)]  # older than what was folded
+    state, _ = evaluate(state, late, reader=reader, rules=DEFAULTS)
+    assert state.unparsed == 1
+    for _ in range(2):
+        again, firings = evaluate(state, late, reader=reader, rules=DEFAULTS)
+        assert firings == []
+        assert again.to_json() == state.to_json()

@@ -541,8 +541,8 @@ def evaluate(
     lines, unparsed = folded.lines, folded.unparsed
     run = _Run(folded, plan, reader)
     run.fold(ordered)
-    # Kept for what its events alone would not tell, were it delivered again (late or repeated events only: none).
-    if folded.lines != lines and (folded.unparsed != unparsed or run.crowded):
+    # Kept for what its events alone would not tell, were it delivered again: a count late lines change too.
+    if folded.unparsed != unparsed or (folded.lines != lines and run.crowded):
         folded.batches = [*folded.batches[1 - MAX_BATCHES :], batch or _digest("\n".join(map(_ID, events)))]
     return folded, run.firings
 
@@ -849,7 +849,8 @@ class _Run:
         if events[-1].timestamp_ms != ts:
             return
         if ts != self.start_ts and (len(events) == 1 or events[-2].timestamp_ms != ts):
-            state.last_event, state.ids = events[-1].id, []  # alone there (the common case): no digest to keep
+            # alone there (the common case); its digest kept too: a guard deployed before reads only `ids`
+            state.last_event, state.ids = events[-1].id, [_digest(events[-1].id)]
             return
         at_newest: list[str] = []
         for event in reversed(events):
@@ -869,7 +870,7 @@ class _Run:
             digests = before + digests
             self.crowded = self.crowded or len(digests) > MAX_IDS
         state.last_event = at_newest[0]
-        state.ids = digests[-MAX_IDS:] if len(digests) > 1 else []  # one: `last_event` says it
+        state.ids = digests[-MAX_IDS:]
 
     def _new_name(self, metric: str) -> tuple[str | None, str | None]:
         """Remembers a metric's name; returns the roles, which a new name can change (a series is then started)."""
