@@ -72,6 +72,7 @@ def _assume_role(call: answers.Call, model: Any) -> answers.Reply | None:
 def _put_events(call: answers.Call, model: Any) -> answers.Reply:
     """PutEvents as EventBridge answers it: each entry an event of the caller's account, sent to its bus's rules."""
     entries: list[dict[str, str]] = []
+    sends: list[tuple[str, str, str, dict[str, Any]]] = []
     for entry in call.params.get("Entries") or []:
         missing = next((key for key in ("Source", "DetailType", "Detail") if not entry.get(key)), None)
         if missing is not None:
@@ -97,8 +98,10 @@ def _put_events(call: answers.Call, model: Any) -> answers.Reply:
         account, region, bus = _bus(entry.get("EventBusName"), call.account, call.region)
         if bus not in events_backends[account][region].event_buses:
             return answers.refusal(model, "ResourceNotFoundException", f"Event bus {bus} does not exist.")
-        _deliver(account, region, bus, event)
+        sends.append((account, region, bus, event))
         entries.append({"EventId": str(event["id"])})
+    for send in sends:  # only once every bus is known: a refused call delivers nothing
+        _deliver(*send)
     failed = sum("ErrorCode" in entry for entry in entries)
     return answers.reply(model, {"FailedEntryCount": failed, "Entries": entries})
 

@@ -127,6 +127,14 @@ def test_an_event_on_a_members_bus_without_a_forwarding_rule_never_reaches_the_h
     assert received(hub, inbox) == []
 
 
+def test_a_put_naming_a_missing_bus_is_refused_whole_and_delivers_nothing(hub: Emulation) -> None:
+    inbox = hub_queue_on_bus(hub)
+    entry = {"Source": "aws.sagemaker", "DetailType": "SageMaker Training Job State Change", "Detail": "{}"}
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        hub.client("events").put_events(Entries=[{**entry, "EventBusName": HUB_BUS}, {**entry, "EventBusName": "nope"}])
+    assert received(hub, inbox) == []
+
+
 def test_assume_role_needs_the_role_in_its_account_and_then_acts_in_that_account(hub: Emulation) -> None:
     sts = boto3.client("sts", region_name=REGION)
     with pytest.raises(ClientError) as refused:
