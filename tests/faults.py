@@ -56,5 +56,7 @@ class _Body(io.BytesIO):
 
 
 def answer(url: str, status: int, body: bytes, headers: dict[str, str] | None = None) -> AWSResponse:
-    """An HTTP answer for a `before-send` handler to return (botocore uses the first one a handler returns)."""
+    """An HTTP answer for a `before-send` handler to return (botocore uses the first one a handler returns). A call the
+    emulation answers itself (answers.py: StopTrainingJob, DescribeTrainingJob, ...) never reaches `before-send`:
+    fault those with `refuse`."""
     return AWSResponse(url, status, headers or {}, _Body(body))
