@@ -206,6 +206,7 @@ def run_here(
         except Exception:  # noqa: BLE001 - what the interpreter does with it: the traceback, exit 1
             traceback.print_exc()
             status = 1
+    emulator.kept_boto3_session.cache_clear()  # and the one made under the fault's settings not kept for later tests
     out, err = capfd.readouterr()
     return Run(argv, status, out, err, time.monotonic() - started)
 
