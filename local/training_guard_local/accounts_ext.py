@@ -144,8 +144,9 @@ def _deliver(account: str, region: str, bus: str, event: Any) -> None:
 
 @contextlib.contextmanager
 def installed(session: Any = None) -> Iterator[None]:
-    """Forwarding that keeps the event, and AssumeRole that needs the role, for the duration of the block (clients
-    made from `session`, default boto3's default session: see `answers.install`)."""
+    """Forwarding that keeps the event, and AssumeRole that needs the role, for the duration of the block, for every
+    client that carries the answers' handlers (`session`'s are given them, default boto3's default session; the
+    answers themselves are the process's: see answers.py)."""
     answers.install(session)
     with answers.answering({("events", "PutEvents"): _put_events, ("sts", "AssumeRole"): _assume_role}):
         yield

@@ -87,7 +87,8 @@ def answer(
 
 @contextlib.contextmanager
 def answering(operations: Mapping[tuple[str, str], Answer]) -> Iterator[None]:
-    """The emulation answers these operations inside the block only."""
+    """The emulation answers these operations inside the block only (blocks nest; overlapping ones that are not nested
+    would put back each other's answers)."""
     saved = {key: _OPERATIONS.get(key) for key in operations}
     _OPERATIONS.update({key: Operation(how) for key, how in operations.items()})
     try:

@@ -477,8 +477,9 @@ class _Put:
 
 @dataclass
 class Destinations:
-    """Filters to a cross-account destination and their deliveries, for the clients of `session` (boto3's default
-    session when None; see `answers.install`) while this is entered: PutSubscriptionFilter to a destination and
+    """Filters to a cross-account destination and their deliveries while this is entered, for every client that carries
+    the answers' handlers (`session`'s are given them: boto3's default session when None; the answers themselves are
+    the process's, answers.py): PutSubscriptionFilter to a destination and
     PutLogEvents into a group holding such a filter are answered in front of moto (answers.py; moto serves every other
     call, and these otherwise); `drain()` hands on what was put since, as Firehose hands records to its processor.
 
@@ -488,6 +489,7 @@ class Destinations:
     to destinations set aside for that call: moto would look each up as a log group), and each such filter's matching
     events become one record of its destination's stream, one CloudWatch Logs delivery (`document`, owner the group's
     account). Firehose's buffering is not emulated: a drain gives every record since the last, one batch a destination.
+    The set-aside is not guarded against a filter put into the same group during that PutLogEvents (no test does).
     """
 
     session: Any = None
