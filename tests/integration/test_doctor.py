@@ -89,7 +89,7 @@ def put_back(stack: Deployment, healthy: State) -> None:
     """Every change `state_of` sees, undone; every queue emptied."""
     now = state_of(stack)
     events, secrets, cloudwatch = stack.client("events"), stack.client("secretsmanager"), stack.client("cloudwatch")
-    for rule in now.rules.keys() - {r for r, state in healthy.rules.items() if now.rules.get(r) == state}:
+    for rule in [r for r, state in healthy.rules.items() if now.rules.get(r) != state]:
         (events.enable_rule if healthy.rules[rule] == "ENABLED" else events.disable_rule)(Name=rule)
     for secret in [s for s, value in healthy.secrets.items() if now.secrets[s] != value]:
         secrets.put_secret_value(SecretId=secret, SecretString=healthy.secrets[secret])
@@ -151,6 +151,7 @@ def stack(healthy: tuple[Deployment, State]) -> Iterator[Deployment]:
     clients = {k: v for k, v in shared.clients.items() if k != "stand-in"}  # the stand-in answers for its view
     yield replace(shared, outputs=dict(shared.outputs), clients=clients)
     put_back(shared, state)
+    assert state_of(shared) == state, "a change the put-back does not undo: the next test would see it"
 
 
 def alone(stack: Deployment) -> Deployment:
