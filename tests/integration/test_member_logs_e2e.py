@@ -312,7 +312,10 @@ def test_a_filter_to_a_destination_that_does_not_admit_the_account_is_refused(or
         org.aws.client("logs").put_subscription_filter(
             logGroupName=GROUP, filterName="another", filterPattern="", destinationArn=destination + "-gone"
         )
-    assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert missing.value.response["Error"] == {
+        "Code": "ResourceNotFoundException",
+        "Message": f"The specified destination does not exist: {destination}-gone",  # moto's says a log group
+    }
 
 
 def test_without_the_extension_moto_takes_the_destination_for_a_log_group(
