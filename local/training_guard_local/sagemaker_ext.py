@@ -65,7 +65,7 @@ _MOTO_ONLY = ("final_metric_data_list", "model_artifacts")
 # thread quotes no message, so they answer with the same one.
 NOT_FOUND = "Requested resource not found."
 ENDED = ("Completed", "Failed", "Stopped")  # SageMaker's final states: no event moves a job out of them
-_LIFECYCLE = ("TrainingJobStatus", "SecondaryStatus", "FailureReason", "TrainingEndTime")
+LIFECYCLE = ("TrainingJobStatus", "SecondaryStatus", "FailureReason", "TrainingEndTime")
 
 SERVICE = "sagemaker"
 VALIDATION = "ValidationException"
@@ -197,17 +197,17 @@ def put_job(account: str, region: str, detail: Mapping[str, Any]) -> Any:
     if isinstance(arn, str) and arn:
         _ARN_ALIASES[arn] = (account, region, name)
     # moto creates a job Completed: a new job takes the event's state
-    kept = existed and _keeps_its_state(str(job.training_job_status), detail.get("TrainingJobStatus"))
+    kept = existed and keeps_its_state(str(job.training_job_status), detail.get("TrainingJobStatus"))
     for key, attr in _DETAIL_FIELDS.items():
-        if key in detail and not (kept and key in _LIFECYCLE):
+        if key in detail and not (kept and key in LIFECYCLE):
             setattr(job, attr, _rule_times(detail[key]) if key.endswith("RuleEvaluationStatuses") else detail[key])
     for key, attr in _TIME_FIELDS.items():
-        if key in detail and not (kept and key in _LIFECYCLE):
+        if key in detail and not (kept and key in LIFECYCLE):
             setattr(job, attr, parse_time(detail[key]))
     return job
 
 
-def _keeps_its_state(current: str, reported: Any) -> bool:
+def keeps_its_state(current: str, reported: Any) -> bool:
     """Whether the job's status must not follow the event: it has ended, or it is stopping and the event
     reports no end."""
     return current in ENDED or (current == "Stopping" and reported not in ENDED)

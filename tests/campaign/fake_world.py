@@ -34,9 +34,7 @@ from training_guard.render.messages import Notification
 from training_guard.services.log_watch import LogWatch
 from training_guard.services.ports import Claim, StopClaim, StopRecord, StopSpend
 from training_guard.services.responder import Responder
-
-ENDED = ("Completed", "Failed", "Stopped")  # SageMaker's final states (as the emulation's sagemaker_ext keeps them)
-_LIFECYCLE = ("TrainingJobStatus", "SecondaryStatus", "FailureReason", "TrainingEndTime")
+from training_guard_local.sagemaker_ext import LIFECYCLE, keeps_its_state
 
 
 class HookedLedger:
@@ -109,8 +107,8 @@ class HookedJobs:
                 k: str(v) for k, v in (detail.get("Tags") or {}).items()
             }
         status = self.status(name)
-        kept = status in ENDED or (status == "Stopping" and detail.get("TrainingJobStatus") not in ENDED)
-        known.update({k: v for k, v in detail.items() if k != "Tags" and not (kept and k in _LIFECYCLE)})
+        kept = status is not None and keeps_its_state(status, detail.get("TrainingJobStatus"))  # as the emulation's
+        known.update({k: v for k, v in detail.items() if k != "Tags" and not (kept and k in LIFECYCLE)})
         self._sync(name)
 
     def status(self, name: str) -> str | None:
