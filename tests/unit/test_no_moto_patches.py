@@ -28,6 +28,15 @@ def imported_names(tree: ast.AST) -> set[str]:
             names |= {alias.asname or alias.name.split(".")[0] for alias in node.names if _from_patched(alias.name)}
         elif isinstance(node, ast.ImportFrom) and not node.level and _from_patched(node.module or ""):
             names |= {alias.asname or alias.name for alias in node.names}
+    aliases = [  # `B = models.SageMakerModelBackend`: B is that class too (a subscript or a call is data)
+        (target.id, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute | ast.Name)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    while new := {name for name, value in aliases if name not in names and _dotted_root(value) in names}:
+        names |= new
     return names
 
 
@@ -103,6 +112,7 @@ def test_no_module_patches_moto_or_botocore() -> None:
         "import moto.cloudwatch.responses\nmoto.cloudwatch.responses.CloudWatchResponse.x = f",
         "import botocore.client as c\nc.BaseClient._make_api_call = f",
         "from moto.events.utils import EventTemplateParser as P\nP.A, x = 1, 2",
+        "from moto.sagemaker import models as m\nB = m.SageMakerModelBackend\nC = B\nC.stop = f",
         "from moto.sagemaker import models as m\nsetattr(m.SageMakerModelBackend, 'stop', f)",
         "from moto.sagemaker import models as m\ndel m.SageMakerModelBackend.stop",
         "from unittest import mock\nfrom moto.events import models as e\nmock.patch.object(e.Rule, 'send', f)",
