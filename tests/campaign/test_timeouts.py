@@ -200,22 +200,27 @@ class Run:
         return self.deliver({"source": "aws.events", "detail-type": "Scheduled Event"}, function=self.sweeper)
 
 
+def _run(world: World, clock: VirtualClock, model: LambdaModel) -> Run:
+    """The three functions the campaign invokes, over `world`."""
+    with handler_output_to_stderr():  # the handlers' loggers bind stdout at their first import
+        from training_guard.handlers import job_events, log_events, sweeper
+    return Run(
+        world,
+        clock,
+        model,
+        Function("job-events", job_events.handler),
+        Function("sweeper", sweeper.handler, timeout=SWEEPER_TIMEOUT_SECONDS),
+        Function("log-events", log_events.handler),
+    )
+
+
 @contextlib.contextmanager
 def emulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
     clock = VirtualClock(NOW)
     model = LambdaModel(clock, seed=SEED)
     with Emulation(CONFIG, sleep=model.sleep) as aws:
-        with handler_output_to_stderr():  # the handlers' loggers bind stdout at their first import
-            from training_guard.handlers import job_events, log_events, sweeper
         model.install(monkeypatch)
-        yield Run(
-            EmulatedWorld(aws),
-            clock,
-            model,
-            Function("job-events", job_events.handler),
-            Function("sweeper", sweeper.handler, timeout=SWEEPER_TIMEOUT_SECONDS),
-            Function("log-events", log_events.handler),
-        )
+        yield _run(EmulatedWorld(aws), clock, model)
 
 
 @contextlib.contextmanager
@@ -224,19 +229,10 @@ def faked(monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
     clock = VirtualClock(NOW)
     model = LambdaModel(clock, seed=SEED)
     world = FakeWorld(model, CONFIG)
-    with handler_output_to_stderr():
-        from training_guard.handlers import job_events, log_events, sweeper
     # inside a case on the emulation too (its root and clock back at the end: the two tiers compared)
     with monkeypatch.context() as patched, world.installed():
         patched.setattr(guard_clock, "utcnow", clock.utcnow)
-        yield Run(
-            world,
-            clock,
-            model,
-            Function("job-events", job_events.handler),
-            Function("sweeper", sweeper.handler, timeout=SWEEPER_TIMEOUT_SECONDS),
-            Function("log-events", log_events.handler),
-        )
+        yield _run(world, clock, model)
 
 
 @pytest.fixture
