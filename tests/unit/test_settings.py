@@ -7,7 +7,7 @@ import pytest
 
 from training_guard import contract
 from training_guard.config.model import GuardConfig
-from training_guard.config.settings import ChatSettings, Settings, SettingsError
+from training_guard.config.settings import BotSettings, ChatSettings, Settings, SettingsError
 
 ENV = {
     contract.ENV_CONFIG: GuardConfig().to_json(),
@@ -81,3 +81,11 @@ def test_an_invalid_configuration_file_names_the_variable_the_file_and_the_field
 def test_without_any_configuration_both_variables_are_named() -> None:
     with pytest.raises(SettingsError, match=re.escape(f"{contract.ENV_CONFIG_FILE} (or {contract.ENV_CONFIG})")):
         Settings.from_env({k: v for k, v in ENV.items() if k != contract.ENV_CONFIG})
+
+
+def test_the_bot_paces_its_posts_as_the_webhooks_do() -> None:
+    bot = {contract.ENV_SLACK_BOT_TOKEN_SECRET: "training-guard/slack-bot"}
+    assert BotSettings.from_env(bot).min_interval_seconds == 1.0  # Slack's one message a second per channel
+    assert BotSettings.from_env({**bot, contract.ENV_SLACK_MIN_INTERVAL: "0"}).min_interval_seconds == 0.0
+    with pytest.raises(SettingsError, match=f"\\${contract.ENV_SLACK_MIN_INTERVAL} must be between 0 and 60"):
+        BotSettings.from_env({**bot, contract.ENV_SLACK_MIN_INTERVAL: "61"})

@@ -69,3 +69,13 @@ def test_the_log_watch_keeps_its_jobs_definitions_across_invocations(root: wirin
     first, second = root.log_watch_for(Context(20_000)), root.log_watch_for(Context(900_000))
     assert first._jobs is second._jobs
     assert (first.responder.lease_seconds, second.responder.lease_seconds) == (lease_for(20_000), lease_for(900_000))
+
+
+def test_the_bot_keeps_the_configured_pacing_across_invocations(
+    root: wiring.Root, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(contract.ENV_SLACK_BOT_TOKEN_SECRET, "training-guard/slack-bot")
+    monkeypatch.setenv(contract.ENV_SLACK_MIN_INTERVAL, "0.25")
+    one, two = (root.bot(wiring.deadline_of(Context(ms))) for ms in (20_000, 600_000))
+    assert one._min_interval == two._min_interval == 0.25
+    assert one._last_post is two._last_post

@@ -148,13 +148,18 @@ class BotSettings:
 
     bot_token_secret: str
     slack_api_url: str | None = None
+    min_interval_seconds: float = 1.0  # between posts to one channel (Slack's chat.postMessage limit)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BotSettings:
         env = os.environ if env is None else env
         if not env.get(contract.ENV_SLACK_BOT_TOKEN_SECRET):
             raise SettingsError(f"missing environment variable(s): {contract.ENV_SLACK_BOT_TOKEN_SECRET}")
-        return cls(env[contract.ENV_SLACK_BOT_TOKEN_SECRET], env.get(contract.ENV_SLACK_API_URL) or None)
+        return cls(
+            env[contract.ENV_SLACK_BOT_TOKEN_SECRET],
+            env.get(contract.ENV_SLACK_API_URL) or None,
+            _seconds(env, contract.ENV_SLACK_MIN_INTERVAL, 1.0),
+        )
 
 
 def _seconds(env: Mapping[str, str], key: str, default: float) -> float:

@@ -242,6 +242,7 @@ class Root:
             bot.bot_token_secret,
             base_url=bot.slack_api_url or SLACK_API_URL,
             deadline=deadline,
+            min_interval=bot.min_interval_seconds,
             last_post=self._bot_pacing,
         )
 
