@@ -163,11 +163,12 @@ class Stack:
 
 def connect(environ: Mapping[str, str], region: str | None) -> Aws:
     """Clients for the region asked for (--region, else what the AWS CLI would use). No region: a usage error."""
-    import boto3
     from botocore.exceptions import NoRegionError, ProfileNotFound
 
+    from training_guard_local.sessions import new_session
+
     try:
-        session = boto3.Session()
+        session = new_session()
     except ProfileNotFound as exc:
         raise UsageError(
             f"{exc}: set AWS_PROFILE to a profile of ~/.aws/config (aws configure list-profiles)"

@@ -221,9 +221,9 @@ def kept_boto3_session() -> Any:
     service models it has read. moto's own reset (a new session for each mock) read them again for every client:
     ~0.3 s an emulation. Its clients answer what the extensions answer in front of moto (answers.py), whichever was
     made first."""
-    import boto3
+    from training_guard_local.sessions import new_session
 
-    session = boto3.session.Session()
+    session = new_session()
     answers.install(session)
     return session
 

@@ -620,11 +620,12 @@ def load_plan(config_file: str | None, project: Path) -> Plan | Check:
 
 def connect(environ: Mapping[str, str]) -> Aws:
     """The region the CDK CLI would use, and clients for it (AWS_PROFILE honoured by boto3 itself)."""
-    import boto3
     from botocore.exceptions import ProfileNotFound
 
+    from training_guard_local.sessions import new_session
+
     try:
-        session = boto3.Session()
+        session = new_session()
     except ProfileNotFound as exc:
         return Aws(None, "", _no_client, problem=str(exc))
     region, source = resolve_region(environ, session.region_name)

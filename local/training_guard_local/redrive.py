@@ -133,14 +133,15 @@ def run(
     say: Callable[[str], None] = print,
 ) -> int:
     """The `redrive` command: clients in the queue's region with the user's credentials, then `redrive`."""
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    from training_guard_local.sessions import new_session
 
     region = region or queue_region(dead_letters_url)
     if queue:
         queue_region(queue, "--queue")
     try:
-        session = boto3.Session(region_name=region)
+        session = new_session(region_name=region)
         if session.get_credentials() is None:
             raise NoCredentialsError  # said once, below
         sqs = session.client("sqs")
