@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,6 +17,7 @@ from infra.components.config_layer import CONFIG_FILE, CONFIG_PATH
 from infra.stack import TrainingGuardStack
 from training_guard import contract
 from training_guard.config.model import GuardConfig
+from training_guard_local import template_cache
 
 pytestmark = pytest.mark.infra
 
@@ -40,20 +44,49 @@ def expected_rows(rows: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]
 SynthT = TypeVar("SynthT", bound="Synth")
 
 
+_IGNORED_RULES = ("W3005",)
+
+
 @functools.cache
 def _cfn_lint_rules() -> Any:
     """cfn-lint's rules, loaded once per process (about 1.5 s each time `lint_file` loads them again). W3005 (a
     DependsOn already implied by a reference) is ignored: CDK writes such edges itself."""
     from cfnlint.core import get_rules  # type: ignore[import-untyped]
 
-    return get_rules([], ["W3005"], [])
+    return get_rules([], list(_IGNORED_RULES), [])
 
 
-def cfn_lint(template: Path) -> list[str]:
-    """cfn-lint's findings on a synthesized template, in-process (a command-line call pays 3.7 s to start)."""
-    from cfnlint.api import lint  # type: ignore[import-untyped]
+def clean_verdict(tool: str, inputs: list[bytes], run: Callable[[], list[str]]) -> list[str]:
+    """What `run` finds in `inputs`, kept with the demo's templates (template_cache.py: `off` turns both off) under
+    the hash of `tool` and `inputs` (the template, the tool's version and settings), as ruff and mypy keep their
+    verdicts: a template already found clean is not linted again. Only a clean verdict (nothing found) is kept."""
+    digest = hashlib.sha256(tool.encode())
+    for part in inputs:
+        digest.update(hashlib.sha256(part).digest())
+    where = template_cache.folder()
+    where, name = (where / "verdicts" if where else None), f"{tool}-{digest.hexdigest()[:32]}"
+    if template_cache.load(where, name) == []:
+        return []
+    found = run()
+    if not found:
+        template_cache.store(where, name, [])
+    return found
 
-    return [f"{template.name}: {match}" for match in lint(template.read_text(), rules=_cfn_lint_rules())]
+
+def cfn_lint(template: Path, *, keep: bool = True) -> list[str]:
+    """cfn-lint's findings on a synthesized template, in-process (a command-line call pays 3.7 s to start); `keep`:
+    a clean verdict is kept for the same template (`clean_verdict`), ~2.5 s a template."""
+
+    def lint() -> list[str]:
+        from cfnlint.api import lint  # type: ignore[import-untyped]
+
+        return [f"{template.name}: {match}" for match in lint(text, rules=_cfn_lint_rules())]
+
+    text = template.read_text()
+    if not keep:
+        return lint()
+    inputs = [text.encode(), metadata.version("cfn-lint").encode(), repr(_IGNORED_RULES).encode()]
+    return clean_verdict("cfn-lint", inputs, lint)
 
 
 def shipped_context() -> dict[str, Any]:
