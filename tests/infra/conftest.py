@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -45,6 +46,8 @@ SynthT = TypeVar("SynthT", bound="Synth")
 
 
 _IGNORED_RULES = ("W3005",)
+# cfn-lint's configuration files (cfnlint.config: the working folder's, then the home folder's)
+_CFN_LINT_FILES = (".cfnlintrc", ".cfnlintrc.yaml", ".cfnlintrc.yml")
 
 
 @functools.cache
@@ -73,6 +76,18 @@ def clean_verdict(tool: str, inputs: list[bytes], run: Callable[[], list[str]]) 
     return found
 
 
+def settings_read(names: tuple[str, ...], env_prefixes: tuple[str, ...] = ()) -> bytes:
+    """What a tool reads besides its arguments: these files in the working folder and the home folder (as they are,
+    or their absence) and the environment variables with these prefixes; part of a verdict's key."""
+    parts = []
+    for folder in (Path.cwd(), Path.home()):
+        for name in names:
+            path = folder / name
+            parts.append(f"{path}\0".encode() + (path.read_bytes() if path.is_file() else b"-"))
+    parts += [f"{k}={v}".encode() for k, v in sorted(os.environ.items()) if env_prefixes and k.startswith(env_prefixes)]
+    return b"\0".join(parts)
+
+
 def cfn_lint(template: Path, *, keep: bool = True) -> list[str]:
     """cfn-lint's findings on a synthesized template, in-process (a command-line call pays 3.7 s to start); `keep`:
     a clean verdict is kept for the same template (`clean_verdict`), ~2.5 s a template."""
@@ -85,7 +100,12 @@ def cfn_lint(template: Path, *, keep: bool = True) -> list[str]:
     text = template.read_text()
     if not keep:
         return lint()
-    inputs = [text.encode(), metadata.version("cfn-lint").encode(), repr(_IGNORED_RULES).encode()]
+    inputs = [
+        text.encode(),
+        metadata.version("cfn-lint").encode(),
+        repr(_IGNORED_RULES).encode(),
+        settings_read(_CFN_LINT_FILES),
+    ]
     return clean_verdict("cfn-lint", inputs, lint)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.conftest import clean_verdict
+from tests.infra.conftest import clean_verdict, settings_read
 from training_guard_local import template_cache
 
 
@@ -50,3 +50,29 @@ def test_with_the_cache_off_every_verdict_is_found_again(runs: list[str], monkey
     for _ in range(2):
         assert clean_verdict("lint", [b"template"], linter(runs, [])) == []
     assert len(runs) == 2
+
+
+def test_a_tools_settings_files_and_variables_are_part_of_the_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """checkov reads .checkov.yaml and CKV_SKIP_CHECK: a skip added later must not find the clean verdict kept."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CKV_SKIP_CHECK", raising=False)
+    seen = [settings_read((".checkov.yaml",), ("CKV_",))]
+    (work / ".checkov.yaml").write_text("skip-check: [CKV_AWS_27]\n")
+    seen.append(settings_read((".checkov.yaml",), ("CKV_",)))
+    (work / ".checkov.yaml").unlink()
+    (home / ".checkov.yaml").write_text("skip-check: [CKV_AWS_27]\n")
+    seen.append(settings_read((".checkov.yaml",), ("CKV_",)))
+    (home / ".checkov.yaml").unlink()
+    monkeypatch.setenv("CKV_SKIP_CHECK", "CKV_AWS_27")
+    seen.append(settings_read((".checkov.yaml",), ("CKV_",)))
+    assert len(set(seen)) == 4
+    monkeypatch.delenv("CKV_SKIP_CHECK")
+    assert settings_read((".checkov.yaml",), ("CKV_",)) == seen[0]
+    monkeypatch.setenv("UNRELATED", "1")
+    assert settings_read((".checkov.yaml",), ("CKV_",)) == seen[0]
