@@ -72,13 +72,17 @@ def _config(env: Mapping[str, str]) -> GuardConfig:
         raise SettingsError(str(exc)) from None
 
 
+# Seconds between posts to one webhook or channel (Slack: about one message a second); as adapters/slack.py's
+SLACK_MIN_INTERVAL = 1.0
+
+
 @frozen
 class ChatSettings:
     config: GuardConfig
     table: str
     webhook_secrets: dict[str, str]  # webhook name -> secret name or ARN (never the URL); empty in app mode
     dead_letter_queue_url: str
-    min_interval_seconds: float = 1.0  # as adapters/slack.py MIN_INTERVAL_SECONDS
+    min_interval_seconds: float = SLACK_MIN_INTERVAL
     bot_token_secret: str | None = None
     slack_api_url: str | None = None  # app mode: the Slack Web API's base URL (None: Slack's own)
 
@@ -90,7 +94,7 @@ class ChatSettings:
         secrets_key = contract.ENV_SLACK_BOT_TOKEN_SECRET if config.slack.app_mode else contract.ENV_WEBHOOK_SECRETS
         _required(env, contract.ENV_TABLE, secrets_key, contract.ENV_DEAD_LETTER_QUEUE_URL)
         table, dead_letters = env[contract.ENV_TABLE], env[contract.ENV_DEAD_LETTER_QUEUE_URL]
-        interval = _seconds(env, contract.ENV_SLACK_MIN_INTERVAL, 1.0)
+        interval = _seconds(env, contract.ENV_SLACK_MIN_INTERVAL, SLACK_MIN_INTERVAL)
         if config.slack.app_mode:
             return cls(
                 config=config,
@@ -148,7 +152,7 @@ class BotSettings:
 
     bot_token_secret: str
     slack_api_url: str | None = None
-    min_interval_seconds: float = 1.0  # between posts to one channel (Slack's chat.postMessage limit)
+    min_interval_seconds: float = SLACK_MIN_INTERVAL
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BotSettings:
@@ -158,7 +162,7 @@ class BotSettings:
         return cls(
             env[contract.ENV_SLACK_BOT_TOKEN_SECRET],
             env.get(contract.ENV_SLACK_API_URL) or None,
-            _seconds(env, contract.ENV_SLACK_MIN_INTERVAL, 1.0),
+            _seconds(env, contract.ENV_SLACK_MIN_INTERVAL, SLACK_MIN_INTERVAL),
         )
 
 
