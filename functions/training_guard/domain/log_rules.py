@@ -125,11 +125,14 @@ def _tag_problem(value: str, why: str) -> str:
     )
 
 
-# What a point changes in a series, in `_Series.hot`'s order.
+# What a point changes in a series, in the order `_HOT` reads and `_Series.set_hot` writes them.
 _Hot = tuple[
     float | None, int, float | None, float | None, float | None, float, int | None, float, int, float | None, int
 ]
 _FRESH: _Hot = (None, 0, None, None, None, math.inf, None, math.inf, 0, None, 0)
+_HOT = attrgetter(
+    "prev", "count", "last_log", "noise", "level", "best", "best_line", "ot_best", "ot_since", "train_at_min", "streak"
+)
 _NO_WINDOW: deque[float] = deque(maxlen=0)
 _At = tuple[str, LogEvent, int | None]  # a point's reader, event and line
 
@@ -170,19 +173,7 @@ class _Series:
 
     def hot(self) -> _Hot:
         """The fields a point changes, for a run's locals."""
-        return (
-            self.prev,
-            self.count,
-            self.last_log,
-            self.noise,
-            self.level,
-            self.best,
-            self.best_line,
-            self.ot_best,
-            self.ot_since,
-            self.train_at_min,
-            self.streak,
-        )
+        return _HOT(self)
 
     def set_hot(self, hot: _Hot) -> None:
         (
