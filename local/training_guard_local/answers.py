@@ -18,6 +18,7 @@ from botocore.validate import validate_parameters
 MOTO_ACCOUNT_ENV = "MOTO_ACCOUNT_ID"
 _PARAMS = "training_guard_local.params"  # request context key: the call's API parameters
 _HANDLERS = "training-guard-local-answers"  # the handlers' unique ids on an event emitter start so
+ANSWER_ID = f"{_HANDLERS}-answer"  # a client that must not be answered here unregisters it (the bench's stopper)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def install(session: Any = None) -> None:
     # Registered at the root of each event: every handler registered for the service or the operation (a campaign's
     # faults, a test's observer) runs first, as it would in front of AWS.
     events.register("before-parameter-build", _keep_params, unique_id=f"{_HANDLERS}-params")
-    events.register_last("before-call", _answer, unique_id=f"{_HANDLERS}-answer")
+    events.register_last("before-call", _answer, unique_id=ANSWER_ID)
 
 
 def answer(

@@ -244,7 +244,7 @@ def measured(*, ratio: float, unexpected: dict[str, int], to_stop: float) -> Any
             {"reaction": r, "calls": 3, "design": 3, "unexpected": unexpected, "why": ""}
             for r in run.HEADLINE_REACTIONS
         ],
-        latency={"to_stop_ratio": to_stop},
+        latency={"own_ratio": to_stop, "to_stop_ratio": 9.0, "service_ms": 1.5, "margin_ms": -0.4},
         throughput={
             "events": 10_000,
             "jobs": 1_000,
@@ -265,7 +265,7 @@ def test_the_headline_says_met_or_missed_from_the_figures_and_the_targets() -> N
     met = run.headline(measured(ratio=1.2, unexpected={}, to_stop=1.5))
     assert met[2].endswith("| 1.2x / 1.2x / 1.2x | 1.3x (met; runs on a 2-core machine vary by about ±0.1x) |")
     assert "| 3 / 3 / 3 / 3 | the design's (3 / 3 / 3 / 3): as designed |" in met[4]
-    assert met[5].endswith("| 1.5x | 2.0x (met) |")
+    assert met[5].endswith("| 1.5x (9.0x) | 2.0x (met) |")
     assert (
         met[8]
         == "| monthly cost, 100 / 1,000 / 10,000 jobs (of which fixed, at zero jobs) | $4.98 / $10.36 / $34.13 ($3.12) "
@@ -274,8 +274,14 @@ def test_the_headline_says_met_or_missed_from_the_figures_and_the_targets() -> N
     missed = run.headline(measured(ratio=1.4, unexpected={"sns:Publish": 1}, to_stop=3.0))
     assert "1.3x (missed, see the report;" in missed[2]
     assert missed[4].endswith("differ from the design: see the report |")
-    assert missed[5].endswith("| 3.0x | 2.0x (missed, see the report) |")
+    assert missed[5].endswith("| 3.0x (9.0x) | 2.0x (missed, see the report) |")
     assert run.findings(measured(ratio=1.4, unexpected={}, to_stop=3.0))[0].count("Still over 1.3x: job_events")
+    [warm] = [f for f in run.findings(measured(ratio=1.4, unexpected={}, to_stop=3.0)) if "Warm latency" in f]
+    assert "3.0x the minimal stopper with the emulator's own answering time left out of both, and 9.0x with it" in warm
+    assert "Target 2.0x: missed. Against AWS" in warm
+    assert "at most 2.0x while W <= S -0.4 ms" in warm
+    [warm] = [f for f in run.findings(measured(ratio=1.2, unexpected={}, to_stop=2.0)) if "Warm latency" in f]
+    assert "Target 2.0x: met." in warm
 
 
 # --- the log rules' section (bench/log_rules.py) --------------------------------------------------------------
@@ -352,3 +358,41 @@ def test_the_log_rules_sections_are_spliced_into_the_report_once() -> None:
     assert "(met: worst 1.8x)" in twice
     assert twice.count("\n## ") == twice.count("\n\n## ")  # every title after a blank line, as `run` writes them
     assert twice.index(log_rules.SECTION_TITLE) < twice.index("## What the numbers say")
+
+
+def test_the_bare_stoppers_stop_is_signed_and_answered_where_moto_answers_the_guards_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from training_guard.config.model import GuardConfig
+    from training_guard_local.emulator import Emulation
+
+    with Emulation(GuardConfig()):
+        call_at: list[float] = []
+        stopper, client = run._bare_stopper(call_at)
+        sent: list[dict[str, bytes]] = []
+        client.meta.events.register("before-send", lambda request, **_: sent.append(dict(request.headers)))
+        stopper(
+            {
+                "detail": {
+                    "TrainingJobName": "j",
+                    "DebugRuleEvaluationStatuses": [{"RuleEvaluationStatus": "IssuesFound"}],
+                }
+            }
+        )
+        stopper(
+            {
+                "detail": {
+                    "TrainingJobName": "k",
+                    "DebugRuleEvaluationStatuses": [{"RuleEvaluationStatus": "NoIssuesFound"}],
+                }
+            }
+        )
+    assert len(call_at) == len(sent) == 1  # one stop, for the job with an issue
+    assert sent[0]["Authorization"].startswith(b"AWS4-HMAC-SHA256")  # signed, as a stop to AWS would be
+    monkeypatch.setattr(run, "LATENCY_EVENTS", 12)
+    latency = run.warm_latency()
+    assert latency["events"] == 7
+    assert 0 < latency["stop_call_ms"] < latency["baseline_ms"] < latency["to_stop_ms"] < latency["handler_ms"]
+    assert 0 < latency["service_ms"] < latency["to_stop_ms"]
+    assert latency["own_ratio"] == pytest.approx(latency["own_ms"] / latency["baseline_own_ms"], abs=0.02)
+    assert latency["margin_ms"] == pytest.approx(2 * latency["baseline_own_ms"] - latency["own_ms"], abs=0.02)
