@@ -4,6 +4,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +16,8 @@ from aws_cdk.assertions import Template
 
 from infra.app import build_app
 from infra.components.config_layer import CONFIG_FILE, CONFIG_PATH
+from infra.components.names import STACK_NAME
+from infra.guard_config import FILE_CONTEXT_KEY
 from infra.stack import TrainingGuardStack
 from training_guard import contract
 from training_guard.config.model import GuardConfig
@@ -115,18 +118,59 @@ def shipped_context() -> dict[str, Any]:
     return context
 
 
+# What a synthesis depends on beyond template_cache.key's sources and libraries: cdk-nag fails it on a finding.
+_SYNTH_LIBRARIES = ("cdk-nag",)
+
+
+def synthesis_key(context: dict[str, Any], kind: str) -> str:
+    """The hash of what a synthesis of the tests depends on: template_cache.key's (the app's sources, the CDK's
+    versions, Python, `CDK_*`), cdk-nag's version, this module, the context with a configuration file's content in
+    place of its (temporary) name, and the Synth class."""
+    hashed: dict[str, Any] = {**context, "synth class": kind}
+    config = context.get(FILE_CONTEXT_KEY)
+    if isinstance(config, str) and Path(config).is_file():
+        hashed[FILE_CONTEXT_KEY] = {"file content": Path(config).read_text(encoding="utf-8")}
+    hashed["libraries"] = {name: metadata.version(name) for name in _SYNTH_LIBRARIES}
+    return template_cache.key(hashed, roots=[*template_cache.sources(), Path(__file__), CDK_JSON])
+
+
+def _kept_synthesis(key: str) -> Path | None:
+    where = template_cache.folder()
+    return where / "syntheses" / key if where is not None else None
+
+
 class Synth:
-    """The app synthesized in-process with the context cdk.json gives the CLI and `context` over it."""
+    """The app synthesized in-process with the context cdk.json gives the CLI and `context` over it.
+
+    A cloud assembly synthesized (cdk-nag passed) is kept with the demo's templates under `synthesis_key`, and copied
+    back for the same key: a test reads the files and `json`; only `app`, `stack` and `template` (jsii objects)
+    synthesize again, when a test asks for them."""
 
     def __init__(self, outdir: Path, context: dict[str, Any] | None = None) -> None:
         # Bundling is exercised by its own tests; here the asset is the source folder as it is.
-        full = {**shipped_context(), "aws:cdk:bundling-stacks": [], **(context or {})}
-        app = App(outdir=str(outdir), context=full)
+        self._context = {**shipped_context(), "aws:cdk:bundling-stacks": [], **(context or {})}
+        self.outdir = outdir
+        self.artifact_id = STACK_NAME
+        kept = _kept_synthesis(synthesis_key(self._context, type(self).__name__))
+        if kept is None or not _copied(kept, outdir):
+            self._synthesize(outdir)
+            if kept is not None:
+                _keep(outdir, kept)
+        self.json: dict[str, Any] = json.loads((outdir / f"{STACK_NAME}.template.json").read_text(encoding="utf-8"))
+
+    def _synthesize(self, outdir: Path) -> None:
+        app = App(outdir=str(outdir), context=self._context)
         self.app, self.stack = build_app(app)
         self.assembly = self.app.synth()  # raises on any unacknowledged cdk-nag finding
-        self.outdir = outdir
         self.template = Template.from_stack(self.stack)
-        self.json: dict[str, Any] = dict(self.template.to_json())
+
+    def __getattr__(self, name: str) -> Any:
+        # A kept synthesis has no jsii objects: the first test that asks for one synthesizes the app again.
+        if name not in ("app", "stack", "assembly", "template"):
+            raise AttributeError(name)
+        again = self.outdir.with_name(f"{self.outdir.name}-again")
+        self._synthesize(again)
+        return getattr(self, name)
 
     def resources(self, kind: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.json["Resources"].items() if v["Type"] == kind}
@@ -144,7 +188,7 @@ class Synth:
         layers = self.resources("AWS::Lambda::LayerVersion")
         [layer_id] = [ref["Ref"] for ref in fn["Properties"]["Layers"] if ref.get("Ref") in layers]
         object_key = layers[layer_id]["Properties"]["Content"]["S3Key"]
-        manifest = json.loads((self.outdir / f"{self.stack.artifact_id}.assets.json").read_text())
+        manifest = json.loads((self.outdir / f"{self.artifact_id}.assets.json").read_text())
         [source] = [
             f["source"]
             for f in manifest["files"].values()
@@ -156,6 +200,45 @@ class Synth:
     def report(self) -> dict[str, Any]:
         report: dict[str, Any] = json.loads((self.outdir / "validation-report.json").read_text())
         return report
+
+
+def _copied(kept: Path, outdir: Path) -> bool:
+    """The kept cloud assembly copied to `outdir`; False when there is none (or it cannot be read)."""
+    if not (kept / "manifest.json").is_file():
+        return False
+    try:
+        shutil.copytree(kept, outdir, dirs_exist_ok=True)
+        os.utime(kept)  # used: the last to be pruned
+    except OSError:
+        return False
+    return True
+
+
+def _keep(outdir: Path, kept: Path) -> None:
+    """Keep a synthesized cloud assembly: copied whole beside its place, then renamed (a reader never sees half of
+    it); a cache that cannot be written is only a slower next run."""
+    partial = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(outdir, partial)
+        os.replace(partial, kept)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+    prune(kept.parent, KEPT_SYNTHESES)
+
+
+# About three source versions' worth (a run synthesizes 35 configurations, ~0.4 MB each): older ones are pruned.
+KEPT_SYNTHESES = 120
+
+
+def prune(where: Path, keep: int) -> None:
+    """Remove all but the `keep` most recently used kept syntheses."""
+    try:
+        kept = sorted((p for p in where.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in kept[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 _SYNTHESIZED: dict[tuple[type, str], Synth] = {}

@@ -122,7 +122,7 @@ def test_one_configuration_layer_for_the_stack_and_room_for_it_on_every_function
 
 
 def test_the_layer_holds_only_the_configuration_file(largest: Synth) -> None:
-    manifest = json.loads((largest.outdir / f"{largest.stack.artifact_id}.assets.json").read_text())
+    manifest = json.loads((largest.outdir / f"{largest.artifact_id}.assets.json").read_text())
     [source] = [f["source"]["path"] for f in manifest["files"].values() if f["displayName"].startswith("GuardConfig")]
     root = largest.outdir / source
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
