@@ -5,9 +5,11 @@ lists, and the README shows the report's headline table."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -99,6 +101,7 @@ for request in sys.stdin:
     child = os.fork()
     if child == 0:
         os.close(read)
+        os.dup2(2, 1)  # what a builder prints goes to stderr, never into the server's answers
         os.environ.clear()
         os.environ.update({{**base, **case["env"]}})
         for module in case["preload"]:
@@ -113,7 +116,7 @@ for request in sys.stdin:
     with os.fdopen(read, "rb") as answer:
         found = answer.read()
     _, status = os.waitpid(child, 0)
-    print(json.dumps({{"status": status, "found": json.loads(found or b"null")}}), flush=True)
+    print(json.dumps({{"case": case["case"], "status": status, "found": json.loads(found or b"null")}}), flush=True)
 """
 
 
@@ -134,12 +137,19 @@ def _fork_server_ends() -> Iterator[None]:
     yield
     if _fork_server.cache_info().currsize:
         server = _fork_server()
-        assert server.stdin is not None
-        server.stdin.close()  # its loop ends with its input
-        server.wait(timeout=30)
-        assert server.stdout is not None
-        server.stdout.close()
         _fork_server.cache_clear()
+        try:
+            assert server.stdin is not None
+            server.stdin.close()  # its loop ends with its input
+            server.wait(timeout=30)
+        finally:
+            server.kill()
+            assert server.stdout is not None
+            server.stdout.close()
+
+
+_CASES = itertools.count()
+ANSWER_SECONDS = 120  # a case imports and builds in about a second; a child that hangs fails its test, not the suite
 
 
 def builders_import(preload: tuple[str, ...], build: str, env: dict[str, str]) -> list[str]:
@@ -148,11 +158,25 @@ def builders_import(preload: tuple[str, ...], build: str, env: dict[str, str]) -
     server = _fork_server()
     assert server.stdin is not None
     assert server.stdout is not None
-    server.stdin.write(json.dumps({"preload": preload, "build": build, "env": env}) + "\n")
+    case = next(_CASES)
+    server.stdin.write(json.dumps({"case": case, "preload": preload, "build": build, "env": env}) + "\n")
     server.stdin.flush()
+    ready, _, _ = select.select([server.stdout], [], [], ANSWER_SECONDS)
+    if not ready:
+        server.kill()
+        _fork_server.cache_clear()
+        pytest.fail(f"no answer in {ANSWER_SECONDS} s for building {build!r}")
     answer = json.loads(server.stdout.readline())
+    assert answer["case"] == case, "the answer of another case"
     assert answer["status"] == 0, f"building {build!r} failed in the child (status {answer['status']})"
     return list(answer["found"])
+
+
+def test_what_a_builder_prints_never_becomes_an_answer() -> None:
+    wired = ("training_guard.handlers.wiring",)
+    assert builders_import(wired, "print('noise', flush=True); print('[]', flush=True)", {}) == []
+    # the next case gets its own answer, not the noise
+    assert "training_guard.render.charts" in builders_import(wired, "import training_guard.render.charts", {})
 
 
 def test_the_acknowledgements_listed_imports_are_all_its_builder_imports() -> None:
