@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -120,18 +122,21 @@ def shipped_context() -> dict[str, Any]:
 
 # What a synthesis depends on beyond template_cache.key's sources and libraries: cdk-nag fails it on a finding.
 _SYNTH_LIBRARIES = ("cdk-nag",)
+# The CDK App reads its context from a file this variable names (aws-cdk-lib's app.js), besides the CDK_* ones.
+_APP_ENVIRONMENT = ("CONTEXT_OVERFLOW_LOCATION_ENV",)
 
 
-def synthesis_key(context: dict[str, Any], kind: str) -> str:
+def synthesis_key(context: dict[str, Any], kind: str, defined: list[Path] | None = None) -> str:
     """The hash of what a synthesis of the tests depends on: template_cache.key's (the app's sources, the CDK's
     versions, Python, `CDK_*`), cdk-nag's version, this module, the context with a configuration file's content in
-    place of its (temporary) name, and the Synth class."""
+    place of its (temporary) name, the Synth class and the files `defined` (where a subclass is written)."""
     hashed: dict[str, Any] = {**context, "synth class": kind}
     config = context.get(FILE_CONTEXT_KEY)
     if isinstance(config, str) and Path(config).is_file():
         hashed[FILE_CONTEXT_KEY] = {"file content": Path(config).read_text(encoding="utf-8")}
     hashed["libraries"] = {name: metadata.version(name) for name in _SYNTH_LIBRARIES}
-    return template_cache.key(hashed, roots=[*template_cache.sources(), Path(__file__), CDK_JSON])
+    hashed["environment"] = {name: os.environ.get(name) for name in _APP_ENVIRONMENT}
+    return template_cache.key(hashed, roots=[*template_cache.sources(), Path(__file__), CDK_JSON, *(defined or [])])
 
 
 def _kept_synthesis(key: str) -> Path | None:
@@ -151,7 +156,9 @@ class Synth:
         self._context = {**shipped_context(), "aws:cdk:bundling-stacks": [], **(context or {})}
         self.outdir = outdir
         self.artifact_id = STACK_NAME
-        kept = _kept_synthesis(synthesis_key(self._context, type(self).__name__))
+        # a subclass written elsewhere (OrgSynth) may read or make more: its file is part of the key
+        defined = [Path(inspect.getfile(c)) for c in type(self).__mro__ if c is not object and c.__module__ != __name__]
+        kept = _kept_synthesis(synthesis_key(self._context, type(self).__name__, defined))
         if kept is None or not _copied(kept, outdir):
             self._synthesize(outdir)
             if kept is not None:
@@ -202,12 +209,27 @@ class Synth:
         return report
 
 
+# The one place an assembly names its checkout: an asset that is not staged (bundling skipped) keeps its source
+# folder's absolute path in `<stack>.assets.json`. It is kept as this token and read back as the reader's checkout.
+CHECKOUT = "{training-guard checkout}"
+_CHECKOUT_ROOT = str(CDK_JSON.parent)
+
+
+def _swap_checkout(folder: Path, old: str, new: str) -> None:
+    """`old` at the start of a JSON string of the assets manifests, as `new`."""
+    for assets in folder.glob("*.assets.json"):
+        text = assets.read_text(encoding="utf-8")
+        if f'"{old}' in text:
+            assets.write_text(text.replace(f'"{old}', f'"{new}'), encoding="utf-8")
+
+
 def _copied(kept: Path, outdir: Path) -> bool:
     """The kept cloud assembly copied to `outdir`; False when there is none (or it cannot be read)."""
     if not (kept / "manifest.json").is_file():
         return False
     try:
         shutil.copytree(kept, outdir, dirs_exist_ok=True)
+        _swap_checkout(outdir, CHECKOUT, _CHECKOUT_ROOT)
         os.utime(kept)  # used: the last to be pruned
     except OSError:
         return False
@@ -217,10 +239,11 @@ def _copied(kept: Path, outdir: Path) -> bool:
 def _keep(outdir: Path, kept: Path) -> None:
     """Keep a synthesized cloud assembly: copied whole beside its place, then renamed (a reader never sees half of
     it); a cache that cannot be written is only a slower next run."""
-    partial = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
+    partial = kept.with_name(f"{kept.name}.{os.getpid()}{_PARTIAL}")
     try:
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(outdir, partial)
+        _swap_checkout(partial, _CHECKOUT_ROOT, CHECKOUT)
         os.replace(partial, kept)
     except OSError:
         shutil.rmtree(partial, ignore_errors=True)
@@ -229,16 +252,29 @@ def _keep(outdir: Path, kept: Path) -> None:
 
 # About three source versions' worth (a run synthesizes 35 configurations, ~0.4 MB each): older ones are pruned.
 KEPT_SYNTHESES = 120
+_PARTIAL = ".tmp"  # a folder being written or removed: never read, never counted
+_STALE_PARTIAL_SECONDS = 24 * 3600  # one left by a process that died
 
 
 def prune(where: Path, keep: int) -> None:
-    """Remove all but the `keep` most recently used kept syntheses."""
+    """Remove all but the `keep` most recently used kept syntheses: each renamed first, so that a reader copies a
+    whole one or finds none."""
     try:
-        kept = sorted((p for p in where.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+        folders = [p for p in where.iterdir() if p.is_dir()]
+        kept = sorted((p for p in folders if not p.name.endswith(_PARTIAL)), key=lambda p: p.stat().st_mtime)
+        stale = [
+            p for p in folders if p.name.endswith(_PARTIAL) and time.time() - p.stat().st_mtime > _STALE_PARTIAL_SECONDS
+        ]
     except OSError:
         return
-    for old in kept[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+    for old in kept[: max(len(kept) - keep, 0)] + stale:
+        going = old.with_name(f"{old.name}.{os.getpid()}.pruned{_PARTIAL}") if old in kept else old
+        try:
+            if going != old:
+                os.replace(old, going)
+        except OSError:
+            continue
+        shutil.rmtree(going, ignore_errors=True)
 
 
 _SYNTHESIZED: dict[tuple[type, str], Synth] = {}
