@@ -472,5 +472,6 @@ def test_the_bare_stoppers_stop_is_signed_and_answered_where_moto_answers_the_gu
     assert 0 < latency["stop_call_ms"] < latency["baseline_ms"] < latency["to_stop_ms"] < latency["handler_ms"]
     assert 0 < latency["service_ms"] < latency["to_stop_ms"]
     assert 0 < latency["baseline_own_ms"] < latency["baseline_ms"]  # the stopper's answer timed, and left out
-    assert latency["own_ratio"] == pytest.approx(latency["own_ms"] / latency["baseline_own_ms"], abs=0.02)
-    assert latency["margin_ms"] == pytest.approx(2 * latency["baseline_own_ms"] - latency["own_ms"], abs=0.02)
+    # the figures are rounded to 0.01 ms apiece: a ratio of two of them is good to a few percent
+    assert latency["own_ratio"] == pytest.approx(latency["own_ms"] / latency["baseline_own_ms"], rel=0.05)
+    assert latency["margin_ms"] == pytest.approx(2 * latency["baseline_own_ms"] - latency["own_ms"], abs=0.03)
