@@ -374,16 +374,11 @@ def calls_per_reaction() -> list[dict[str, Any]]:
     return rows
 
 
-class _Body:  # what botocore reads a response's body from
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield b"{}"
-
-
 def _stopped(request: Any, **_: Any) -> Any:
     """SageMaker's answer to StopTrainingJob: 200, no members."""
-    from botocore.awsrequest import AWSResponse
+    from tests.faults import answer
 
-    return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body())
+    return answer(request.url, 200, b"{}", {"Content-Type": "application/x-amz-json-1.1"})
 
 
 def _timed_service(client: Any, marks: list[list[float]], sent: str = "before-send") -> None:
